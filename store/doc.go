@@ -1,0 +1,80 @@
+// Package store defines the port between the idemgate gateway and the
+// databases that keep its records.
+//
+// A [Store] keeps one record per key. A record is CLAIMED (someone is doing
+// the work) or DONE (the work succeeded), and carries a fencing token
+// ("fence", an int64 that starts at 1 and only rises), the token of the
+// Claim call that last won it, and two instants on the store's own clock:
+// leaseUntil (until when the holder owns the key) and expiresAt (until when
+// the record suppresses duplicates). Whether a record is reclaimable is
+// never stored: every operation computes it from the clock when it reads the
+// record. Nothing sweeps in the background.
+//
+// # Transitions
+//
+// Every operation is atomic: it reads, decides and writes one record as a
+// single step with respect to every other operation on that key.
+//
+//	from                          call      guard              to          result       fence
+//	absent, or now ≥ expiresAt    Claim     —                  CLAIMED     Won          1 if absent, else +1
+//	CLAIMED, same claim token     Claim     —                  unchanged   Won          same
+//	CLAIMED                       Claim     now < leaseUntil   unchanged   HeldByOther  same
+//	CLAIMED                       Claim     now ≥ leaseUntil   CLAIMED     Won          +1
+//	DONE                          Claim     now < expiresAt    unchanged   AlreadyDone  same
+//	CLAIMED                       Complete  fence matches      DONE        true         same
+//	DONE                          Complete  fence matches      unchanged   true         same
+//	any other                     Complete  —                  unchanged   false        same
+//	CLAIMED                       Release   fence matches      reclaimable —            +1
+//	any other                     Release   —                  unchanged   —            same
+//	CLAIMED                       Extend    fence matches      extended    Claim        same
+//	any other                     Extend    —                  unchanged   ErrFenced    same
+//
+// On Won the store sets leaseUntil = now + lease and expiresAt = leaseUntil +
+// ttl. Complete sets expiresAt = now + ttl. Release sets leaseUntil = now, so
+// the next Claim wins at once. Extend sets leaseUntil = now + lease and moves
+// expiresAt to at least leaseUntil + ttl. The ttl is a setting of the store
+// (one hour by default in every store of this module); the lease is chosen
+// per call.
+//
+// # Fencing
+//
+// The fence is the only proof of ownership. Complete, Release and Extend
+// succeed only when the caller's fence equals the record's. Because the fence
+// rises on every reclaim and on every Release, a holder that stalled past its
+// lease (a "zombie") cannot write once someone else has taken the key over,
+// and a claim that was given up cannot be completed later.
+//
+// Complete does not look at the lease. Until somebody reclaims the key, the
+// late holder is the only one that ran the work; refusing its DONE would leave
+// the key claimable after the side effect happened, and the next delivery
+// would repeat it. The clock decides who may take a key over; the fence
+// decides who may write.
+//
+// Release bumps the fence because a released claim is abandoned: if it kept
+// its fence, a holder that released and then (by a bug or a retry) completed
+// would mark DONE work that nobody finished.
+//
+// # Lifetime
+//
+// A store may physically delete a record only after expiresAt (Redis
+// PEXPIREAT, a TTL policy, a purge job). Because expiresAt is always at least
+// leaseUntil + ttl, a record outlives any holder that can still act as long as
+// lease + ttl exceeds the longest life of a holder; then a reclaim bumps the
+// fence instead of starting a fresh record at fence 1.
+//
+// # Claim tokens
+//
+// Each Claim call chooses a random token. A store that retries a Claim
+// internally after losing the reply (a commit whose answer was dropped) must
+// reuse that token: the record then shows the caller's own token and the
+// retry re-affirms the claim instead of reporting HeldByOther to itself or
+// bumping the fence twice. A caller may fix the token with [WithClaimToken],
+// which makes its own retries of Claim just as safe.
+//
+// # Keys
+//
+// Keys are opaque non-empty UTF-8 strings without NUL bytes, at most
+// [MaxKeyLen] bytes; [CheckKey] enforces that and stores return its error
+// unchanged. Distinct keys are distinct records: a store that shortens long
+// keys must do so with a collision-resistant hash.
+package store

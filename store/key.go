@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxKeyLen is the longest key, in bytes, that stores accept.
+const MaxKeyLen = 64 << 10
+
+// ErrInvalidKey is wrapped by the error of [CheckKey].
+var ErrInvalidKey = errors.New("store: invalid key")
+
+// CheckKey reports whether key is usable: non-empty, valid UTF-8, without NUL
+// bytes and at most MaxKeyLen bytes. The error wraps ErrInvalidKey.
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidKey)
+	}
+	return nil
+}
+
+type tokenKey struct{}
+
+// WithClaimToken returns a context that makes Claim use token instead of a
+// fresh random one. Calling Claim again with the same token after an
+// uncertain failure (a timeout whose effect is unknown) is safe: if the first
+// call won, the second re-affirms that win with the same fence.
+func WithClaimToken(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, tokenKey{}, token)
+}
+
+// ClaimToken returns the token set by [WithClaimToken], or a new random token.
+// Stores call it once per Claim call.
+func ClaimToken(ctx context.Context) string {
+	if t, ok := ctx.Value(tokenKey{}).(string); ok && t != "" {
+		return t
+	}
+	return rand.Text()
+}

@@ -1,0 +1,235 @@
+// Package memstore is an in-memory [store.Store] for tests, local runs and
+// single-process services.
+//
+// Records live in a sharded map, so claims on different keys rarely contend.
+// Expired records are dropped lazily: a shard sweeps itself when it has grown
+// to twice its size after the previous sweep, which keeps memory proportional
+// to the records that are still alive (roughly message rate × (lease + ttl))
+// at an amortised constant cost per insert.
+//
+// A memstore is only as durable as its process: records vanish on restart,
+// and two processes never see each other's records. Use a shared store for
+// anything that runs more than one instance.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options configures a Store. The zero value means the defaults.
+type Options struct {
+	// TTL is how long a completed record suppresses duplicates. Default 1h.
+	TTL time.Duration
+	// Now is the clock. Default: the wall clock, advanced monotonically
+	// from the moment New was called (wall-clock jumps do not move leases).
+	Now func() time.Time
+}
+
+const (
+	defaultTTL = time.Hour
+	shardCount = 64 // a power of two
+	minSweep   = 1024
+)
+
+// Store is an in-memory store. It is safe for concurrent use.
+type Store struct {
+	ttl   time.Duration
+	now   func() time.Time
+	seed  maphash.Seed
+	shard [shardCount]shard
+}
+
+type shard struct {
+	mu sync.Mutex // guards the fields below
+	m  map[string]record
+	// sweepAt is the size at which the next insert sweeps expired records.
+	sweepAt int
+	_       [40]byte // keep shards on separate cache lines
+}
+
+type state uint8
+
+const (
+	claimed state = iota + 1
+	done
+)
+
+type record struct {
+	state      state
+	fence      int64
+	token      string
+	leaseUntil int64 // unix nanoseconds on the store's clock
+	expiresAt  int64
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Extender = (*Store)(nil)
+)
+
+// New returns an empty Store. A nil opts means the defaults.
+func New(opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.TTL < 0 {
+		return nil, errors.New("memstore: negative TTL")
+	}
+	if o.TTL == 0 {
+		o.TTL = defaultTTL
+	}
+	if o.Now == nil {
+		base := time.Now()
+		o.Now = func() time.Time { return base.Add(time.Since(base)) }
+	}
+	s := &Store{ttl: o.TTL, now: o.Now, seed: maphash.MakeSeed()}
+	for i := range s.shard {
+		s.shard[i].m = make(map[string]record)
+		s.shard[i].sweepAt = minSweep
+	}
+	return s, nil
+}
+
+func (s *Store) shardOf(key string) *shard {
+	return &s.shard[maphash.String(s.seed, key)&(shardCount-1)]
+}
+
+// Claim implements [store.Store].
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return store.Claim{}, err
+	}
+	if lease <= 0 {
+		return store.Claim{}, errors.New("memstore: lease must be positive")
+	}
+	token := store.ClaimToken(ctx)
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixNano()
+	r, ok := sh.m[key]
+	switch {
+	case !ok || now >= r.expiresAt:
+		if !ok {
+			sh.maybeSweep(now)
+		}
+		r.fence++ // 1 for a new record
+	case r.state == claimed && r.token == token:
+		return won(key, r), nil
+	case r.state == claimed && now < r.leaseUntil:
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil)}, nil
+	case r.state == done:
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence}, nil
+	default: // a lapsed or released claim
+		r.fence++
+	}
+	r.state = claimed
+	r.token = token
+	r.leaseUntil = now + int64(lease)
+	r.expiresAt = r.leaseUntil + int64(s.ttl)
+	sh.m[key] = r
+	return won(key, r), nil
+}
+
+func won(key string, r record) store.Claim {
+	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: time.Unix(0, r.leaseUntil)}
+}
+
+// maybeSweep drops expired records once the shard has doubled since the last
+// sweep. Called with sh.mu held.
+func (sh *shard) maybeSweep(now int64) {
+	if len(sh.m) < sh.sweepAt {
+		return
+	}
+	for k, r := range sh.m {
+		if now >= r.expiresAt {
+			delete(sh.m, k)
+		}
+	}
+	sh.sweepAt = max(2*len(sh.m), minSweep)
+}
+
+// Complete implements [store.Store].
+func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	sh := s.shardOf(c.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixNano()
+	r, ok := sh.m[c.Key]
+	if !ok || r.fence != c.Fence || now >= r.expiresAt {
+		return false, nil
+	}
+	if r.state == claimed {
+		r.state = done
+		r.expiresAt = now + int64(s.ttl)
+		sh.m[c.Key] = r
+	}
+	return true, nil
+}
+
+// Release implements [store.Store].
+func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sh := s.shardOf(c.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixNano()
+	r, ok := sh.m[c.Key]
+	if !ok || r.state != claimed || r.fence != c.Fence || now >= r.expiresAt {
+		return nil
+	}
+	r.fence++
+	r.leaseUntil = now
+	sh.m[c.Key] = r
+	return nil
+}
+
+// Extend implements [store.Extender].
+func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, err
+	}
+	if lease <= 0 {
+		return store.Claim{}, errors.New("memstore: lease must be positive")
+	}
+	sh := s.shardOf(c.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixNano()
+	r, ok := sh.m[c.Key]
+	if !ok || r.state != claimed || r.fence != c.Fence || now >= r.expiresAt {
+		return store.Claim{}, store.ErrFenced
+	}
+	r.leaseUntil = now + int64(lease)
+	r.expiresAt = max(r.expiresAt, r.leaseUntil+int64(s.ttl))
+	sh.m[c.Key] = r
+	return won(c.Key, r), nil
+}
+
+// Len returns the number of records held, expired or not. It is meant for
+// tests and metrics.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shard {
+		sh := &s.shard[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -1,0 +1,125 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+	"github.com/idemgate/idemgate/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Config{
+		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+			st, err := memstore.New(&memstore.Options{TTL: s.TTL, Now: s.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	})
+}
+
+func TestConformanceRealClock(t *testing.T) {
+	storetest.Run(t, storetest.Config{
+		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+			st, err := memstore.New(&memstore.Options{TTL: s.TTL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		RealClock: true,
+		Tick:      30 * time.Millisecond,
+	})
+}
+
+func TestNewRejectsNegativeTTL(t *testing.T) {
+	if _, err := memstore.New(&memstore.Options{TTL: -time.Second}); err == nil {
+		t.Fatal("New with a negative TTL must fail")
+	}
+}
+
+// fakeClock is a clock moved by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// TestMemoryStaysBounded feeds many distinct keys over a long (fake) time and
+// checks that expired records are dropped, so the store does not grow with
+// the number of keys ever seen.
+func TestMemoryStaysBounded(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	const ttl = time.Minute
+	st, err := memstore.New(&memstore.Options{TTL: ttl, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	// 1000 keys per simulated second for 20 minutes: 1.2M keys in all, but
+	// only about 2 minutes' worth (lease + ttl) alive at any time.
+	const perSec, secs = 1000, 1200
+	peak := 0
+	for s := range secs {
+		for i := range perSec {
+			c, err := st.Claim(ctx, fmt.Sprintf("k-%d-%d", s, i), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Complete(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.t = clk.t.Add(time.Second)
+		peak = max(peak, st.Len())
+	}
+	alive := perSec * int((ttl+time.Minute)/time.Second) // an upper bound on unexpired records
+	if peak > 3*alive {
+		t.Fatalf("peak records = %d after %d keys; want at most %d (expired records must be dropped)", peak, perSec*secs, 3*alive)
+	}
+	t.Logf("peak %d records for %d keys (%d alive at most)", peak, perSec*secs, alive)
+}
+
+func TestExpiredRecordsDroppedKeepFenceSafety(t *testing.T) {
+	// A record dropped after expiresAt restarts at fence 1: nobody can still
+	// hold the old claim, because lease + ttl has passed.
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	st, _ := memstore.New(&memstore.Options{TTL: time.Second, Now: clk.now})
+	ctx := context.Background()
+	old, _ := st.Claim(ctx, "k", time.Second)
+	clk.t = clk.t.Add(time.Hour)
+	for i := range 5000 { // enough inserts to sweep every shard
+		st.Claim(ctx, fmt.Sprint(i), time.Second)
+	}
+	if ok, _ := st.Complete(ctx, old); ok {
+		t.Fatal("Complete of an expired claim must return false")
+	}
+}
+
+// BenchmarkBytesPerRecord reports the heap held per live record.
+func BenchmarkBytesPerRecord(b *testing.B) {
+	const n = 200_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("projects/p/subscriptions/s/%016d", i) // a messageId-sized key
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		st, _ := memstore.New(nil)
+		for _, k := range keys {
+			c, _ := st.Claim(ctx, k, time.Minute)
+			st.Complete(ctx, c)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/record")
+		runtime.KeepAlive(st)
+	}
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps idempotency records. Implementations are safe for concurrent
+// use by many goroutines and processes; each method is atomic on its key.
+type Store interface {
+	// Claim tries to take key for lease. The result's Status says what
+	// happened: Won (the caller owns the key until LeaseUntil and holds the
+	// returned Fence), AlreadyDone (the work was completed and the record has
+	// not expired), or HeldByOther (a live holder owns the key until
+	// LeaseUntil). An error means nothing is known about the record; the
+	// caller must not run the work.
+	Claim(ctx context.Context, key string, lease time.Duration) (Claim, error)
+
+	// Complete marks c's record DONE when c.Fence still matches, whether or
+	// not the lease has lapsed, and reports whether it did (true also when
+	// the record is already DONE with that fence). false means c was fenced
+	// out: somebody reclaimed the key, or c was released.
+	Complete(ctx context.Context, c Claim) (bool, error)
+
+	// Release gives c's key up when c.Fence still matches: the key becomes
+	// claimable at once and the fence rises, so c can never complete. A
+	// stale or unknown claim is ignored without error.
+	Release(ctx context.Context, c Claim) error
+}
+
+// Extender is implemented by stores that can prolong a live claim.
+type Extender interface {
+	// Extend sets c's lease to end lease from now and returns the updated
+	// claim (same fence and token). It fails with ErrFenced when c's fence no
+	// longer matches a CLAIMED record: the key was reclaimed, released or
+	// completed, or the record is gone.
+	Extend(ctx context.Context, c Claim, lease time.Duration) (Claim, error)
+}
+
+// Status is the outcome of a Claim.
+type Status uint8
+
+// The outcomes of Claim. The zero Status is invalid, so a forgotten
+// assignment is never mistaken for a win.
+const (
+	Won         Status = iota + 1 // the caller owns the key
+	AlreadyDone                   // the work was done; the record has not expired
+	HeldByOther                   // a live holder owns the key
+)
+
+// String returns the status name: "won", "already_done" or "held_by_other".
+func (s Status) String() string {
+	switch s {
+	case Won:
+		return "won"
+	case AlreadyDone:
+		return "already_done"
+	case HeldByOther:
+		return "held_by_other"
+	}
+	return "invalid"
+}
+
+// Claim is the result of [Store.Claim] and the proof of ownership passed back
+// to Complete, Release and Extend.
+type Claim struct {
+	Key    string
+	Status Status
+	// Fence is the record's fencing token. For Won it is the caller's proof
+	// of ownership; pass it to the sink to refuse writes from older holders.
+	Fence int64
+	// Token identifies the Claim call that won the record (empty unless Won).
+	Token string
+	// LeaseUntil is when the lease ends: the caller's for Won, the holder's
+	// for HeldByOther. Zero for AlreadyDone.
+	LeaseUntil time.Time
+}
+
+// ErrFenced is returned by [Extender.Extend] when the claim no longer owns its
+// record.
+var ErrFenced = errors.New("store: claim fenced out")

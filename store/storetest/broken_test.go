@@ -1,0 +1,243 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// bugs switches on one deliberate violation of the contract each.
+type bugs struct {
+	noFenceBumpOnRelease bool
+	leaseCheckedComplete bool
+	nonAtomicClaim       bool
+	noReaffirm           bool
+	releaseDeletes       bool
+	completeIgnoresFence bool
+	doneNeverExpires     bool
+	extendIgnoresFence   bool
+	ignoresContext       bool
+	truncatesKeys        bool
+	acceptsBadKeys       bool
+	noExtend             bool
+}
+
+// model is a small, obviously correct store (one mutex) with switchable bugs.
+type model struct {
+	mu   sync.Mutex // guards m
+	m    map[string]rec
+	now  func() time.Time
+	ttl  time.Duration
+	bugs bugs
+}
+
+type rec struct {
+	done               bool
+	fence              int64
+	token              string
+	leaseUntil, expiry time.Time
+}
+
+func (s *model) key(k string) string {
+	if s.bugs.truncatesKeys && len(k) > 255 {
+		return k[:255]
+	}
+	return k
+}
+
+func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return store.Claim{}, err
+	}
+	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
+		return store.Claim{}, err
+	}
+	token := store.ClaimToken(ctx)
+	if !s.bugs.nonAtomicClaim {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	read := func() (rec, bool) {
+		if s.bugs.nonAtomicClaim {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+		}
+		r, ok := s.m[s.key(key)]
+		return r, ok
+	}
+	write := func(r rec) {
+		if s.bugs.nonAtomicClaim {
+			time.Sleep(time.Millisecond) // the window between read and write
+			s.mu.Lock()
+			defer s.mu.Unlock()
+		}
+		s.m[s.key(key)] = r
+	}
+	now := s.now()
+	r, ok := read()
+	expired := ok && !now.Before(r.expiry) && !(r.done && s.bugs.doneNeverExpires)
+	switch {
+	case !ok || expired:
+	case !r.done && r.token == token && !s.bugs.noReaffirm:
+		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil}, nil
+	case !r.done && now.Before(r.leaseUntil):
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: r.leaseUntil}, nil
+	case r.done:
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence}, nil
+	}
+	r = rec{fence: r.fence + 1, token: token, leaseUntil: now.Add(lease)}
+	r.expiry = r.leaseUntil.Add(s.ttl)
+	write(r)
+	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil}, nil
+}
+
+func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r, ok := s.m[s.key(c.Key)]
+	if !ok || (r.fence != c.Fence && !s.bugs.completeIgnoresFence) || !now.Before(r.expiry) {
+		return false, nil
+	}
+	if s.bugs.leaseCheckedComplete && !r.done && !now.Before(r.leaseUntil) {
+		return false, nil
+	}
+	if !r.done {
+		r.done, r.expiry = true, now.Add(s.ttl)
+		s.m[s.key(c.Key)] = r
+	}
+	return true, nil
+}
+
+func (s *model) Release(ctx context.Context, c store.Claim) error {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[s.key(c.Key)]
+	if !ok || r.done || r.fence != c.Fence {
+		return nil
+	}
+	if s.bugs.releaseDeletes {
+		delete(s.m, s.key(c.Key))
+		return nil
+	}
+	if !s.bugs.noFenceBumpOnRelease {
+		r.fence++
+	}
+	r.leaseUntil = s.now()
+	s.m[s.key(c.Key)] = r
+	return nil
+}
+
+func (s *model) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return store.Claim{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r, ok := s.m[s.key(c.Key)]
+	if !ok || r.done || (r.fence != c.Fence && !s.bugs.extendIgnoresFence) || !now.Before(r.expiry) {
+		return store.Claim{}, store.ErrFenced
+	}
+	r.leaseUntil = now.Add(lease)
+	if e := r.leaseUntil.Add(s.ttl); e.After(r.expiry) {
+		r.expiry = e
+	}
+	s.m[s.key(c.Key)] = r
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil}, nil
+}
+
+// noExtend hides Extend.
+type noExtend struct{ s *model }
+
+func (n noExtend) Claim(ctx context.Context, k string, l time.Duration) (store.Claim, error) {
+	return n.s.Claim(ctx, k, l)
+}
+func (n noExtend) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	return n.s.Complete(ctx, c)
+}
+func (n noExtend) Release(ctx context.Context, c store.Claim) error { return n.s.Release(ctx, c) }
+
+func modelConfig(b bugs) Config {
+	return Config{NewStore: func(t testing.TB, s Setup) store.Store {
+		m := &model{m: map[string]rec{}, now: s.Now, ttl: s.TTL, bugs: b}
+		if b.noExtend {
+			return noExtend{m}
+		}
+		return m
+	}}
+}
+
+func TestModelPasses(t *testing.T) {
+	Run(t, modelConfig(bugs{}))
+}
+
+func TestModelPassesOnRealClock(t *testing.T) {
+	cfg := modelConfig(bugs{})
+	newStore := cfg.NewStore
+	cfg.NewStore = func(t testing.TB, s Setup) store.Store {
+		s.Now = time.Now
+		return newStore(t, s)
+	}
+	cfg.RealClock = true
+	cfg.Tick = 30 * time.Millisecond
+	Run(t, cfg)
+}
+
+// TestBrokenStoresAreCaught proves the suite can fail: each broken store
+// must fail at least the cases named for it.
+func TestBrokenStoresAreCaught(t *testing.T) {
+	tests := []struct {
+		name string
+		bugs bugs
+		want []string
+	}{
+		{"no fence bump on release", bugs{noFenceBumpOnRelease: true}, []string{"ReleaseThenReclaim"}},
+		{"lease-checked complete", bugs{leaseCheckedComplete: true}, []string{"LateCompleteCommits"}},
+		{"non-atomic claim", bugs{nonAtomicClaim: true}, []string{"ConcurrentClaimsOneWinner"}},
+		{"no re-affirm on retried claim", bugs{noReaffirm: true}, []string{"RetriedClaimReaffirms"}},
+		{"release deletes the record", bugs{releaseDeletes: true}, []string{"ReleaseThenReclaim"}},
+		{"complete ignores the fence", bugs{completeIgnoresFence: true}, []string{"ZombieFencedOut", "CompleteStaleOrAbsent"}},
+		{"done never expires", bugs{doneNeverExpires: true}, []string{"TTLExpiryReclaims"}},
+		{"extend ignores the fence", bugs{extendIgnoresFence: true}, []string{"ExtendFenced"}},
+		{"ignores a cancelled context", bugs{ignoresContext: true}, []string{"CancelledContext"}},
+		{"truncates long keys", bugs{truncatesKeys: true}, []string{"UnusualKeys"}},
+		{"accepts invalid keys", bugs{acceptsBadKeys: true}, []string{"InvalidKeys"}},
+		{"no Extender", bugs{noExtend: true}, []string{"Extend", "ExtendFenced"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			failed := check(t, modelConfig(tt.bugs))
+			for _, name := range tt.want {
+				if failed[name] == nil {
+					t.Errorf("case %s passed a store whose %s; the suite must catch it", name, tt.name)
+				}
+			}
+			if len(failed) == 0 {
+				t.Fatalf("the suite passed a store whose %s", tt.name)
+			}
+			for name, err := range failed {
+				t.Logf("%s: %v", name, err)
+			}
+		})
+	}
+}
+
+func TestCaseNamesUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, n := range names() {
+		if seen[n] {
+			t.Errorf("case %s is defined twice", n)
+		}
+		seen[n] = true
+	}
+}

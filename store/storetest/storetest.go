@@ -1,0 +1,218 @@
+// Package storetest is the conformance suite for implementations of
+// [store.Store]. Every store in this module runs it, and so should yours:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Config{
+//			NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+//				st, err := mystore.New(..., mystore.Options{TTL: s.TTL, Now: s.Now})
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return st
+//			},
+//		})
+//	}
+//
+// The suite checks every row of the transition table in the [store] package
+// documentation plus the hard cases around it: racing claims, crashed
+// holders, zombies, late completes, ttl expiry, retried claims, unusual keys
+// and cancelled contexts. Stores on a server clock cannot follow a fake
+// clock; for them set RealClock and the suite waits for short real leases
+// (Config.Tick) to pass instead.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Setup is what the suite asks of a new store.
+type Setup struct {
+	// TTL is the store's ttl for this case.
+	TTL time.Duration
+	// Now is the suite's clock. Stores with an injectable clock must use it;
+	// stores on a server clock ignore it (and the Config says RealClock).
+	Now func() time.Time
+}
+
+// Config tells the suite how to make and drive the store under test.
+type Config struct {
+	// NewStore returns a fresh, empty, isolated store configured by s.
+	// It is called once per case, maybe from parallel cases.
+	NewStore func(t testing.TB, s Setup) store.Store
+	// RealClock says the store ignores Setup.Now. The suite then lets real
+	// time pass to lapse leases and ttls, and runs cases in parallel.
+	RealClock bool
+	// Tick is the short lease and ttl used with a real clock: it must be
+	// longer than one store operation. Default 150ms.
+	Tick time.Duration
+}
+
+// Run runs the whole suite as subtests of t.
+func Run(t *testing.T, cfg Config) {
+	t.Helper()
+	if cfg.NewStore == nil {
+		t.Fatal("storetest: Config.NewStore is nil")
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if cfg.RealClock {
+				t.Parallel()
+			}
+			if err := runCase(t, cfg, c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// check runs every case without subtests and returns the failures by case
+// name. The suite's own tests use it to prove that broken stores fail.
+func check(t testing.TB, cfg Config) map[string]error {
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+	)
+	for _, c := range cases {
+		wg.Go(func() {
+			if err := runCase(t, cfg, c); err != nil {
+				mu.Lock()
+				errs[c.name] = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// names lists the case names in order (for tests).
+func names() []string {
+	out := make([]string, len(cases))
+	for i, c := range cases {
+		out[i] = c.name
+	}
+	sort.Strings(out)
+	return out
+}
+
+func runCase(t testing.TB, cfg Config, c testCase) error {
+	e := newEnv(t, cfg, c.ttl)
+	return c.fn(e)
+}
+
+// env is what a case works with: one store and a clock that can be moved.
+type env struct {
+	t     testing.TB
+	ctx   context.Context
+	s     store.Store
+	real  bool
+	tick  time.Duration
+	mu    sync.Mutex // guards fake
+	fake  time.Time
+	cfg   Config
+	ttlOf ttlKind
+}
+
+type ttlKind uint8
+
+const (
+	longTTL  ttlKind = iota // an hour: nothing expires during a case
+	shortTTL                // one tick
+)
+
+func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
+	e := &env{t: t, ctx: context.Background(), real: cfg.RealClock, tick: cfg.Tick, cfg: cfg, ttlOf: ttl}
+	if e.tick <= 0 {
+		e.tick = 150 * time.Millisecond
+	}
+	if !e.real {
+		e.tick = time.Second
+		e.fake = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	}
+	d := time.Hour
+	if ttl == shortTTL {
+		d = e.tick
+	}
+	e.s = cfg.NewStore(t, Setup{TTL: d, Now: e.now})
+	return e
+}
+
+func (e *env) now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fake
+}
+
+// pass lets d go by on the store's clock. On a real clock this is a wait for
+// time itself, not a synchronisation: the store's clock is the only thing
+// being waited for, and the margin covers the store's millisecond rounding.
+func (e *env) pass(d time.Duration) {
+	if e.real {
+		time.Sleep(d + 20*time.Millisecond)
+		return
+	}
+	e.mu.Lock()
+	e.fake = e.fake.Add(d)
+	e.mu.Unlock()
+}
+
+// claim calls Claim and fails on error or an unexpected status.
+func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+	c, err := e.s.Claim(e.ctx, key, lease)
+	if err != nil {
+		return c, fmt.Errorf("%s: Claim(%.40q) error: %w", rule, key, err)
+	}
+	if c.Status != want {
+		return c, fmt.Errorf("%s: Claim(%.40q) = %v, want %v", rule, key, c.Status, want)
+	}
+	if c.Key != key {
+		return c, fmt.Errorf("%s: Claim returned Key %.40q, want %.40q", rule, c.Key, key)
+	}
+	return c, nil
+}
+
+func (e *env) complete(c store.Claim, want bool, rule string) error {
+	ok, err := e.s.Complete(e.ctx, c)
+	if err != nil {
+		return fmt.Errorf("%s: Complete error: %w", rule, err)
+	}
+	if ok != want {
+		return fmt.Errorf("%s: Complete = %v, want %v", rule, ok, want)
+	}
+	return nil
+}
+
+func (e *env) release(c store.Claim, rule string) error {
+	if err := e.s.Release(e.ctx, c); err != nil {
+		return fmt.Errorf("%s: Release error: %w", rule, err)
+	}
+	return nil
+}
+
+func fenceIs(c store.Claim, want int64, rule string) error {
+	if c.Fence != want {
+		return fmt.Errorf("%s: fence = %d, want %d", rule, c.Fence, want)
+	}
+	return nil
+}
+
+// all returns the first non-nil error.
+func all(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var errNoExtender = errors.New("store does not implement store.Extender")
