@@ -1,0 +1,71 @@
+// Package storeurl opens a store from the URL the examples take in
+// IDEMGATE_STORE:
+//
+//	memory://                              in-process (the default)
+//	redis://[user:pass@]host:port/db       Redis (rediss:// for TLS)
+//	postgres://user@host:port/db?…         PostgreSQL
+//	mysql://user:pass@tcp(host:port)/db    MySQL / MariaDB
+//	sqlite:///path/to/file.db              SQLite
+//	datastore://project[?database=…]       Firestore in Datastore mode
+//	firestore://project[?database=…]       Firestore native mode
+//
+// The Google stores honour DATASTORE_EMULATOR_HOST and FIRESTORE_EMULATOR_HOST.
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// Opened is a store and the function that releases its connections.
+type Opened struct {
+	Store store.Store
+	Name  string // the scheme, for logs
+	Close func() error
+}
+
+// Open opens the store named by rawURL. An empty URL means memory://.
+func Open(ctx context.Context, rawURL string) (*Opened, error) {
+	if rawURL == "" {
+		rawURL = "memory://"
+	}
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("storeurl: %q is not a store URL (want scheme://…, e.g. memory:// or redis://host:6379/0)", rawURL)
+	}
+	var (
+		o   *Opened
+		err error
+	)
+	switch scheme {
+	case "memory", "mem":
+		var st *memstore.Store
+		st, err = memstore.New(nil)
+		o = &Opened{Store: st}
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		o, err = openRedis(ctx, rawURL)
+	case "postgres", "postgresql", "mysql", "sqlite":
+		o, err = openSQL(ctx, scheme, rawURL)
+	case "datastore":
+		o, err = openDatastore(ctx, rawURL)
+	case "firestore":
+		o, err = openFirestore(ctx, rawURL)
+	default:
+		return nil, fmt.Errorf("storeurl: unknown store %q (known: memory, redis, rediss, postgres, mysql, sqlite, datastore, firestore)", scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storeurl: %s store: %w", scheme, err)
+	}
+	o.Name = scheme
+	if o.Close == nil {
+		o.Close = func() error { return nil }
+	}
+	return o, nil
+}
+
+var errNotBuilt = errors.New("this store is not part of this build yet")
