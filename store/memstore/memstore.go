@@ -112,7 +112,6 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if lease <= 0 {
 		return store.Claim{}, errors.New("memstore: lease must be positive")
 	}
-	token := store.ClaimToken(ctx)
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -124,17 +123,17 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 			sh.maybeSweep(now)
 		}
 		r.fence++ // 1 for a new record
-	case r.state == claimed && r.token == token:
-		return won(key, r), nil
-	case r.state == claimed && now < r.leaseUntil:
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil)}, nil
 	case r.state == done:
 		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence}, nil
+	case r.token == store.ClaimToken(ctx): // a retried Claim: re-affirm
+		return won(key, r), nil
+	case now < r.leaseUntil:
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil)}, nil
 	default: // a lapsed or released claim
 		r.fence++
 	}
 	r.state = claimed
-	r.token = token
+	r.token = store.ClaimToken(ctx)
 	r.leaseUntil = now + int64(lease)
 	r.expiresAt = r.leaseUntil + int64(s.ttl)
 	sh.m[key] = r

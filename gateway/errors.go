@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrDuplicate is returned by Lock when the key's work is already done
+	// and its record has not expired. The delivery should be acknowledged.
+	ErrDuplicate = errors.New("gateway: duplicate: the work for this key is already done")
+
+	// ErrInProgress is matched (with errors.Is) by the *InProgressError that
+	// Lock and Mutex return when a live holder owns the key. The delivery
+	// should be retried later.
+	ErrInProgress = errors.New("gateway: in progress: another delivery holds this key")
+
+	// ErrStore wraps every error the store returned on Claim. The work did
+	// not run; the delivery should be retried.
+	ErrStore = errors.New("gateway: store failed")
+
+	// ErrNoKey wraps the error returned when no usable idempotency key could
+	// be resolved. The gateway refuses to run the work unguarded.
+	ErrNoKey = errors.New("gateway: no idempotency key")
+)
+
+// InProgressError reports that a live holder owns Key until LeaseUntil.
+// errors.Is(err, ErrInProgress) is true for it.
+type InProgressError struct {
+	Key string
+	// LeaseUntil is when the holder's lease ends, as reported by the store;
+	// zero when a Mutex meets a key completed by Lock.
+	LeaseUntil time.Time
+}
+
+func (e *InProgressError) Error() string {
+	if e.LeaseUntil.IsZero() {
+		return fmt.Sprintf("gateway: in progress: key %q is held", e.Key)
+	}
+	return fmt.Sprintf("gateway: in progress: key %q is held until %s", e.Key, e.LeaseUntil.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrInProgress) true.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Defaults of Options.
+const (
+	// DefaultLease is the lease when the store cannot renew claims: long
+	// enough for the work of one delivery, short enough that a crashed
+	// holder's key frees in a quarter of an hour.
+	DefaultLease = 15 * time.Minute
+	// DefaultRenewedLease is the lease when the store implements
+	// store.Extender: the gateway renews it while the work runs, so it
+	// only bounds how long a crashed holder blocks its key.
+	DefaultRenewedLease = time.Minute
+	// DefaultSettleTimeout bounds each Complete and Release.
+	DefaultSettleTimeout = 10 * time.Second
+	// DefaultMaxBodyBytes is the largest push body the HTTP surface reads.
+	DefaultMaxBodyBytes = 16 << 20
+)
+
+// Options configures a Gateway. The zero value means the defaults; New
+// copies it, so the caller may reuse it.
+type Options struct {
+	// Lease is how long a claim owns its key before another delivery may
+	// take it over. Default DefaultLease, or DefaultRenewedLease when the
+	// store implements store.Extender and renewal is on.
+	Lease time.Duration
+
+	// NoRenew turns off lease renewal. By default, when the store
+	// implements store.Extender, the gateway extends the lease every third
+	// of it while the body runs, and cancels the body's context (with
+	// cause ErrLeaseLost) if the claim is lost.
+	NoRenew bool
+
+	// SettleTimeout bounds each Complete and Release, which run on a
+	// context that ignores the caller's cancellation so that a cancelled
+	// request still settles its claim. Default DefaultSettleTimeout.
+	SettleTimeout time.Duration
+
+	// Logger receives the gateway's log lines. Default slog.Default().
+	Logger *slog.Logger
+
+	// HideKeys logs a short digest of each key instead of the key itself,
+	// for keys that carry personal data.
+	HideKeys bool
+
+	// OnDuplicate, if set, is called when Lock meets a completed key. It is
+	// an observer: a panic inside it is logged and ignored, and it cannot
+	// change the outcome.
+	OnDuplicate func(ctx context.Context, key string)
+
+	// Disabled turns every guard into a logged pass-through: the work runs
+	// unguarded and the store is never called. It is meant for unit tests
+	// of handlers. The environment variable IDEMGATE_DISABLED=1 (or true,
+	// yes, on), read once by New, has the same effect. Never set it in
+	// production: duplicates then repeat their side effects.
+	Disabled bool
+
+	// The fields below configure the HTTP surface (Idempotent and Push).
+
+	// Key resolves the idempotency key of a push delivery. Default
+	// KeyFromMessageID.
+	Key KeyFunc
+
+	// AllowUnguarded runs the handler unguarded when no key can be
+	// resolved, instead of answering 500. Default false (fail closed).
+	AllowUnguarded bool
+
+	// MaxBodyBytes is the largest push body accepted; larger ones get 413.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Gateway runs work at most once per key (Lock) or one at a time per key
+// (Mutex) using a store. It is safe for concurrent use.
+type Gateway struct {
+	st       store.Store
+	ext      store.Extender // nil when the store cannot renew, or renewal is off
+	opts     Options
+	log      *slog.Logger
+	disabled bool
+}
+
+// New returns a Gateway over st. A nil opts means the defaults. Invalid
+// options make New fail.
+func New(st store.Store, opts *Options) (*Gateway, error) {
+	if st == nil {
+		return nil, errors.New("gateway: nil store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Lease < 0 || o.SettleTimeout < 0 || o.MaxBodyBytes < 0 {
+		return nil, errors.New("gateway: negative Lease, SettleTimeout or MaxBodyBytes")
+	}
+	g := &Gateway{st: st}
+	if x, ok := st.(store.Extender); ok && !o.NoRenew {
+		g.ext = x
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+		if g.ext != nil {
+			o.Lease = DefaultRenewedLease
+		}
+	}
+	if g.ext != nil && o.Lease < minRenewedLease {
+		return nil, errors.New("gateway: a renewed Lease must be at least " + minRenewedLease.String())
+	}
+	if o.SettleTimeout == 0 {
+		o.SettleTimeout = DefaultSettleTimeout
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Key == nil {
+		o.Key = KeyFromMessageID
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	g.opts, g.log = o, o.Logger
+	g.disabled = o.Disabled || envTrue(os.Getenv("IDEMGATE_DISABLED"))
+	if g.disabled {
+		g.log.Warn("idemgate: guard disabled: work runs unguarded and duplicates repeat their side effects")
+	}
+	return g, nil
+}
+
+func envTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// Lease returns the lease the gateway claims keys for.
+func (g *Gateway) Lease() time.Duration { return g.opts.Lease }
+
+// Store returns the gateway's store.
+func (g *Gateway) Store() store.Store { return g.st }

@@ -1,0 +1,141 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// clock is a fake clock moved by hand; safe for concurrent use.
+type clock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// logs collects JSON log lines.
+type logs struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (l *logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logs) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lines returns the records at level (e.g. "ERROR").
+func (l *logs) lines(t testing.TB, level string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(l.buf.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["level"] == level {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+type fixture struct {
+	clk  *clock
+	st   *memstore.Store
+	g    *gateway.Gateway
+	logs *logs
+}
+
+// newFixture returns a gateway over a fake-clock memstore (no renewal).
+func newFixture(t testing.TB, opts gateway.Options) *fixture {
+	t.Helper()
+	f := &fixture{clk: newClock(), logs: &logs{}}
+	var err error
+	f.st, err = memstore.New(&memstore.Options{Now: f.clk.Now, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Logger = f.logs.logger()
+	opts.NoRenew = true
+	f.g, err = gateway.New(f.st, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// faulty wraps a real store and fails the operations switched on.
+type faulty struct {
+	store.Store
+	failClaim, failComplete, failRelease, failExtend atomic.Bool
+	releases                                         atomic.Int32
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if f.failClaim.Load() {
+		return store.Claim{}, errInjected
+	}
+	return f.Store.Claim(ctx, key, lease)
+}
+
+func (f *faulty) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if f.failComplete.Load() {
+		return false, errInjected
+	}
+	return f.Store.Complete(ctx, c)
+}
+
+func (f *faulty) Release(ctx context.Context, c store.Claim) error {
+	f.releases.Add(1)
+	if f.failRelease.Load() {
+		return errInjected
+	}
+	return f.Store.Release(ctx, c)
+}
+
+func (f *faulty) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if f.failExtend.Load() {
+		return store.Claim{}, errInjected
+	}
+	return f.Store.(store.Extender).Extend(ctx, c, lease)
+}
+
+func counter(n *atomic.Int32) func(context.Context) error {
+	return func(context.Context) error { n.Add(1); return nil }
+}

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Lock runs fn at most once per key while the key's record lives.
+//
+//   - The key is free: fn runs with a context that carries the claim (see
+//     ClaimFromContext). If fn returns nil the key is completed and Lock
+//     returns nil. If fn returns an error the claim is released, so a
+//     retry runs fn again, and Lock returns fn's error. If fn panics the
+//     claim is released and the panic goes on.
+//   - The key's work is done: the OnDuplicate hook runs and Lock returns
+//     ErrDuplicate.
+//   - A live holder owns the key: Lock returns an *InProgressError.
+//   - The store fails: Lock returns an error wrapping ErrStore; fn did not
+//     run.
+//
+// Once fn has succeeded, Lock never reports failure: if the completion
+// cannot be recorded (a store error, or the claim was taken over after its
+// lease lapsed) Lock logs at ERROR and returns nil, because a retry would
+// repeat work that already happened.
+func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	if g.disabled {
+		return g.passThrough(ctx, "lock", key, fn)
+	}
+	claimedAt := time.Now()
+	c, err := g.claim(ctx, key)
+	if err != nil {
+		return err
+	}
+	switch c.Status {
+	case store.AlreadyDone:
+		g.duplicate(ctx, key)
+		return ErrDuplicate
+	case store.HeldByOther:
+		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
+	}
+	returned := false
+	defer func() {
+		if !returned { // fn panicked or called runtime.Goexit
+			g.release(ctx, c, "panic")
+		}
+	}()
+	err = g.run(ctx, c, claimedAt, fn)
+	returned = true
+	if err != nil {
+		g.release(ctx, c, "error")
+		return err
+	}
+	g.complete(ctx, c)
+	return nil
+}
+
+// claim validates key and claims it for the gateway's lease.
+func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Claim{}, fmt.Errorf("%w: %w", ErrNoKey, err)
+	}
+	c, err := g.st.Claim(ctx, key, g.opts.Lease)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
+	}
+	if c.Status != store.Won && c.Status != store.AlreadyDone && c.Status != store.HeldByOther {
+		return store.Claim{}, fmt.Errorf("%w: claim %s: invalid status %d", ErrStore, g.keyText(key), c.Status)
+	}
+	return c, nil
+}
+
+// complete records c as done. Failures are logged, never returned: the work
+// already happened.
+func (g *Gateway) complete(ctx context.Context, c store.Claim) {
+	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
+	ok, err := g.st.Complete(sctx, c)
+	sctx.stop()
+	switch {
+	case err != nil:
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeCompleteError), slog.Any("error", err))
+	case !ok:
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeFencedOut))
+	}
+}
+
+// release gives c up so that a retry can run. Failures are logged: the
+// lease still frees the key in time.
+func (g *Gateway) release(ctx context.Context, c store.Claim, why string) {
+	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
+	err := g.st.Release(sctx, c)
+	sctx.stop()
+	if err != nil {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("after", why), slog.Time("lease_until", c.LeaseUntil), slog.Any("error", err))
+	}
+}
+
+// duplicate runs the OnDuplicate hook, isolated from the caller.
+func (g *Gateway) duplicate(ctx context.Context, key string) {
+	if g.opts.OnDuplicate == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: OnDuplicate hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
+		}
+	}()
+	g.opts.OnDuplicate(ctx, key)
+}
+
+// passThrough runs fn unguarded (the Disabled switch).
+func (g *Gateway) passThrough(ctx context.Context, verb, key string, fn func(context.Context) error) error {
+	g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: guard disabled; running unguarded",
+		slog.String("verb", verb), g.keyAttr(key), slog.String("outcome", OutcomeUnguarded))
+	return fn(ctx)
+}

@@ -1,0 +1,314 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+func TestLockRedeliveryRunsOnce(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); err != nil {
+		t.Fatalf("first Lock = %v, want nil", err)
+	}
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("redelivered Lock = %v, want ErrDuplicate", err)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("body ran %d times, want 1", got)
+	}
+}
+
+func TestLockConcurrentDuplicateAdmitsOne(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	const n = 32
+	var (
+		runs    atomic.Int32
+		wg      sync.WaitGroup
+		inBody  = make(chan struct{})
+		release = make(chan struct{})
+		errs    = make([]error, n)
+	)
+	// The winner blocks in its body until every other delivery has answered.
+	wg.Go(func() {
+		errs[0] = f.g.Lock(t.Context(), "m1", func(context.Context) error {
+			runs.Add(1)
+			close(inBody)
+			<-release
+			return nil
+		})
+	})
+	<-inBody
+	var others sync.WaitGroup
+	for i := 1; i < n; i++ {
+		others.Go(func() { errs[i] = f.g.Lock(t.Context(), "m1", counter(&runs)) })
+	}
+	others.Wait()
+	close(release)
+	wg.Wait()
+	if errs[0] != nil {
+		t.Fatalf("winner = %v", errs[0])
+	}
+	for i := 1; i < n; i++ {
+		var ip *gateway.InProgressError
+		if !errors.As(errs[i], &ip) || !errors.Is(errs[i], gateway.ErrInProgress) {
+			t.Fatalf("concurrent Lock = %v, want *InProgressError", errs[i])
+		}
+		if want := f.clk.Now().Add(gateway.DefaultLease); !ip.LeaseUntil.Equal(want) {
+			t.Fatalf("InProgressError.LeaseUntil = %v, want the holder's %v", ip.LeaseUntil, want)
+		}
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("body ran %d times, want 1", got)
+	}
+	// The nacked deliveries come back and find the work done.
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("retry after the winner = %v, want ErrDuplicate", err)
+	}
+}
+
+func TestLockErrorReleasesForRetry(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	boom := errors.New("supplier down")
+	var runs atomic.Int32
+	err := f.g.Lock(t.Context(), "m1", func(context.Context) error { runs.Add(1); return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("Lock = %v, want the body's error", err)
+	}
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); err != nil {
+		t.Fatalf("retry after a failure = %v, want nil (the failed claim must be released, not left held)", err)
+	}
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("third delivery = %v, want ErrDuplicate", err)
+	}
+	if got := runs.Load(); got != 2 {
+		t.Fatalf("body ran %d times, want 2 (fail, then succeed once)", got)
+	}
+}
+
+func TestLockPanicReleasesAndRepanics(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the body's panic", r)
+			}
+		}()
+		f.g.Lock(t.Context(), "m1", func(context.Context) error { panic("boom") })
+		t.Fatal("Lock returned after a panicking body")
+	}()
+	var runs atomic.Int32
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); err != nil || runs.Load() != 1 {
+		t.Fatalf("retry after a panic = %v (ran %d), want nil and one run", err, runs.Load())
+	}
+}
+
+func TestLockCrashedHolderSelfHeals(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	// A holder claims and dies without settling.
+	if _, err := f.st.Claim(t.Context(), "m1", gateway.DefaultLease); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrInProgress) {
+		t.Fatalf("Lock during the dead holder's lease = %v, want ErrInProgress", err)
+	}
+	f.clk.Advance(gateway.DefaultLease)
+	err := f.g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		c, ok := gateway.ClaimFromContext(ctx)
+		if !ok || c.Fence != 2 || c.Key != "m1" {
+			t.Errorf("ClaimFromContext = %+v, %v; want key m1 fence 2", c, ok)
+		}
+		runs.Add(1)
+		return nil
+	})
+	if err != nil || runs.Load() != 1 {
+		t.Fatalf("Lock after the lease lapsed = %v (ran %d), want it to run once", err, runs.Load())
+	}
+}
+
+func TestLockWorkOutranLeaseNotReclaimed(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	err := f.g.Lock(t.Context(), "m1", func(context.Context) error {
+		f.clk.Advance(2 * gateway.DefaultLease) // slow work, nobody else came
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("redelivery = %v, want ErrDuplicate (a late Complete must still commit)", err)
+	}
+	if n := len(f.logs.lines(t, "ERROR")); n != 0 {
+		t.Fatalf("%d ERROR lines, want none", n)
+	}
+}
+
+func TestLockFencedOutAfterSuccessAcksAndLogs(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	err := f.g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		runs.Add(1)
+		f.clk.Advance(2 * gateway.DefaultLease)
+		// A redelivery reclaims the lapsed key and runs too.
+		if err := f.g.Lock(ctx, "m1", counter(&runs)); err != nil {
+			t.Errorf("reclaiming delivery = %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("fenced-out Lock = %v, want nil: the work happened, a retry would repeat it", err)
+	}
+	lines := f.logs.lines(t, "ERROR")
+	if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeFencedOut || lines[0]["key"] != "m1" {
+		t.Fatalf("ERROR lines = %v, want one fenced_out line for m1", lines)
+	}
+}
+
+func TestLockCompleteFailureAcksAndLogs(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fs := &faulty{Store: st}
+	fs.failComplete.Store(true)
+	l := &logs{}
+	g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger(), NoRenew: true})
+	if err := g.Lock(t.Context(), "m1", func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Lock with a failing Complete = %v, want nil", err)
+	}
+	lines := l.lines(t, "ERROR")
+	if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeCompleteError {
+		t.Fatalf("ERROR lines = %v, want one complete_error line", lines)
+	}
+}
+
+func TestLockClaimFailureIsReturned(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fs := &faulty{Store: st}
+	fs.failClaim.Store(true)
+	g, _ := gateway.New(fs, nil)
+	var runs atomic.Int32
+	err := g.Lock(t.Context(), "m1", counter(&runs))
+	if !errors.Is(err, gateway.ErrStore) || !errors.Is(err, errInjected) {
+		t.Fatalf("Lock with a failing Claim = %v, want ErrStore wrapping the cause", err)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("the body ran although the claim failed")
+	}
+}
+
+func TestLockTTLExpiryRunsAgain(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	f.g.Lock(t.Context(), "m1", counter(&runs))
+	f.clk.Advance(time.Hour)
+	if err := f.g.Lock(t.Context(), "m1", counter(&runs)); err != nil || runs.Load() != 2 {
+		t.Fatalf("Lock after the ttl = %v (ran %d), want a new run", err, runs.Load())
+	}
+}
+
+func TestLockInvalidKeyFailsClosed(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	for _, key := range []string{"", "a\x00b", "\xff"} {
+		var runs atomic.Int32
+		err := f.g.Lock(t.Context(), key, counter(&runs))
+		if !errors.Is(err, gateway.ErrNoKey) || !errors.Is(err, store.ErrInvalidKey) || runs.Load() != 0 {
+			t.Fatalf("Lock(%q) = %v (ran %d), want ErrNoKey and no run", key, err, runs.Load())
+		}
+	}
+}
+
+func TestLockCancelledRequestStillSettles(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	err := f.g.Lock(ctx, "m1", func(context.Context) error {
+		cancel() // the client went away after the work was done
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("redelivery = %v, want ErrDuplicate (Complete must run on a non-cancelled context)", err)
+	}
+}
+
+func TestOnDuplicateHookIsIsolated(t *testing.T) {
+	var seen atomic.Int32
+	f := newFixture(t, gateway.Options{OnDuplicate: func(ctx context.Context, key string) {
+		seen.Add(1)
+		panic("hook bug")
+	}})
+	f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32)))
+	if err := f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("Lock with a panicking hook = %v, want ErrDuplicate", err)
+	}
+	if seen.Load() != 1 || len(f.logs.lines(t, "ERROR")) != 1 {
+		t.Fatalf("hook calls = %d, ERROR lines = %d; want 1 and 1", seen.Load(), len(f.logs.lines(t, "ERROR")))
+	}
+}
+
+func TestDisabledPassesThrough(t *testing.T) {
+	for _, env := range []string{"", "1", "true", "YES", "on"} {
+		t.Run("env="+env, func(t *testing.T) {
+			t.Setenv("IDEMGATE_DISABLED", env)
+			st, _ := memstore.New(nil)
+			fs := &faulty{Store: st}
+			fs.failClaim.Store(true) // proves the store is never called
+			l := &logs{}
+			g, err := gateway.New(fs, &gateway.Options{Disabled: env == "", Logger: l.logger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int32
+			for range 2 {
+				if err := g.Lock(t.Context(), "m1", counter(&runs)); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.Mutex(t.Context(), "m1", counter(&runs)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if runs.Load() != 4 {
+				t.Fatalf("ran %d times, want 4 (unguarded)", runs.Load())
+			}
+			if len(l.lines(t, "WARN")) != 5 {
+				t.Fatalf("WARN lines = %d, want 5 (one at New, one per call)", len(l.lines(t, "WARN")))
+			}
+		})
+	}
+	t.Run("env=0", func(t *testing.T) {
+		t.Setenv("IDEMGATE_DISABLED", "0")
+		f := newFixture(t, gateway.Options{})
+		f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32)))
+		if err := f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
+			t.Fatalf("IDEMGATE_DISABLED=0 must keep the guard: got %v", err)
+		}
+	})
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	st, _ := memstore.New(nil)
+	for name, o := range map[string]*gateway.Options{
+		"negative lease":          {Lease: -1},
+		"negative settle timeout": {SettleTimeout: -1},
+		"renewed lease too short": {Lease: time.Millisecond},
+	} {
+		if _, err := gateway.New(st, o); err == nil {
+			t.Errorf("New with %s succeeded, want an error", name)
+		}
+	}
+	if _, err := gateway.New(nil, nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	g, err := gateway.New(st, nil)
+	if err != nil || g.Lease() != gateway.DefaultRenewedLease {
+		t.Errorf("New over an Extender: lease %v, %v; want DefaultRenewedLease", g.Lease(), err)
+	}
+}

@@ -1,0 +1,24 @@
+-- extend.lua: prolong the live claim on KEYS[1] if the caller's fence owns it.
+--   ARGV[1] fence  ARGV[2] lease (ms)  ARGV[3] ttl (ms)  ARGV[4] grace (ms)
+-- Reply: the new leaseUntil, or 0 when fenced out (absent, DONE, another
+-- fence, or expired).
+-- Record layout (see doc.go): <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
+local rec = redis.call('GET', KEYS[1])
+if not rec then
+  return 0
+end
+local state, fence, _, expires_at, token = string.match(rec, '^([CD])(%d+):(%d+):(%d+):(.*)$')
+if not state then
+  return redis.error_reply('ERR idemgate: key holds a value that is not an idemgate record')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+expires_at = tonumber(expires_at)
+if state ~= 'C' or fence ~= ARGV[1] or now >= expires_at then
+  return 0
+end
+local lease_until = now + tonumber(ARGV[2])
+expires_at = math.max(expires_at, lease_until + tonumber(ARGV[3]))
+redis.call('SET', KEYS[1], string.format('C%s:%d:%d:', fence, lease_until, expires_at) .. token,
+  'PXAT', string.format('%d', expires_at + tonumber(ARGV[4])))
+return lease_until

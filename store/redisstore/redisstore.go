@@ -1,0 +1,217 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options configures a Store. The zero value means the defaults.
+type Options struct {
+	// Prefix is prepended to every key to form the Redis key of its record,
+	// so that idemgate shares a database with other data. Default "idemgate:".
+	// A "{…}" hash tag inside Prefix pins every record to one Cluster slot,
+	// which is rarely what you want.
+	Prefix string
+
+	// HashTag wraps the caller's key in braces after the prefix
+	// ("idemgate:{order-42}"), so that on Redis Cluster the record's slot is
+	// the slot of the key itself, not of the whole string. Use it to keep a
+	// record in the same slot as your own keys that carry the same tag, for
+	// example to touch both from one script of your own. The store itself
+	// never needs it: every operation touches one key. With HashTag, Prefix
+	// must not contain '{'. Default false.
+	HashTag bool
+
+	// TTL is how long a completed record suppresses duplicates, and how long
+	// a claimed record outlives its lease. Default 1h; rounded up to a whole
+	// millisecond.
+	TTL time.Duration
+
+	// Grace is how long Redis keeps a record after its expiresAt before it
+	// deletes it (PEXPIREAT = expiresAt + Grace). During the grace the record
+	// suppresses nothing, but a Claim on it continues its fence instead of
+	// starting a fresh record at fence 1, so fences seen by a sink keep
+	// rising across a late redelivery. Default: TTL. A negative Grace means
+	// none: Redis deletes the record at expiresAt exactly, which halves the
+	// memory held by completed records.
+	Grace time.Duration
+}
+
+const (
+	defaultPrefix = "idemgate:"
+	defaultTTL    = time.Hour
+)
+
+// Store is a [store.Store] and [store.Extender] backed by Redis. It is safe
+// for concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	hashTag bool
+	ttl     int64 // milliseconds
+	grace   int64 // milliseconds
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Extender = (*Store)(nil)
+)
+
+// New returns a Store that keeps its records through client, which may be a
+// *redis.Client, *redis.ClusterClient, a Sentinel failover client or a
+// *redis.Ring. A nil opts means the defaults. New does no I/O; the client is
+// the caller's to close.
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = defaultPrefix
+	}
+	if o.HashTag && strings.Contains(o.Prefix, "{") {
+		return nil, fmt.Errorf("redisstore: Prefix %q contains '{', which would override the HashTag", o.Prefix)
+	}
+	switch {
+	case o.TTL < 0:
+		return nil, fmt.Errorf("redisstore: negative TTL %v", o.TTL)
+	case o.TTL == 0:
+		o.TTL = defaultTTL
+	}
+	switch {
+	case o.Grace < 0:
+		o.Grace = 0
+	case o.Grace == 0:
+		o.Grace = o.TTL
+	}
+	return &Store{
+		client:  client,
+		prefix:  o.Prefix,
+		hashTag: o.HashTag,
+		ttl:     ceilMillis(o.TTL),
+		grace:   ceilMillis(o.Grace),
+	}, nil
+}
+
+// ceilMillis converts d to whole milliseconds, rounding up.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// leaseMillis checks a lease and converts it to whole milliseconds, rounding
+// up so that a holder never gets less than it asked for.
+func leaseMillis(lease time.Duration) (int64, error) {
+	if lease < time.Millisecond {
+		return 0, fmt.Errorf("redisstore: lease %v is shorter than the store's 1ms resolution", lease)
+	}
+	return ceilMillis(lease), nil
+}
+
+// redisKey is the Redis key of key's record.
+func (s *Store) redisKey(key string) string {
+	if s.hashTag {
+		return s.prefix + "{" + key + "}"
+	}
+	return s.prefix + key
+}
+
+// Claim implements [store.Store]. The server's clock decides whether a lease
+// or a record has lapsed; one EVALSHA runs the whole decision.
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Claim{}, err
+	}
+	ms, err := leaseMillis(lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	token := store.ClaimToken(ctx)
+	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token).Int64Slice()
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if len(r) < 2 {
+		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %v", r)
+	}
+	c := store.Claim{Key: key, Fence: r[1]}
+	switch {
+	case r[0] == replyWon && len(r) == 3:
+		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(r[2])
+	case r[0] == replyDone:
+		c.Status = store.AlreadyDone
+	case r[0] == replyHeld && len(r) == 3:
+		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(r[2])
+	default:
+		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %v", r)
+	}
+	return c, nil
+}
+
+// The first element of claim.lua's reply.
+const (
+	replyWon  = 1
+	replyDone = 2
+	replyHeld = 3
+)
+
+// Complete implements [store.Store].
+func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("redisstore: complete: %w", err)
+	}
+	n, err := completeScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), s.ttl, s.grace).Int64()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: complete: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Release implements [store.Store].
+func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	if err := releaseScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c)).Err(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	return nil
+}
+
+// Extend implements [store.Extender].
+func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	ms, err := leaseMillis(lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: extend: %w", err)
+	}
+	until, err := extendScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), ms, s.ttl, s.grace).Int64()
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: extend: %w", err)
+	}
+	if until == 0 {
+		return store.Claim{}, store.ErrFenced
+	}
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until)}, nil
+}
+
+// fence is c's fence as the scripts compare it: the decimal digits the
+// record holds, so that the comparison is exact for every int64.
+func fence(c store.Claim) string {
+	return strconv.FormatInt(c.Fence, 10)
+}
