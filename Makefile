@@ -4,9 +4,16 @@ STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
 .PHONY: demo test lint bench e2e fuzz
 
-## demo: run the main example on the embedded memory store under a push storm
+## demo: example-run on the in-memory store under a local push storm with
+## duplicates, concurrent copies, republishes and a supplier that fails once
 demo:
-	$(GO) run ./cmd/demo
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/example-run ./cmd/pushstorm
+	LOG_LEVEL=error IDEMGATE_STORE=memory:// bin/pushstorm -spawn bin/example-run -path /orders \
+		-supplier 127.0.0.1:0 -expect-once -n 500 -concurrency 32 \
+		-dup 0.2 -concurrent 0.1 -republish 0.1 -supplier-fail-first 1 -backoff-min 20ms -backoff-max 500ms \
+		2>bin/demo.log || { cat bin/demo.log; exit 1; }
+	@echo "(the server's JSON logs are in bin/demo.log)"
 
 ## test: every test, race detector on, against real backends (see docs/testing.md)
 test:

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -65,6 +68,22 @@ type Options struct {
 	// production: duplicates then repeat their side effects.
 	Disabled bool
 
+	// MeterProvider receives the gateway's metrics: the counter
+	// idemgate.outcomes (attribute outcome) and the histogram
+	// idemgate.store.duration in seconds (attributes store, operation).
+	// Default: the global provider, which does nothing until the
+	// application installs an OpenTelemetry SDK.
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider receives a span per Lock and Mutex call, with the
+	// key (or its digest), outcome and fence as attributes. Default: the
+	// global provider.
+	TracerProvider trace.TracerProvider
+
+	// StoreName labels the store in metrics. Default: the store's package
+	// name, e.g. "redisstore".
+	StoreName string
+
 	// The fields below configure the HTTP surface (Idempotent and Push).
 
 	// Key resolves the idempotency key of a push delivery. Default
@@ -84,6 +103,7 @@ type Options struct {
 // (Mutex) using a store. It is safe for concurrent use.
 type Gateway struct {
 	st       store.Store
+	tel      *telemetry
 	ext      store.Extender // nil when the store cannot renew, or renewal is off
 	opts     Options
 	log      *slog.Logger
@@ -129,6 +149,10 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 		o.Logger = slog.Default()
 	}
 	g.opts, g.log = o, o.Logger
+	var err error
+	if g.tel, err = newTelemetry(&o, st); err != nil {
+		return nil, err
+	}
 	g.disabled = o.Disabled || envTrue(os.Getenv("IDEMGATE_DISABLED"))
 	if g.disabled {
 		g.log.Warn("idemgate: guard disabled: work runs unguarded and duplicates repeat their side effects")

@@ -1,7 +1,38 @@
 package gateway
 
-// KeyFunc resolves the idempotency key of a push delivery. A placeholder until the HTTP surface lands.
-type KeyFunc func() (string, error)
+import (
+	"errors"
+	"fmt"
 
-// KeyFromMessageID is the default KeyFunc.
-func KeyFromMessageID() (string, error) { return "", nil }
+	"github.com/idemgate/idemgate/pushenvelope"
+)
+
+// KeyFunc resolves the idempotency key of a push delivery. An error, or an
+// empty key, means the delivery has no key: the gateway then fails closed
+// (500) unless Options.AllowUnguarded is set.
+type KeyFunc func(m *pushenvelope.Message) (string, error)
+
+// KeyFromMessageID keys on the Pub/Sub messageId (the CloudEvent id for
+// CloudEvents). It catches transport redelivery, and deliveries of one
+// message through several subscriptions sharing a store, but not a producer
+// that publishes the same event twice: that gets a new messageId.
+func KeyFromMessageID(m *pushenvelope.Message) (string, error) {
+	if m.ID == "" {
+		return "", errors.New("the delivery has no messageId")
+	}
+	return m.ID, nil
+}
+
+// KeyFromAttribute keys on a message attribute that names the business
+// entity (e.g. "order_id"), which also catches producer republishes. The
+// key is the attribute's value prefixed with name and a colon, so that keys
+// of different attributes never collide in one store.
+func KeyFromAttribute(name string) KeyFunc {
+	return func(m *pushenvelope.Message) (string, error) {
+		v, ok := m.Attributes[name]
+		if !ok || v == "" {
+			return "", fmt.Errorf("the message has no %q attribute", name)
+		}
+		return name + ":" + v, nil
+	}
+}

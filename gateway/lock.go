@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -26,20 +27,28 @@ import (
 // cannot be recorded (a store error, or the claim was taken over after its
 // lease lapsed) Lock logs at ERROR and returns nil, because a retry would
 // repeat work that already happened.
-func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
 	if g.disabled {
 		return g.passThrough(ctx, "lock", key, fn)
 	}
+	ctx, span := g.startSpan(ctx, "idemgate.Lock", key)
+	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
+	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
+
 	claimedAt := time.Now()
 	c, err := g.claim(ctx, key)
 	if err != nil {
+		outcome = claimOutcome(err)
 		return err
 	}
+	fence = c.Fence
 	switch c.Status {
 	case store.AlreadyDone:
+		outcome = OutcomeDuplicate
 		g.duplicate(ctx, key)
 		return ErrDuplicate
 	case store.HeldByOther:
+		outcome = OutcomeInProgress
 		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
 	returned := false
@@ -54,8 +63,16 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 		g.release(ctx, c, "error")
 		return err
 	}
-	g.complete(ctx, c)
+	outcome = g.complete(ctx, c)
 	return nil
+}
+
+// claimOutcome names the outcome of a failed claim.
+func claimOutcome(err error) string {
+	if errors.Is(err, ErrNoKey) {
+		return OutcomeNoKey
+	}
+	return OutcomeStoreError
 }
 
 // claim validates key and claims it for the gateway's lease.
@@ -63,7 +80,9 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
+	start := time.Now()
 	c, err := g.st.Claim(ctx, key, g.opts.Lease)
+	g.tel.timed(ctx, opClaim, start)
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
 	}
@@ -73,27 +92,34 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, error) {
 	return c, nil
 }
 
-// complete records c as done. Failures are logged, never returned: the work
-// already happened.
-func (g *Gateway) complete(ctx context.Context, c store.Claim) {
+// complete records c as done and returns the outcome. Failures are logged,
+// never returned: the work already happened.
+func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
 	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
+	start := time.Now()
 	ok, err := g.st.Complete(sctx, c)
+	g.tel.timed(ctx, opComplete, start)
 	sctx.stop()
 	switch {
 	case err != nil:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeCompleteError), slog.Any("error", err))
+		return OutcomeCompleteError
 	case !ok:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeFencedOut))
+		return OutcomeFencedOut
 	}
+	return OutcomeWon
 }
 
 // release gives c up so that a retry can run. Failures are logged: the
 // lease still frees the key in time.
 func (g *Gateway) release(ctx context.Context, c store.Claim, why string) {
 	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
+	start := time.Now()
 	err := g.st.Release(sctx, c)
+	g.tel.timed(ctx, opRelease, start)
 	sctx.stop()
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
@@ -118,5 +144,6 @@ func (g *Gateway) duplicate(ctx context.Context, key string) {
 func (g *Gateway) passThrough(ctx context.Context, verb, key string, fn func(context.Context) error) error {
 	g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: guard disabled; running unguarded",
 		slog.String("verb", verb), g.keyAttr(key), slog.String("outcome", OutcomeUnguarded))
+	g.tel.outcome(ctx, OutcomeUnguarded)
 	return fn(ctx)
 }

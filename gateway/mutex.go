@@ -17,18 +17,28 @@ import (
 // a store failure gives an error wrapping ErrStore. Otherwise Mutex returns
 // fn's error. If the release fails after fn succeeded, Mutex logs it and
 // returns nil: the key frees when its lease ends.
-func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
 	if g.disabled {
 		return g.passThrough(ctx, "mutex", key, fn)
 	}
+	ctx, span := g.startSpan(ctx, "idemgate.Mutex", key)
+	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
+	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
+
 	claimedAt := time.Now()
 	c, err := g.claim(ctx, key)
 	if err != nil {
+		outcome = claimOutcome(err)
 		return err
 	}
+	fence = c.Fence
 	if c.Status != store.Won {
+		outcome = OutcomeInProgress
 		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
 	defer g.release(ctx, c, "mutex")
-	return g.run(ctx, c, claimedAt, fn)
+	if err = g.run(ctx, c, claimedAt, fn); err == nil {
+		outcome = OutcomeWon
+	}
+	return err
 }

@@ -92,6 +92,7 @@ func (r *renewal) renew() {
 	sent := time.Now()
 	ectx, ecancel := context.WithDeadline(context.WithoutCancel(r.ctx), giveUp)
 	nc, err := r.g.ext.Extend(ectx, c, lease)
+	r.g.tel.timed(r.ctx, opExtend, sent)
 	ecancel()
 
 	r.mu.Lock()

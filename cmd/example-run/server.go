@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/example"
+	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store"
+)
+
+// prefixed namespaces the keys of one route, so that routes sharing a store
+// never dedupe each other's messages.
+func prefixed(prefix string, k gateway.KeyFunc) gateway.KeyFunc {
+	return func(m *pushenvelope.Message) (string, error) {
+		key, err := k(m)
+		if err != nil {
+			return "", err
+		}
+		return prefix + key, nil
+	}
+}
+
+// newServer builds the routes. bare serves the same action without any
+// guard; it exists only to measure the guard's cost (docs/benchmarks.md).
+func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
+	sup := example.NewSupplier(cfg.SupplierURL, log)
+	gw := func(k gateway.KeyFunc) (*gateway.Gateway, error) {
+		return gateway.New(st, &gateway.Options{Key: k, Lease: cfg.Lease, Logger: log})
+	}
+	byMessage, err := gw(prefixed("msg:", gateway.KeyFromMessageID))
+	if err != nil {
+		return nil, err
+	}
+	byOrder, err := gw(gateway.KeyFromAttribute("order_id"))
+	if err != nil {
+		return nil, err
+	}
+	byUpdate, err := gw(prefixed("po-update:", gateway.KeyFromMessageID))
+	if err != nil {
+		return nil, err
+	}
+
+	send := func(ctx context.Context, m *pushenvelope.Message) error {
+		return sup.Send(ctx, keyOf(ctx, m), m.Data, m.Attributes)
+	}
+	// A PO update runs under two keys: its messageId (dedupe, by the route's
+	// gateway) and its po_id (serialize, with Mutex).
+	update := func(ctx context.Context, m *pushenvelope.Message) error {
+		po := m.Attributes["po_id"]
+		if po == "" {
+			log.Warn("po update without a po_id attribute; acknowledged without action", slog.String("message_id", m.ID))
+			return nil
+		}
+		key := keyOf(ctx, m)
+		return byUpdate.Mutex(ctx, "po:"+po, func(ctx context.Context) error {
+			return sup.Send(ctx, key, m.Data, m.Attributes)
+		})
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	if bare {
+		mux.Handle("POST /", bareHandler(send))
+		mux.Handle("POST /orders", bareHandler(send))
+		mux.Handle("POST /po-updates", bareHandler(send))
+		return mux, nil
+	}
+	mux.Handle("POST /", byMessage.Push(send))
+	mux.Handle("POST /orders", byOrder.Push(send))
+	mux.Handle("POST /po-updates", byUpdate.Idempotent(pushHandler(update)))
+	return mux, nil
+}
+
+// keyOf is the idempotency key the supplier gets: the claim's key under a
+// guard, the messageId in the bare baseline.
+func keyOf(ctx context.Context, m *pushenvelope.Message) string {
+	if c, ok := gateway.ClaimFromContext(ctx); ok {
+		return c.Key
+	}
+	return "msg:" + m.ID
+}
+
+// pushHandler turns fn into a handler whose status tells Pub/Sub what to do:
+// a PO held by another update is a 503 (retry later), any other error 500.
+func pushHandler(fn func(context.Context, *pushenvelope.Message) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, _ := pushenvelope.FromContext(r.Context())
+		err := fn(r.Context(), m)
+		switch {
+		case err == nil:
+			w.WriteHeader(http.StatusOK)
+		case errors.Is(err, gateway.ErrInProgress):
+			http.Error(w, "another update of this PO is running", http.StatusServiceUnavailable)
+		default:
+			http.Error(w, "update failed", http.StatusInternalServerError)
+		}
+	})
+}
+
+// bareHandler decodes the push and runs fn with the messageId as key, with
+// no store: the baseline of the benchmark.
+func bareHandler(fn func(context.Context, *pushenvelope.Message) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, err := pushenvelope.Decode(r, 0)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx := r.Context()
+		if err := fn(ctx, m); err != nil {
+			http.Error(w, "failed", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}

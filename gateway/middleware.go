@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/pushenvelope"
+)
+
+// Idempotent wraps h, a handler of Pub/Sub push deliveries, so that its
+// work runs at most once per key. It decodes the delivery (see package
+// pushenvelope; h reads the same body, and finds the Message with
+// pushenvelope.FromContext), resolves the key with Options.Key, runs h under
+// Lock and answers Pub/Sub:
+//
+//	h answered 2xx, or wrote nothing   h's answer       ack; the key is done
+//	the key is already done            204              ack
+//	a live holder owns the key         503              nack: retried later
+//	h answered non-2xx                 h's answer       nack; the claim is released
+//	h panicked                         500              nack; the claim is released
+//	the store failed                   503              nack
+//	not a push delivery                400              nack (dead-lettered eventually)
+//	no key                             500              nack, unless AllowUnguarded
+//	body over MaxBodyBytes             413              nack
+//
+// h's status is the verdict: it should answer non-2xx when its work failed.
+// The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
+// its emulator alike.
+func (g *Gateway) Idempotent(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.serve(w, r, h)
+	})
+}
+
+// Push returns a handler that decodes each push delivery and runs fn on it
+// under the guard of Idempotent. fn's nil answers 200 (ack); an error
+// answers 500 (nack, retried) and is logged.
+func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
+	return g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, _ := pushenvelope.FromContext(r.Context())
+		if err := fn(r.Context(), m); err != nil {
+			g.log.LogAttrs(r.Context(), slog.LevelError, "idemgate: handler failed; the delivery will be retried",
+				slog.String("outcome", OutcomeFailed), slog.String("message_id", m.ID), slog.Any("error", err))
+			http.Error(w, "handler failed", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+}
+
+// statusError is the error a wrapped handler's non-2xx answer becomes, so
+// that Lock releases the claim.
+type statusError struct{ code int }
+
+func (e statusError) Error() string { return "handler answered " + strconv.Itoa(e.code) }
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	start := time.Now()
+	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
+	if err != nil {
+		var tooLarge *pushenvelope.TooLargeError
+		code := http.StatusBadRequest
+		if errors.As(err, &tooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		g.log.LogAttrs(r.Context(), slog.LevelWarn, "idemgate: rejected a request that is not a usable push delivery",
+			slog.Int("status", code), slog.Any("error", err))
+		http.Error(w, err.Error(), code)
+		return
+	}
+	ctx := pushenvelope.NewContext(r.Context(), m)
+	r = r.WithContext(ctx)
+
+	key, err := g.opts.Key(m)
+	if err == nil && key == "" {
+		err = errors.New("the key function returned an empty key")
+	}
+	if err != nil && !g.disabled {
+		if g.opts.AllowUnguarded {
+			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
+				slog.String("outcome", OutcomeUnguarded), deliveryAttrs(m), slog.Any("error", err))
+			g.tel.outcome(ctx, OutcomeUnguarded)
+			h.ServeHTTP(w, r)
+			return
+		}
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
+			slog.String("outcome", OutcomeNoKey), deliveryAttrs(m), slog.Any("error", err))
+		g.tel.outcome(ctx, OutcomeNoKey)
+		http.Error(w, "idemgate: no idempotency key: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+
+	rec := &recorder{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: handler panicked; the claim was released",
+				slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			if rec.status == 0 {
+				http.Error(w, "internal error", http.StatusInternalServerError)
+			}
+		}
+	}()
+	err = g.Lock(ctx, key, func(ctx context.Context) error {
+		h.ServeHTTP(rec, r.WithContext(ctx))
+		if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
+			return statusError{rec.status}
+		}
+		return nil
+	})
+	g.answer(w, r, m, key, err, time.Since(start))
+}
+
+// answer writes the response for Lock's outcome, unless h already did.
+func (g *Gateway) answer(w http.ResponseWriter, r *http.Request, m *pushenvelope.Message, key string, err error, took time.Duration) {
+	ctx := r.Context()
+	var (
+		inProgress *InProgressError
+		failed     statusError
+	)
+	switch {
+	case err == nil:
+		g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: delivery processed",
+			slog.String("outcome", OutcomeWon), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", took))
+	case errors.Is(err, ErrDuplicate):
+		g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate delivery acknowledged",
+			slog.String("outcome", OutcomeDuplicate), g.keyAttr(key), deliveryAttrs(m))
+		w.WriteHeader(http.StatusNoContent)
+	case errors.As(err, &inProgress):
+		// Contention is healthy: a quiet WARN, no stack. deliveryAttempt tells
+		// how close the message is to the dead-letter topic.
+		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: key held by another delivery; asking Pub/Sub to retry",
+			slog.String("outcome", OutcomeInProgress), g.keyAttr(key), deliveryAttrs(m),
+			slog.Time("holder_lease_until", inProgress.LeaseUntil))
+		if s := int(time.Until(inProgress.LeaseUntil).Seconds()) + 1; s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		http.Error(w, "idemgate: in progress elsewhere; retry later", http.StatusServiceUnavailable)
+	case errors.As(err, &failed):
+		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: handler failed; claim released for a retry",
+			slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m), slog.Int("status", failed.code))
+	case errors.Is(err, ErrNoKey):
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: unusable idempotency key; refusing to run unguarded",
+			slog.String("outcome", OutcomeNoKey), deliveryAttrs(m), slog.Any("error", err))
+		http.Error(w, "idemgate: "+err.Error(), http.StatusInternalServerError)
+	case errors.Is(err, ErrStore):
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: store failed; asking Pub/Sub to retry",
+			slog.String("outcome", OutcomeStoreError), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
+		http.Error(w, "idemgate: store unavailable", http.StatusServiceUnavailable)
+	default:
+		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: delivery failed",
+			slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
+		http.Error(w, "idemgate: "+fmt.Sprint(err), http.StatusInternalServerError)
+	}
+}
+
+// deliveryAttrs groups what identifies a delivery in a log line.
+func deliveryAttrs(m *pushenvelope.Message) slog.Attr {
+	attrs := []slog.Attr{slog.String("message_id", m.ID), slog.String("form", m.Form.String())}
+	if m.Subscription != "" {
+		attrs = append(attrs, slog.String("subscription", m.Subscription))
+	}
+	if m.DeliveryAttempt > 0 {
+		attrs = append(attrs, slog.Int("delivery_attempt", m.DeliveryAttempt))
+	}
+	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+}
+
+// recorder notes the status the wrapped handler answers. Unwrap lets
+// http.ResponseController reach Flush, deadlines and the rest.
+type recorder struct {
+	http.ResponseWriter
+	status int // the final status; 0 until written
+}
+
+func (rw *recorder) WriteHeader(code int) {
+	if rw.status == 0 && code >= 200 {
+		rw.status = code
+	}
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *recorder) Write(b []byte) (int, error) {
+	if rw.status == 0 {
+		rw.status = http.StatusOK
+	}
+	return rw.ResponseWriter.Write(b)
+}
+
+// Flush keeps handlers that assert http.Flusher working.
+func (rw *recorder) Flush() {
+	if rw.status == 0 {
+		rw.status = http.StatusOK
+	}
+	http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -1,0 +1,285 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// push is a wrapped Pub/Sub push body.
+func push(id string, attrs map[string]string, data string) string {
+	msg := map[string]any{"data": base64.StdEncoding.EncodeToString([]byte(data)), "attributes": attrs}
+	if id != "" {
+		msg["messageId"] = id
+	}
+	b, _ := json.Marshal(map[string]any{"message": msg, "subscription": "projects/p/subscriptions/s", "deliveryAttempt": 3})
+	return string(b)
+}
+
+func deliver(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	return rec
+}
+
+func wantStatus(t testing.TB, rec *httptest.ResponseRecorder, want int, why string) {
+	t.Helper()
+	if rec.Code != want {
+		t.Fatalf("%s: status %d (%q), want %d", why, rec.Code, rec.Body.String(), want)
+	}
+}
+
+// counting is a handler that counts its runs and answers status.
+type counting struct {
+	runs   atomic.Int32
+	status atomic.Int32
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.runs.Add(1)
+	if s := c.status.Load(); s != 0 {
+		w.WriteHeader(int(s))
+	}
+}
+
+func TestIdempotentOutcomes(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := f.g.Idempotent(h)
+
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "first delivery (handler wrote nothing)")
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "redelivery")
+	if h.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", h.runs.Load())
+	}
+
+	h.status.Store(500)
+	wantStatus(t, deliver(t, srv, push("2", nil, "x")), 500, "failing handler")
+	h.status.Store(201)
+	wantStatus(t, deliver(t, srv, push("2", nil, "x")), 201, "retry after failure (claim released)")
+	wantStatus(t, deliver(t, srv, push("2", nil, "x")), 204, "redelivery after success")
+
+	wantStatus(t, deliver(t, srv, "not json"), 400, "garbage body")
+	wantStatus(t, deliver(t, srv, `{"nomessage":true}`), 400, "JSON without a message")
+	wantStatus(t, deliver(t, srv, push("", nil, "x")), 500, "no messageId fails closed")
+
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	wantStatus(t, rec, 405, "GET")
+	if h.runs.Load() != 3 {
+		t.Fatalf("handler ran %d times, want 3", h.runs.Load())
+	}
+}
+
+func TestIdempotentTooLarge(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxBodyBytes: 1024})
+	h := &counting{}
+	wantStatus(t, deliver(t, f.g.Idempotent(h), push("1", nil, strings.Repeat("x", 2048))), 413, "oversized body")
+	if h.runs.Load() != 0 {
+		t.Fatal("handler ran on an oversized body")
+	}
+}
+
+func TestIdempotentAllowUnguarded(t *testing.T) {
+	f := newFixture(t, gateway.Options{AllowUnguarded: true})
+	h := &counting{}
+	wantStatus(t, deliver(t, f.g.Idempotent(h), push("", nil, "x")), 200, "unkeyed with AllowUnguarded")
+	wantStatus(t, deliver(t, f.g.Idempotent(h), push("", nil, "x")), 200, "unkeyed with AllowUnguarded, again")
+	if h.runs.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2 (unguarded)", h.runs.Load())
+	}
+}
+
+func TestIdempotentInProgressIsQuiet503(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	inside, release := make(chan struct{}), make(chan struct{})
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inside)
+		<-release
+	}))
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- deliver(t, srv, push("1", nil, "x")) }()
+	<-inside
+	rec := deliver(t, srv, push("1", nil, "x"))
+	close(release)
+	wantStatus(t, <-done, 200, "the holder")
+	wantStatus(t, rec, 503, "concurrent copy")
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("503 must carry Retry-After")
+	}
+	warns := f.logs.lines(t, "WARN")
+	if len(warns) != 1 {
+		t.Fatalf("WARN lines = %v, want 1", warns)
+	}
+	d, _ := warns[0]["delivery"].(map[string]any)
+	if warns[0]["key"] != "1" || d["subscription"] != "projects/p/subscriptions/s" || d["delivery_attempt"] != float64(3) || warns[0]["stack"] != nil {
+		t.Fatalf("WARN line = %v, want key, subscription and delivery_attempt, no stack", warns[0])
+	}
+	if len(f.logs.lines(t, "ERROR")) != 0 {
+		t.Fatal("contention must not log at ERROR")
+	}
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the nacked copy comes back")
+}
+
+func TestIdempotentPanicReleases(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var panics atomic.Bool
+	panics.Store(true)
+	h := &counting{}
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if panics.Load() {
+			panic("boom")
+		}
+		h.ServeHTTP(w, r)
+	}))
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 500, "panicking handler")
+	if len(f.logs.lines(t, "ERROR")) != 1 {
+		t.Fatal("a panic must be logged at ERROR")
+	}
+	panics.Store(false)
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "retry after panic")
+
+	abort := f.g.Idempotent(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
+	defer func() {
+		if r := recover(); r != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler to propagate", r)
+		}
+	}()
+	deliver(t, abort, push("2", nil, "x"))
+}
+
+func TestIdempotentStoreDown(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fs := &faulty{Store: st}
+	fs.failClaim.Store(true)
+	g, _ := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
+	h := &counting{}
+	wantStatus(t, deliver(t, g.Idempotent(h), push("1", nil, "x")), 503, "store down")
+	if h.runs.Load() != 0 {
+		t.Fatal("handler ran without a claim")
+	}
+}
+
+func TestIdempotentRestoresBodyAndMessage(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	body := push("7", map[string]string{"order_id": "o-1"}, "payload")
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := io.ReadAll(r.Body)
+		if string(got) != body {
+			t.Errorf("handler read %q, want the original body", got)
+		}
+		m, ok := pushenvelope.FromContext(r.Context())
+		if !ok || m.ID != "7" || string(m.Data) != "payload" || m.Attributes["order_id"] != "o-1" {
+			t.Errorf("FromContext = %+v, %v", m, ok)
+		}
+		if c, ok := gateway.ClaimFromContext(r.Context()); !ok || c.Key != "7" || c.Fence != 1 {
+			t.Errorf("ClaimFromContext = %+v, %v", c, ok)
+		}
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush through the recorder: %v", err)
+		}
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the recorder must implement http.Flusher")
+		}
+	}))
+	wantStatus(t, deliver(t, srv, body), 200, "delivery")
+}
+
+func TestScenarioBusinessKeyCatchesRepublish(t *testing.T) {
+	f := newFixture(t, gateway.Options{Key: gateway.KeyFromAttribute("order_id")})
+	h := &counting{}
+	srv := f.g.Idempotent(h)
+	wantStatus(t, deliver(t, srv, push("100", map[string]string{"order_id": "o-9"}, "x")), 200, "first publish")
+	wantStatus(t, deliver(t, srv, push("101", map[string]string{"order_id": "o-9"}, "x")), 204, "republish with a new messageId")
+	wantStatus(t, deliver(t, srv, push("102", nil, "x")), 500, "no order_id fails closed")
+	if h.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", h.runs.Load())
+	}
+}
+
+func TestScenarioDoubleSubscription(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := f.g.Idempotent(h)
+	a := push("5", nil, "x")
+	b := strings.Replace(a, "subscriptions/s", "subscriptions/other", 1)
+	wantStatus(t, deliver(t, srv, a), 200, "subscription A")
+	wantStatus(t, deliver(t, srv, b), 204, "subscription B, same messageId")
+	if h.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", h.runs.Load())
+	}
+}
+
+func TestScenarioMutexPerEntity(t *testing.T) {
+	// Dedupe on the messageId, serialize on the po_id: every distinct update
+	// runs, never two for one PO at once.
+	f := newFixture(t, gateway.Options{})
+	var inside, maxInside, applied atomic.Int32
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, _ := pushenvelope.FromContext(r.Context())
+		err := f.g.Mutex(r.Context(), "po:"+m.Attributes["po_id"], func(context.Context) error {
+			if n := inside.Add(1); n > maxInside.Load() {
+				maxInside.Store(n)
+			}
+			applied.Add(1)
+			inside.Add(-1)
+			return nil
+		})
+		if errors.Is(err, gateway.ErrInProgress) {
+			http.Error(w, "po busy", http.StatusServiceUnavailable)
+		}
+	}))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			body := push(string(rune('a'+i)), map[string]string{"po_id": "42"}, "update")
+			for deliver(t, srv, body).Code != 200 { // Pub/Sub redelivers nacks
+			}
+			if deliver(t, srv, body).Code != 204 {
+				t.Error("a redelivered update must be a duplicate")
+			}
+		})
+	}
+	wg.Wait()
+	if applied.Load() != 8 || maxInside.Load() != 1 {
+		t.Fatalf("applied %d updates with at most %d at once; want 8 and 1", applied.Load(), maxInside.Load())
+	}
+}
+
+func TestPushTyped(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var fail atomic.Bool
+	fail.Store(true)
+	var runs atomic.Int32
+	srv := f.g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		runs.Add(1)
+		if !bytes.Equal(m.Data, []byte("x")) {
+			t.Errorf("Data = %q", m.Data)
+		}
+		if fail.Load() {
+			return errors.New("downstream failed")
+		}
+		return nil
+	})
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 500, "fn error")
+	fail.Store(false)
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "fn ok on retry")
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "duplicate")
+	if runs.Load() != 2 {
+		t.Fatalf("fn ran %d times, want 2", runs.Load())
+	}
+}
