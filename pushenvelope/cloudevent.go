@@ -1,0 +1,101 @@
+package pushenvelope
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+)
+
+// MessagePublishedType is the CloudEvent type of a Pub/Sub message, the only
+// type this package decodes.
+const MessagePublishedType = "google.cloud.pubsub.topic.v1.messagePublished"
+
+// structuredMediaType is the Content-Type of a structured-mode CloudEvent.
+const structuredMediaType = "application/cloudevents+json"
+
+// The binary-mode attribute headers this package reads (canonical form).
+const (
+	headerSpecVersion = "Ce-Specversion"
+	headerType        = "Ce-Type"
+	headerID          = "Ce-Id"
+	headerSource      = "Ce-Source"
+)
+
+// FromMessagePublishedData decodes the data of a CloudEvent of type
+// [MessagePublishedType] whose attributes were read elsewhere (for example
+// by a CloudEvents SDK). id and source are the event's; the message's own
+// messageId wins over id when the data carries one. The Message's Form is
+// CloudEventBinary; a caller that knows the event arrived structured may set
+// it. Errors wrap ErrNotPush.
+func FromMessagePublishedData(id, source string, data []byte) (*Message, error) {
+	d, err := decodePublished(data, "CloudEvent data")
+	if err != nil {
+		return nil, err
+	}
+	return d.toMessage(CloudEventBinary, id, source), nil
+}
+
+// parseBinaryEvent decodes a binary-mode CloudEvent: attributes in ce-*
+// headers, the messagePublished data as the body.
+func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
+	if t := h.Get(headerType); t != MessagePublishedType {
+		return nil, notPush("CloudEvent type %q is not %s", t, MessagePublishedType)
+	}
+	d, err := decodePublished(body, "CloudEvent data")
+	if err != nil {
+		return nil, err
+	}
+	return d.toMessage(CloudEventBinary, h.Get(headerID), h.Get(headerSource)), nil
+}
+
+// structuredEvent is a structured-mode CloudEvent (JSON event format). The
+// data is decoded in the same pass as the envelope.
+type structuredEvent struct {
+	SpecVersion string    `json:"specversion"`
+	Type        string    `json:"type"`
+	ID          string    `json:"id"`
+	Source      string    `json:"source"`
+	Data        *wirePush `json:"data"`
+	DataBase64  *string   `json:"data_base64"`
+}
+
+func isStructuredEvent(contentType string) bool {
+	return strings.EqualFold(mediaType(contentType), structuredMediaType)
+}
+
+// parseStructuredEvent decodes a structured-mode CloudEvent whose data is the
+// messagePublished object, either inline ("data") or base64 ("data_base64").
+func parseStructuredEvent(body []byte) (*Message, error) {
+	var ev structuredEvent
+	if err := decodeJSON(body, &ev, "CloudEvent"); err != nil {
+		return nil, err
+	}
+	switch {
+	case ev.SpecVersion == "":
+		return nil, notPush("CloudEvent has no specversion")
+	case ev.Type != MessagePublishedType:
+		return nil, notPush("CloudEvent type %q is not %s", ev.Type, MessagePublishedType)
+	case ev.Data != nil && ev.DataBase64 != nil:
+		return nil, notPush("CloudEvent has both data and data_base64")
+	}
+	var (
+		d   MessagePublishedData
+		err error
+	)
+	switch {
+	case ev.Data != nil:
+		d, err = ev.Data.published(body, "CloudEvent data", "data.")
+	case ev.DataBase64 != nil:
+		raw, derr := base64.StdEncoding.DecodeString(*ev.DataBase64)
+		if derr != nil {
+			return nil, notPush("CloudEvent data_base64 is not base64 (%v)", derr)
+		}
+		d, err = decodePublished(raw, "CloudEvent data_base64")
+	default:
+		return nil, notPush("CloudEvent has no data")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.toMessage(CloudEventStructured, ev.ID, ev.Source), nil
+}

@@ -1,0 +1,145 @@
+package pushenvelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+)
+
+// DefaultMaxBytes is the body size limit used when Decode is given 0 (or less).
+const DefaultMaxBytes = 16 << 20
+
+// preallocMax caps the buffer Decode sizes from Content-Length before any
+// byte has arrived, so that a request announcing a large body it never sends
+// cannot make each connection hold the whole limit.
+const preallocMax = 1 << 20
+
+// Decode reads r's body (at most maxBytes; 0 or less means DefaultMaxBytes),
+// decodes it into a Message and restores r.Body so the next handler can read
+// the same bytes. Errors wrap ErrNotPush, or are a *TooLargeError, or come from
+// reading the body.
+func Decode(r *http.Request, maxBytes int64) (*Message, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	maxBytes = min(maxBytes, math.MaxInt64-1) // readBody reads maxBytes+1
+	// A declared length over the limit fails before reading anything.
+	if r.ContentLength > maxBytes {
+		return nil, &TooLargeError{Limit: maxBytes}
+	}
+	var body []byte
+	if r.Body != nil {
+		var err error
+		if body, err = readBody(r.Body, maxBytes, r.ContentLength); err != nil {
+			return nil, err
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(body)), nil
+	}
+	return Parse(r.Header, body)
+}
+
+// readBody reads all of rd, failing with *TooLargeError past limit bytes.
+// It reads at most limit+1 bytes, the one extra telling "exactly limit" from
+// "more". hint is the Content-Length (-1 when unknown).
+func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		// +1 leaves room for the read that reports EOF, so a body whose
+		// length was announced is read without growing the buffer.
+		size = min(hint+1, limit+1, preallocMax)
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := min(int64(cap(buf)-len(buf)), limit+1-int64(len(buf)))
+		n, err := rd.Read(buf[len(buf) : len(buf)+int(room)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, &TooLargeError{Limit: limit}
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			// An http.MaxBytesReader put in front by the caller is a limit too.
+			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				return nil, &TooLargeError{Limit: mbe.Limit}
+			}
+			return nil, fmt.Errorf("pushenvelope: read body: %w", err)
+		}
+	}
+}
+
+// Parse decodes a delivery from its headers and body. It never panics.
+// The returned Message's Data may share memory with body.
+//
+// The form is chosen from the headers first and the body second; the package
+// documentation lists the rules. Errors wrap ErrNotPush and say in one line
+// why the request is not a delivery.
+func Parse(h http.Header, body []byte) (*Message, error) {
+	// 1. Binary CloudEvent: its attributes travel as ce-* headers.
+	if _, ok := h[headerSpecVersion]; ok {
+		return parseBinaryEvent(h, body)
+	}
+	// 2. Structured CloudEvent: announced by its media type.
+	if isStructuredEvent(h.Get("Content-Type")) {
+		return parseStructuredEvent(body)
+	}
+	// 3. Unwrapped push with write metadata: the message id header. Its body
+	// is the raw data, so it is taken as a wrapped body only when it is a
+	// wrapped envelope of that very message.
+	if ids, ok := h[headerMessageID]; ok {
+		id := ""
+		if len(ids) > 0 {
+			id = ids[0]
+		}
+		if m := envelopeOf(body, id); m != nil {
+			return m, nil
+		}
+		return parseUnwrapped(h, id, body)
+	}
+	// 4. Wrapped push: a JSON object with a message object.
+	d, err := decodePublished(body, "body")
+	if err != nil {
+		return nil, err
+	}
+	return d.toMessage(Wrapped, "", ""), nil
+}
+
+// envelopeOf returns the wrapped Message in body if body is a valid wrapped
+// envelope whose messageId is id, and nil otherwise. Raw data that is not a
+// JSON object is not parsed, and a miss costs one parse: no reason is built.
+func envelopeOf(body []byte, id string) *Message {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	var w wirePush
+	if json.Unmarshal(body, &w) != nil || w.Message == nil {
+		return nil
+	}
+	d, err := w.published(body, "body", "")
+	if err != nil || d.Message.MessageID != id {
+		return nil
+	}
+	return d.toMessage(Wrapped, "", "")
+}
+
+// mediaType returns the media type of a Content-Type value, without its
+// parameters; compare it with strings.EqualFold.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.TrimSpace(ct)
+}

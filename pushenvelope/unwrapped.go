@@ -1,0 +1,95 @@
+package pushenvelope
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The headers a push subscription with payload unwrapping and write metadata
+// adds, in the canonical form net/http stores them in. The message id,
+// subscription, publish time and ordering key are Pub/Sub's; the ordering key
+// is also read under the shorter name, second; Pub/Sub documents no delivery
+// attempt header for this form, and the one here is the name relays use.
+const (
+	headerMessageID        = "X-Goog-Pubsub-Message-Id"
+	headerSubscription     = "X-Goog-Pubsub-Subscription-Name"
+	headerPublishTime      = "X-Goog-Pubsub-Publish-Time"
+	headerOrderingKey      = "X-Goog-Pubsub-Ordering-Key"
+	headerOrderingKeyShort = "X-Goog-Ordering-Key"
+	headerDeliveryAttempt  = "X-Goog-Pubsub-Delivery-Attempt"
+)
+
+// parseUnwrapped builds a Message from the metadata headers; the body is the
+// message data as published.
+func parseUnwrapped(h http.Header, id string, body []byte) (*Message, error) {
+	m := &Message{
+		ID:           id,
+		Data:         body,
+		Attributes:   headerAttributes(h),
+		Subscription: h.Get(headerSubscription),
+		OrderingKey:  h.Get(headerOrderingKey),
+		Form:         Unwrapped,
+	}
+	if len(m.Data) == 0 {
+		m.Data = nil
+	}
+	if m.OrderingKey == "" {
+		m.OrderingKey = h.Get(headerOrderingKeyShort)
+	}
+	if ts := h.Get(headerPublishTime); ts != "" {
+		at, err := time.Parse(time.RFC3339, ts)
+		if err != nil {
+			return nil, notPush("%s %q is not an RFC 3339 time", headerPublishTime, ts)
+		}
+		m.PublishTime = at.UTC()
+	}
+	if s := h.Get(headerDeliveryAttempt); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, notPush("%s %q is not a count", headerDeliveryAttempt, s)
+		}
+		m.DeliveryAttempt = n
+	}
+	return m, nil
+}
+
+// headerAttributes recovers the message attributes, which write metadata
+// sends as one header each, named after the attribute. HTTP cannot tell them
+// from the request's own headers, so this keeps every header except the
+// transport, tracing and Google infrastructure ones, under its lowercased
+// name (header names are case-insensitive, so the attribute's case is lost),
+// with its first value.
+func headerAttributes(h http.Header) map[string]string {
+	attrs := make(map[string]string)
+	for k, vs := range h {
+		name := strings.ToLower(k)
+		if len(vs) == 0 || transportHeader(name) {
+			continue
+		}
+		attrs[name] = vs[0]
+	}
+	return attrs
+}
+
+// transportHeader reports whether a lowercased header name belongs to HTTP,
+// to tracing, or to Google's front ends and Pub/Sub's own metadata, rather
+// than to a message attribute. Authorization is among them, so a bearer token
+// never ends up in Attributes (and in logs that print them).
+func transportHeader(name string) bool {
+	for _, p := range [...]string{"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-forwarded-", "x-serverless-", "ce-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	switch name {
+	case "accept", "accept-encoding", "accept-language", "authorization", "cache-control",
+		"connection", "content-encoding", "content-length", "content-type", "cookie",
+		"expect", "forwarded", "from", "host", "keep-alive", "pragma", "proxy-authorization",
+		"te", "trailer", "transfer-encoding", "upgrade", "user-agent", "via",
+		"traceparent", "tracestate", "grpc-trace-bin", "x-request-id":
+		return true
+	}
+	return false
+}
