@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test lint bench e2e fuzz
+.PHONY: demo test lint bench e2e
 
 ## demo: example-run on the in-memory store under a local push storm with
 ## duplicates, concurrent copies, republishes and a supplier that fails once
@@ -30,6 +30,7 @@ $(STATICCHECK):
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+	scripts/bench-http.sh
 
 ## e2e: only the end-to-end suite (real Pub/Sub emulator)
 e2e:

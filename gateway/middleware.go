@@ -80,7 +80,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		return
 	}
 	ctx := pushenvelope.NewContext(r.Context(), m)
-	r = r.WithContext(ctx)
 
 	key, err := g.opts.Key(m)
 	if err == nil && key == "" {
@@ -91,7 +90,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
 				slog.String("outcome", OutcomeUnguarded), deliveryAttrs(m), slog.Any("error", err))
 			g.tel.outcome(ctx, OutcomeUnguarded)
-			h.ServeHTTP(w, r)
+			h.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
@@ -122,23 +121,26 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		}
 		return nil
 	})
-	g.answer(w, r, m, key, err, time.Since(start))
+	g.answer(ctx, w, m, key, err, start)
 }
 
 // answer writes the response for Lock's outcome, unless h already did.
-func (g *Gateway) answer(w http.ResponseWriter, r *http.Request, m *pushenvelope.Message, key string, err error, took time.Duration) {
-	ctx := r.Context()
+func (g *Gateway) answer(ctx context.Context, w http.ResponseWriter, m *pushenvelope.Message, key string, err error, start time.Time) {
 	var (
 		inProgress *InProgressError
 		failed     statusError
 	)
 	switch {
 	case err == nil:
-		g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: delivery processed",
-			slog.String("outcome", OutcomeWon), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", took))
+		if g.log.Enabled(ctx, slog.LevelDebug) {
+			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: delivery processed",
+				slog.String("outcome", OutcomeWon), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", time.Since(start)))
+		}
 	case errors.Is(err, ErrDuplicate):
-		g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate delivery acknowledged",
-			slog.String("outcome", OutcomeDuplicate), g.keyAttr(key), deliveryAttrs(m))
+		if g.log.Enabled(ctx, slog.LevelDebug) {
+			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate delivery acknowledged",
+				slog.String("outcome", OutcomeDuplicate), g.keyAttr(key), deliveryAttrs(m))
+		}
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &inProgress):
 		// Contention is healthy: a quiet WARN, no stack. deliveryAttempt tells

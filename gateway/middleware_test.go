@@ -21,7 +21,7 @@ import (
 
 // push is a wrapped Pub/Sub push body.
 func push(id string, attrs map[string]string, data string) string {
-	msg := map[string]any{"data": base64.StdEncoding.EncodeToString([]byte(data)), "attributes": attrs}
+	msg := map[string]any{"data": base64.StdEncoding.EncodeToString([]byte(data)), "attributes": attrs, "publishTime": "2026-11-30T10:00:00.123456789Z"}
 	if id != "" {
 		msg["messageId"] = id
 	}
