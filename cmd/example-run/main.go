@@ -11,6 +11,8 @@
 //	                 when empty, each execution is logged instead
 //	IDEMGATE_LEASE   the claim lease (e.g. 30s; default: the gateway's)
 //	LOG_LEVEL        debug, info (default), warn or error
+//	IDEMGATE_METRICS stdout: write OpenTelemetry metrics as JSON to stderr
+//	                 every minute (and at exit); empty: none
 //
 // Routes:
 //
@@ -59,6 +61,11 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 		return err
 	}
 	log := example.NewLogger(logOut, cfg.LogLevel)
+	stopMetrics, err := example.StartMetrics(cfg.Metrics, os.Stderr, time.Minute)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics(context.Background())
 	st, err := storeurl.Open(ctx, cfg.StoreURL)
 	if err != nil {
 		return err

@@ -14,11 +14,12 @@ type Config struct {
 	SupplierURL string        // SUPPLIER_URL; empty logs instead
 	Lease       time.Duration // IDEMGATE_LEASE (e.g. 30s); 0 = the gateway's default
 	LogLevel    slog.Level    // LOG_LEVEL: debug, info (default), warn, error
+	Metrics     string        // IDEMGATE_METRICS: stdout (JSON to stderr every minute) or empty
 }
 
 // ConfigFromEnv reads the Config with getenv (os.Getenv in main).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{Port: getenv("PORT"), StoreURL: getenv("IDEMGATE_STORE"), SupplierURL: getenv("SUPPLIER_URL")}
+	c := Config{Port: getenv("PORT"), StoreURL: getenv("IDEMGATE_STORE"), SupplierURL: getenv("SUPPLIER_URL"), Metrics: getenv("IDEMGATE_METRICS")}
 	if c.Port == "" {
 		c.Port = "8080"
 	}
