@@ -1,5 +1,63 @@
 package storeurl
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 
-func openDatastore(ctx context.Context, rawURL string) (*Opened, error) { return nil, errNotBuilt }
+	"cloud.google.com/go/datastore"
+
+	"github.com/idemgate/idemgate/store/datastorestore"
+)
+
+// openDatastore opens datastore://project[?database=…&namespace=…&kind=…].
+// An empty project (datastore://) is detected from the credentials, or
+// from DATASTORE_PROJECT_ID. The client honours DATASTORE_EMULATOR_HOST.
+func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
+	project, q, err := googleURL(rawURL, "database", "namespace", "kind")
+	if err != nil {
+		return nil, err
+	}
+	if project == "" {
+		project = datastore.DetectProjectID
+	}
+	client, err := datastore.NewClientWithDatabase(ctx, project, q["database"])
+	if err != nil {
+		return nil, err
+	}
+	st, err := datastorestore.New(client, &datastorestore.Options{Kind: q["kind"], Namespace: q["namespace"]})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &Opened{Store: st, Close: client.Close}, nil
+}
+
+// googleURL splits scheme://project?param=… into the project and the
+// query parameters, which must be among known and appear once each.
+func googleURL(rawURL string, known ...string) (project string, params map[string]string, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	if u.User != nil || u.Port() != "" || (u.Path != "" && u.Path != "/") || u.Fragment != "" {
+		return "", nil, fmt.Errorf("%q: want %s://project?param=value…, with nothing but the project before the query", u.Redacted(), u.Scheme)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", nil, err
+	}
+	params = make(map[string]string, len(q))
+	for name, vs := range q {
+		if !slices.Contains(known, name) {
+			return "", nil, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(known, ", "))
+		}
+		if len(vs) != 1 {
+			return "", nil, fmt.Errorf("parameter %q given %d times", name, len(vs))
+		}
+		params[name] = vs[0]
+	}
+	return u.Hostname(), params, nil
+}

@@ -1,5 +1,37 @@
 package storeurl
 
-import "context"
+import (
+	"context"
 
-func openFirestore(ctx context.Context, rawURL string) (*Opened, error) { return nil, errNotBuilt }
+	"cloud.google.com/go/firestore"
+
+	"github.com/idemgate/idemgate/store/firestorestore"
+)
+
+// openFirestore opens firestore://project[?database=…&collection=…]. An
+// empty project (firestore://) is detected from the credentials. The
+// client honours FIRESTORE_EMULATOR_HOST.
+func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
+	project, q, err := googleURL(rawURL, "database", "collection")
+	if err != nil {
+		return nil, err
+	}
+	if project == "" {
+		project = firestore.DetectProjectID
+	}
+	var client *firestore.Client
+	if db := q["database"]; db == "" || db == firestore.DefaultDatabaseID {
+		client, err = firestore.NewClient(ctx, project)
+	} else {
+		client, err = firestore.NewClientWithDatabase(ctx, project, db)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := firestorestore.New(client, &firestorestore.Options{Collection: q["collection"]})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &Opened{Store: st, Close: client.Close}, nil
+}

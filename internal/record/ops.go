@@ -1,0 +1,189 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Decide gets the record read (nil when absent) and the time of the read,
+// and returns the record to write, or nil to write nothing.
+type Decide func(cur *Record, now time.Time) *Record
+
+// Round is one attempt at an atomic read-modify-write of key's record: it
+// reads, calls decide, and writes decide's record on the condition that
+// nobody wrote in between (a transaction, or a precondition).
+type Round func(ctx context.Context, key string, decide Decide) error
+
+const (
+	maxAttempts = 5                      // rounds per operation
+	backoffBase = 10 * time.Millisecond  // first pause: about 10, 20, 40, 80 ms
+	backoffMax  = 500 * time.Millisecond // longest pause
+)
+
+// Ops implements store.Store and store.Extender over a Round: it checks
+// the arguments, applies the Rules, and retries rounds that failed in a way
+// that may be transient, up to five in all with a jittered backoff. Every
+// round re-reads the record and a Claim keeps its token across rounds, so
+// a round whose write landed unseen is recognised by the next one.
+type Ops struct {
+	Name  string // the store's package name, for errors
+	Rules Rules
+	Round Round
+	// Retry classifies a failed round: retry says another round may
+	// succeed; now says to run it without a pause (the record moved on
+	// under a precondition).
+	Retry func(err error) (retry, now bool)
+}
+
+// Claim implements store.Store.
+func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return store.Claim{}, err
+	}
+	if lease <= 0 {
+		return store.Claim{}, fmt.Errorf("%s: lease %v is not positive", o.Name, lease)
+	}
+	token := store.ClaimToken(ctx) // once per call: every round reuses it
+	var c store.Claim
+	err := o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
+		var next *Record
+		c, next = o.Rules.Claim(cur, key, token, lease, now)
+		return next
+	})
+	if err != nil {
+		return store.Claim{}, err
+	}
+	return c, nil
+}
+
+// Complete implements store.Store.
+func (o *Ops) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if store.CheckKey(c.Key) != nil {
+		return false, nil // no such record can exist
+	}
+	var ok bool
+	err := o.update(ctx, "Complete", c.Key, func(cur *Record, now time.Time) *Record {
+		var next *Record
+		ok, next = o.Rules.Complete(cur, c.Fence, now)
+		return next
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}
+
+// Release implements store.Store.
+func (o *Ops) Release(ctx context.Context, c store.Claim) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if store.CheckKey(c.Key) != nil {
+		return nil
+	}
+	return o.update(ctx, "Release", c.Key, func(cur *Record, now time.Time) *Record {
+		return o.Rules.Release(cur, c.Fence, now)
+	})
+}
+
+// Extend implements store.Extender.
+func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, err
+	}
+	if lease <= 0 {
+		return store.Claim{}, fmt.Errorf("%s: lease %v is not positive", o.Name, lease)
+	}
+	if store.CheckKey(c.Key) != nil {
+		return store.Claim{}, store.ErrFenced
+	}
+	var (
+		out    store.Claim
+		fenced error
+	)
+	err := o.update(ctx, "Extend", c.Key, func(cur *Record, now time.Time) *Record {
+		var next *Record
+		out, next, fenced = o.Rules.Extend(cur, c, lease, now)
+		return next
+	})
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if fenced != nil {
+		return store.Claim{}, fenced
+	}
+	return out, nil
+}
+
+// update runs rounds until one succeeds, one fails for good, or the
+// attempts run out. decide must be a function of its inputs: the results it
+// reports from the last round are the ones that count.
+func (o *Ops) update(ctx context.Context, op, key string, decide Decide) error {
+	for attempt := 1; ; attempt++ {
+		err := o.Round(ctx, key, decide)
+		if err == nil {
+			return nil
+		}
+		retry, now := o.Retry(err)
+		switch {
+		case ctx.Err() != nil || !retry:
+			return o.fail(ctx, op, key, err)
+		case attempt == maxAttempts:
+			return o.fail(ctx, op, key, fmt.Errorf("gave up after %d attempts: %w", attempt, err))
+		case now:
+			continue
+		}
+		if pause(ctx, attempt) != nil {
+			return o.fail(ctx, op, key, err)
+		}
+	}
+}
+
+// pause waits a jittered, growing delay before attempt+1.
+func pause(ctx context.Context, attempt int) error {
+	d := min(backoffBase<<(attempt-1), backoffMax)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fail wraps err for the caller. When ctx has ended, its error is wrapped
+// too, so that errors.Is(err, context.Canceled) holds even when the RPC
+// reported the cancellation as a gRPC status.
+func (o *Ops) fail(ctx context.Context, op, key string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return fmt.Errorf("%s: %s %s: %w", o.Name, op, QuoteKey(key), err)
+}
+
+// QuoteKey quotes a key for an error message, cutting long ones short.
+func QuoteKey(key string) string {
+	const max = 64
+	if len(key) <= max {
+		return fmt.Sprintf("%q", key)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q…(%d bytes)", key[:cut], len(key))
+}

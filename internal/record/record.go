@@ -1,0 +1,118 @@
+// Package record holds what the stores that decide on the client share
+// (datastorestore, firestorestore): the record, the transitions of the store
+// contract as pure functions, the four store operations built on one
+// read-modify-write primitive, and the retry loop around it.
+package record
+
+import (
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The values of the state property.
+const (
+	StateClaimed = "CLAIMED"
+	StateDone    = "DONE"
+)
+
+// Record is what a stored entity or document holds. See the store package
+// documentation for the meaning of each field.
+type Record struct {
+	State      string
+	Fence      int64
+	Token      string // empty once released
+	LeaseUntil time.Time
+	ExpiresAt  time.Time
+	Key        string // set only when the stored name is a hash of the key
+}
+
+// Rules are the transitions of the store package documentation, as pure
+// functions of the record read (nil when absent) and the clock. Each returns
+// the record to write, or nil when the operation writes nothing.
+type Rules struct {
+	TTL  time.Duration
+	Skew time.Duration // how long past leaseUntil or expiresAt a record is still honoured
+}
+
+// live reports whether r exists and has not expired: an expired record
+// counts as absent, except that its fence carries on.
+func (p Rules) live(r *Record, now time.Time) bool {
+	return r != nil && now.Before(r.ExpiresAt.Add(p.Skew))
+}
+
+// held reports whether r is a claim whose holder may still be working.
+// A released claim (empty token) is free at once, whatever the clocks say.
+func (p Rules) held(r *Record, now time.Time) bool {
+	return r.State == StateClaimed && r.Token != "" && now.Before(r.LeaseUntil.Add(p.Skew))
+}
+
+// Claim decides a Claim with a fresh token.
+func (p Rules) Claim(r *Record, key, token string, lease time.Duration, now time.Time) (store.Claim, *Record) {
+	var fence int64 // the fence being replaced: 0 for a new record
+	switch {
+	case !p.live(r, now):
+		if r != nil {
+			fence = r.Fence
+		}
+	case r.State == StateClaimed && r.Token != "" && r.Token == token:
+		return won(key, r), nil // a retry of the call that won: re-affirm
+	case p.held(r, now):
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil}, nil
+	case r.State == StateDone:
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence}, nil
+	default: // a lapsed or released claim
+		fence = r.Fence
+	}
+	next := &Record{State: StateClaimed, Fence: fence + 1, Token: token, LeaseUntil: micro(now.Add(lease))}
+	next.ExpiresAt = micro(next.LeaseUntil.Add(p.TTL))
+	return won(key, next), next
+}
+
+// Complete decides a Complete.
+func (p Rules) Complete(r *Record, fence int64, now time.Time) (bool, *Record) {
+	if !p.live(r, now) || r.Fence != fence {
+		return false, nil
+	}
+	if r.State == StateDone {
+		return true, nil
+	}
+	next := *r
+	next.State = StateDone
+	next.ExpiresAt = micro(now.Add(p.TTL))
+	return true, &next
+}
+
+// Release decides a Release: the fence rises and the token empties, so a
+// released claim is free at once and can never be re-affirmed.
+func (p Rules) Release(r *Record, fence int64, now time.Time) *Record {
+	if !p.live(r, now) || r.State != StateClaimed || r.Fence != fence {
+		return nil
+	}
+	next := *r
+	next.Fence++
+	next.Token = ""
+	next.LeaseUntil = micro(now)
+	return &next
+}
+
+// Extend decides an Extend.
+func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Time) (store.Claim, *Record, error) {
+	if !p.live(r, now) || r.State != StateClaimed || r.Fence != c.Fence {
+		return store.Claim{}, nil, store.ErrFenced
+	}
+	next := *r
+	next.LeaseUntil = micro(now.Add(lease))
+	if e := micro(next.LeaseUntil.Add(p.TTL)); e.After(next.ExpiresAt) {
+		next.ExpiresAt = e
+	}
+	return won(c.Key, &next), &next, nil
+}
+
+func won(key string, r *Record) store.Claim {
+	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil}
+}
+
+// micro drops what Datastore and Firestore cannot store, so that the times
+// a call returns are exactly those a later read sees.
+func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond) }

@@ -1,0 +1,120 @@
+package record
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The transitions are checked end to end by storetest against the
+// emulator; these cases pin the details storetest cannot see: what is
+// written (nil means nothing) and how the skew margin moves each guard.
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestClaimTransitions(t *testing.T) {
+	p := Rules{TTL: time.Hour, Skew: 2 * time.Second}
+	lease := time.Minute
+	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	released := &Record{State: StateClaimed, Fence: 4, Token: "", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0}
+	for _, tc := range []struct {
+		name      string
+		r         *Record
+		token     string
+		now       time.Time
+		want      store.Status
+		wantFence int64
+		writes    bool
+	}{
+		{"absent", nil, "b", t0, store.Won, 1, true},
+		{"held", held, "b", t0.Add(-time.Second), store.HeldByOther, 3, false},
+		{"lapsed within the margin", held, "b", t0.Add(time.Second), store.HeldByOther, 3, false},
+		{"lapsed past the margin", held, "b", t0.Add(2 * time.Second), store.Won, 4, true},
+		{"same token", held, "a", t0.Add(time.Hour / 2), store.Won, 3, false},
+		{"released", released, "b", t0.Add(-time.Minute), store.Won, 5, true},
+		{"released, same token", released, "", t0, store.Won, 5, true},
+		{"done", done, "b", t0.Add(time.Second), store.AlreadyDone, 3, false},
+		{"done, same token", done, "a", t0.Add(time.Second), store.AlreadyDone, 3, false},
+		{"expired past the margin", done, "b", t0.Add(2 * time.Second), store.Won, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, next := p.Claim(tc.r, "k", tc.token, lease, tc.now)
+			if c.Status != tc.want || c.Fence != tc.wantFence {
+				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, tc.wantFence)
+			}
+			if (next != nil) != tc.writes {
+				t.Fatalf("claim writes = %v, want %v", next != nil, tc.writes)
+			}
+			if next != nil {
+				if next.Token != tc.token || !next.LeaseUntil.Equal(tc.now.Add(lease)) || !next.ExpiresAt.Equal(tc.now.Add(lease+p.TTL)) {
+					t.Fatalf("claim wrote %+v", next)
+				}
+				if !c.LeaseUntil.Equal(next.LeaseUntil) || c.Token != next.Token {
+					t.Fatalf("claim returned %+v but wrote %+v", c, next)
+				}
+			}
+			if c.Status == store.HeldByOther && (!c.LeaseUntil.Equal(tc.r.LeaseUntil) || c.Token != "") {
+				t.Fatalf("HeldByOther = %+v, want the holder's lease and no token", c)
+			}
+		})
+	}
+}
+
+func TestSettleTransitions(t *testing.T) {
+	p := Rules{TTL: time.Hour, Skew: time.Second}
+	claimed := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	now := t0.Add(time.Minute) // the lease has lapsed: no operation here looks at it
+
+	if ok, next := p.Complete(claimed, 3, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 {
+		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
+	}
+	if ok, next := p.Complete(done, 3, now); !ok || next != nil {
+		t.Errorf("complete retried on DONE = %v, %+v; want true, no write", ok, next)
+	}
+	if ok, next := p.Complete(claimed, 2, now); ok || next != nil {
+		t.Errorf("complete with a stale fence = %v, %+v; want false, no write", ok, next)
+	}
+	if ok, _ := p.Complete(done, 3, t0.Add(time.Hour+time.Second)); ok {
+		t.Error("complete of an expired record must return false")
+	}
+
+	next := p.Release(claimed, 3, now)
+	if next == nil || next.Fence != 4 || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed {
+		t.Errorf("release = %+v, want fence 4, no token, leaseUntil now", next)
+	}
+	for _, r := range []*Record{nil, done} {
+		if next := p.Release(r, 3, now); next != nil {
+			t.Errorf("release of %+v wrote %+v", r, next)
+		}
+	}
+	if next := p.Release(claimed, 2, now); next != nil {
+		t.Errorf("release with a stale fence wrote %+v", next)
+	}
+
+	c := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
+	got, next, err := p.Extend(claimed, c, 2*time.Hour, now)
+	if err != nil || !next.LeaseUntil.Equal(now.Add(2*time.Hour)) || !next.ExpiresAt.Equal(now.Add(3*time.Hour)) || got.Fence != 3 || got.Token != "a" {
+		t.Errorf("extend = %+v, %+v, %v", got, next, err)
+	}
+	far := *claimed
+	far.ExpiresAt = t0.Add(5 * time.Hour) // an earlier, longer extension
+	if _, next, _ := p.Extend(&far, c, time.Second, now); !next.ExpiresAt.Equal(far.ExpiresAt) {
+		t.Errorf("a short extend moved expiresAt back to %v from %v", next.ExpiresAt, far.ExpiresAt)
+	}
+	for _, r := range []*Record{nil, done} {
+		if _, _, err := p.Extend(r, c, time.Minute, now); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("extend of %+v = %v, want ErrFenced", r, err)
+		}
+	}
+}
+
+func TestMicro(t *testing.T) {
+	in := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	if got := micro(in); got.Nanosecond() != 123456000 {
+		t.Fatalf("micro(%v) = %v, want microseconds kept and the rest dropped", in, got)
+	}
+}

@@ -1,0 +1,31 @@
+package storeurl_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/internal/storeurl"
+	"github.com/idemgate/idemgate/internal/testenv"
+)
+
+func TestOpenFirestore(t *testing.T) {
+	useEmulator(t, "FIRESTORE_EMULATOR_HOST", "Firestore emulator", testenv.StartFirestoreEmulator)
+	for _, u := range []string{
+		"firestore://idemgate-test",
+		"firestore://idemgate-test?collection=storeurl_records",
+		"firestore://idemgate-test?database=(default)",
+		"firestore://",
+	} {
+		roundTrip(t, u)
+	}
+	for _, u := range []string{
+		"firestore://p?collection=a/b",
+		"firestore://p?namespace=x",
+		"firestore://p?collection=a&collection=b",
+		"firestore://p/path",
+	} {
+		if _, err := storeurl.Open(t.Context(), u); err == nil || !strings.HasPrefix(err.Error(), "storeurl: firestore store: ") {
+			t.Errorf("Open(%q) error = %v, want a storeurl error", u, err)
+		}
+	}
+}

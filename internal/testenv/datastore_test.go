@@ -1,0 +1,7 @@
+package testenv
+
+import "testing"
+
+func TestStartDatastoreEmulator(t *testing.T) {
+	checkEmulator(t, "Datastore emulator", StartDatastoreEmulator)
+}

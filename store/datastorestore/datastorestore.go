@@ -1,0 +1,130 @@
+package datastorestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/internal/record"
+
+	"cloud.google.com/go/datastore"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options configures a Store. The zero value means the defaults.
+type Options struct {
+	// Kind is the entity kind of the records. Default "IdemgateRecord".
+	Kind string
+	// Namespace is the namespace of the records. Default "", the default
+	// namespace. The database is the one the client was created for (see
+	// datastore.NewClientWithDatabase).
+	Namespace string
+	// TTL is how long a completed record suppresses duplicates. Default 1h.
+	TTL time.Duration
+	// SkewMargin is the clock difference tolerated between the processes
+	// that share the store: a lapsed lease or an expired record is taken
+	// over only when now ≥ leaseUntil + SkewMargin (resp. expiresAt +
+	// SkewMargin). Default 0, which trusts the clocks to agree; set it to
+	// the worst skew you expect if that is not negligible next to your
+	// leases.
+	SkewMargin time.Duration
+	// Now is the clock that stamps leases and expiry. Default time.Now. It
+	// must be a wall clock shared (within SkewMargin) by every process that
+	// uses the same records; tests may pass a fake one.
+	Now func() time.Time
+}
+
+const (
+	defaultKind = "IdemgateRecord"
+	defaultTTL  = time.Hour
+)
+
+// Store is a [store.Store] and [store.Extender] on Datastore. It is safe
+// for concurrent use.
+type Store struct {
+	client    *datastore.Client
+	kind      string
+	namespace string
+	ops       record.Ops
+	now       func() time.Time
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Extender = (*Store)(nil)
+)
+
+// namespaceRE is what Datastore accepts as a namespace.
+var namespaceRE = regexp.MustCompile(`^[0-9A-Za-z._-]{0,100}$`)
+
+// New returns a Store that keeps its records through client. A nil opts
+// means the defaults; opts is copied, never modified. It fails when the
+// options are not usable. New does no I/O.
+func New(client *datastore.Client, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("datastorestore: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Kind == "" {
+		o.Kind = defaultKind
+	}
+	switch {
+	case len(o.Kind) > maxNameLen, !utf8.ValidString(o.Kind), reserved(o.Kind):
+		return nil, fmt.Errorf("datastorestore: invalid kind %.40q (want valid UTF-8, at most %d bytes, not of the form __…__)", o.Kind, maxNameLen)
+	case !namespaceRE.MatchString(o.Namespace) || reserved(o.Namespace):
+		return nil, fmt.Errorf("datastorestore: invalid namespace %.40q (want at most 100 of [0-9A-Za-z._-], not of the form __…__)", o.Namespace)
+	case o.TTL < 0:
+		return nil, fmt.Errorf("datastorestore: negative TTL %v", o.TTL)
+	case o.SkewMargin < 0:
+		return nil, fmt.Errorf("datastorestore: negative SkewMargin %v", o.SkewMargin)
+	}
+	if o.TTL == 0 {
+		o.TTL = defaultTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Store{client: client, kind: o.Kind, namespace: o.Namespace, now: o.Now}
+	s.ops = record.Ops{
+		Name:  "datastorestore",
+		Rules: record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Round: s.transact,
+		Retry: retryable,
+	}
+	return s, nil
+}
+
+// Claim implements [store.Store]. It reads and, when it wins, writes the
+// key's record in one atomic round.
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	return s.ops.Claim(ctx, key, lease)
+}
+
+// Complete implements [store.Store].
+func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	return s.ops.Complete(ctx, c)
+}
+
+// Release implements [store.Store].
+func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	return s.ops.Release(ctx, c)
+}
+
+// Extend implements [store.Extender].
+func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	return s.ops.Extend(ctx, c, lease)
+}
+
+// reserved reports whether s has the form __…__ that Datastore keeps for
+// itself.
+func reserved(s string) bool {
+	return len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
+}

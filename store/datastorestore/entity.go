@@ -1,0 +1,101 @@
+package datastorestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/record"
+
+	"cloud.google.com/go/datastore"
+)
+
+const (
+	// maxNameLen is the longest entity name (and kind) Datastore accepts.
+	maxNameLen = 1500
+	// hashPrefix starts the name of every entity whose key is hashed.
+	// Keys that themselves start with it are hashed too, so a hashed name
+	// never equals a key used as a name.
+	hashPrefix = "sha256:"
+)
+
+// entityName returns the entity name for key and whether it is a hash.
+func entityName(key string) (name string, hashed bool) {
+	if len(key) <= maxNameLen && !reserved(key) && !strings.HasPrefix(key, hashPrefix) {
+		return key, false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashPrefix + hex.EncodeToString(sum[:]), true
+}
+
+// entityKey returns the Datastore key of key's record and whether its name
+// is a hash.
+func (s *Store) entityKey(key string) (*datastore.Key, bool) {
+	name, hashed := entityName(key)
+	k := datastore.NameKey(s.kind, name, nil)
+	k.Namespace = s.namespace
+	return k, hashed
+}
+
+// The property names.
+const (
+	propState      = "state"
+	propFence      = "fence"
+	propToken      = "token"
+	propLeaseUntil = "leaseUntil"
+	propExpiresAt  = "expiresAt"
+	propKey        = "key"
+)
+
+// entity is a record as Datastore loads and saves it.
+type entity record.Record
+
+// Save implements datastore.PropertyLoadSaver. No property is indexed.
+func (r *entity) Save() ([]datastore.Property, error) {
+	ps := []datastore.Property{
+		{Name: propState, Value: r.State, NoIndex: true},
+		{Name: propFence, Value: r.Fence, NoIndex: true},
+		{Name: propToken, Value: r.Token, NoIndex: true},
+		{Name: propLeaseUntil, Value: r.LeaseUntil, NoIndex: true},
+		{Name: propExpiresAt, Value: r.ExpiresAt, NoIndex: true},
+	}
+	if r.Key != "" {
+		ps = append(ps, datastore.Property{Name: propKey, Value: r.Key, NoIndex: true})
+	}
+	return ps, nil
+}
+
+// Load implements datastore.PropertyLoadSaver. Unknown properties are
+// ignored, so that operators may annotate entities; a known property of the
+// wrong type, or a state other than CLAIMED and DONE, is an error.
+func (r *entity) Load(ps []datastore.Property) error {
+	*r = entity{}
+	for _, p := range ps {
+		var ok bool
+		switch p.Name {
+		case propState:
+			r.State, ok = p.Value.(string)
+		case propFence:
+			r.Fence, ok = p.Value.(int64)
+		case propToken:
+			r.Token, ok = p.Value.(string)
+		case propLeaseUntil:
+			r.LeaseUntil, ok = p.Value.(time.Time)
+		case propExpiresAt:
+			r.ExpiresAt, ok = p.Value.(time.Time)
+		case propKey:
+			r.Key, ok = p.Value.(string)
+		default:
+			ok = true
+		}
+		if !ok {
+			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
+		}
+	}
+	if r.State != record.StateClaimed && r.State != record.StateDone {
+		return fmt.Errorf("property %q is %q, want %q or %q", propState, r.State, record.StateClaimed, record.StateDone)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package firestorestore keeps idemgate records in Cloud Firestore (native
+// mode) through cloud.google.com/go/firestore.
+//
+//	client, err := firestore.NewClient(ctx, "my-project") // or NewClientWithDatabase
+//	...
+//	st, err := firestorestore.New(client, &firestorestore.Options{Collection: "idemgate_records"})
+//
+// # Layout
+//
+// Each key is one document in [Options.Collection] (default
+// "idemgate_records"), in the database the client was created for. The
+// document ID is the key itself when Firestore accepts it as an ID (at most
+// 1500 bytes, no "/", not "." or "..", not of the reserved form __…__);
+// any other key, and any key that starts with "sha256:", is stored under
+// "sha256:" followed by the hex SHA-256 of the key, with the key itself in
+// the "key" field, which every read checks. Keys with slashes, common in
+// resource names, are therefore hashed. The fields are
+//
+//	state       string     "CLAIMED" or "DONE"
+//	fence       integer    the fencing token, 1 for a new record
+//	token       string     the token of the Claim call that won ("" once released)
+//	leaseUntil  timestamp  until when the holder owns the key
+//	expiresAt   timestamp  until when the record suppresses duplicates
+//	key         string     the original key, only on documents with a hashed ID
+//
+// # Operations
+//
+// Every operation reads the document and, when it has something to write,
+// writes it with a precondition: Create (the document must not exist) for a
+// new record, else an update that requires the document's update time to
+// be the one just read. The write therefore lands only on the state the
+// decision was made on; when somebody else wrote first, the precondition
+// fails and the operation starts over on a fresh read. That is Firestore's
+// optimistic form of a single-document transaction, and it needs no
+// BeginTransaction or Rollback round trip: a claim or a completion costs
+// two round trips (read, commit), a duplicate one (read), so a fresh
+// message costs four and a duplicate one. Conflicts and transient failures
+// are retried a few times with jittered backoff; the operation is then
+// returned as an error that wraps the last failure.
+//
+// A Claim keeps its token (see [store.ClaimToken]) across those retries, so
+// a write whose reply was lost, or that the transport sent twice, is
+// re-affirmed by the retry (it finds its own token) rather than reported as
+// HeldByOther or bumped a second time.
+//
+// # Clock
+//
+// Leases and expiry are computed on the client's clock ([Options.Now]), as
+// in the datastorestore package: the processes that share a collection
+// must keep their clocks within [Options.SkewMargin] of each other.
+//
+// # Lifetime
+//
+// Nothing is deleted by this package: configure a TTL policy on the
+// expiresAt field of the collection group, and Firestore removes each
+// document some time after it expired. See docs/stores/firestore.md.
+package firestorestore

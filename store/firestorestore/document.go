@@ -1,0 +1,117 @@
+package firestorestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/internal/record"
+
+	"cloud.google.com/go/firestore"
+)
+
+const (
+	// maxIDLen is the longest document or collection ID Firestore accepts.
+	maxIDLen = 1500
+	// hashPrefix starts every hashed document ID. Keys that themselves
+	// start with it are hashed too, so a hashed ID never equals a key used
+	// as an ID.
+	hashPrefix = "sha256:"
+)
+
+// validID reports whether Firestore accepts s as a document or collection
+// ID.
+func validID(s string) bool {
+	return s != "" && len(s) <= maxIDLen && utf8.ValidString(s) &&
+		!strings.Contains(s, "/") && s != "." && s != ".." &&
+		!(len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__"))
+}
+
+// docID returns the document ID for key and whether it is a hash.
+func docID(key string) (id string, hashed bool) {
+	if validID(key) && !strings.HasPrefix(key, hashPrefix) {
+		return key, false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashPrefix + hex.EncodeToString(sum[:]), true
+}
+
+// docRef returns the reference of key's document and whether its ID is a
+// hash.
+func (s *Store) docRef(key string) (*firestore.DocumentRef, bool) {
+	id, hashed := docID(key)
+	return s.coll.Doc(id), hashed
+}
+
+// The field names.
+const (
+	fieldState      = "state"
+	fieldFence      = "fence"
+	fieldToken      = "token"
+	fieldLeaseUntil = "leaseUntil"
+	fieldExpiresAt  = "expiresAt"
+	fieldKey        = "key"
+)
+
+// fields returns the document of a new record.
+func fields(r *record.Record) map[string]any {
+	m := map[string]any{
+		fieldState:      r.State,
+		fieldFence:      r.Fence,
+		fieldToken:      r.Token,
+		fieldLeaseUntil: r.LeaseUntil,
+		fieldExpiresAt:  r.ExpiresAt,
+	}
+	if r.Key != "" {
+		m[fieldKey] = r.Key
+	}
+	return m
+}
+
+// updates returns the changes that turn a stored record into r; the key
+// field never changes.
+func updates(r *record.Record) []firestore.Update {
+	return []firestore.Update{
+		{Path: fieldState, Value: r.State},
+		{Path: fieldFence, Value: r.Fence},
+		{Path: fieldToken, Value: r.Token},
+		{Path: fieldLeaseUntil, Value: r.LeaseUntil},
+		{Path: fieldExpiresAt, Value: r.ExpiresAt},
+	}
+}
+
+// parse reads a record from a document's data. Unknown fields are ignored,
+// so that operators may annotate documents; a known field of the wrong type,
+// or a state other than CLAIMED and DONE, is an error.
+func parse(data map[string]any) (record.Record, error) {
+	var r record.Record
+	for name, v := range data {
+		var ok bool
+		switch name {
+		case fieldState:
+			r.State, ok = v.(string)
+		case fieldFence:
+			r.Fence, ok = v.(int64)
+		case fieldToken:
+			r.Token, ok = v.(string)
+		case fieldLeaseUntil:
+			r.LeaseUntil, ok = v.(time.Time)
+		case fieldExpiresAt:
+			r.ExpiresAt, ok = v.(time.Time)
+		case fieldKey:
+			r.Key, ok = v.(string)
+		default:
+			ok = true
+		}
+		if !ok {
+			return record.Record{}, fmt.Errorf("field %q holds a %T", name, v)
+		}
+	}
+	if r.State != record.StateClaimed && r.State != record.StateDone {
+		return record.Record{}, fmt.Errorf("field %q is %q, want %q or %q", fieldState, r.State, record.StateClaimed, record.StateDone)
+	}
+	return r, nil
+}
