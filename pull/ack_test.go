@@ -1,0 +1,215 @@
+package pull_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pull"
+)
+
+// exactlyOnce is a subscription with exactly-once delivery, which pstest
+// models: acks are confirmed, and a failed ack is reported to the client.
+func exactlyOnce() *pubsubpb.Subscription {
+	return &pubsubpb.Subscription{EnableExactlyOnceDelivery: true}
+}
+
+// onAcknowledge is a pstest reactor for the Acknowledge RPC.
+func onAcknowledge(fn func(*pubsubpb.AcknowledgeRequest) (bool, any, error)) pstest.ServerReactorOption {
+	return pstest.ServerReactorOption{FuncName: "Acknowledge", Reactor: reactorFunc(func(req any) (bool, any, error) {
+		return fn(req.(*pubsubpb.AcknowledgeRequest))
+	})}
+}
+
+// ackLines returns the log lines about acks and nacks that did not succeed.
+func ackLines(recs []logRecord) []logRecord {
+	var out []logRecord
+	for _, r := range recs {
+		if strings.Contains(r.msg, "ack failed") || strings.Contains(r.msg, "ack not confirmed") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestExactlyOnceWaitsForTheAck(t *testing.T) {
+	acked := make(chan struct{})
+	var once sync.Once
+	f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{
+		onAcknowledge(func(*pubsubpb.AcknowledgeRequest) (bool, any, error) {
+			once.Do(func() { close(acked) })
+			return false, nil, nil
+		}),
+	}})
+	id := f.publish("order 1")
+	wrapped := pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil }, &pull.Options{Logger: f.logger()})
+	returned := make(chan bool, 1)
+	stop := f.receive(f.sub, func(ctx context.Context, m *pubsub.Message) {
+		wrapped(ctx, m)
+		select {
+		case <-acked:
+			returned <- true
+		default:
+			returned <- false
+		}
+	})
+	var afterAck bool
+	select {
+	case afterAck = <-returned:
+	case <-time.After(waitFor):
+		t.Fatalf("the callback did not return\n%s", f.logs.dump())
+	}
+	f.waitAcked(id)
+	stop()
+	if !afterAck {
+		t.Error("with exactly-once delivery the callback must wait until Pub/Sub has answered the ack")
+	}
+	if lines := ackLines(f.logs.records()); len(lines) > 0 {
+		t.Errorf("a confirmed ack must not be logged, got %v", lines)
+	}
+}
+
+// TestExactlyOnceFailedAck: Pub/Sub refuses the ack of a processed message.
+// The failure is logged with its status, the message comes back after its
+// ack deadline, and the gateway answers duplicate.
+func TestExactlyOnceFailedAck(t *testing.T) {
+	var calls atomic.Int32
+	f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{
+		onAcknowledge(func(*pubsubpb.AcknowledgeRequest) (bool, any, error) {
+			if calls.Add(1) == 1 {
+				return true, nil, status.Error(codes.FailedPrecondition, "subscription is being updated")
+			}
+			return false, nil, nil
+		}),
+	}})
+	id := f.publish("order 1")
+	var runs atomic.Int32
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
+		runs.Add(1)
+		return nil
+	}, &pull.Options{Logger: f.logger()}))
+	f.logs.wait(t, "a failed ack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	f.advance(pastAckDeadline)
+	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	f.waitAcked(id)
+	stop()
+
+	if n := runs.Load(); n != 1 {
+		t.Errorf("fn ran %d times, want 1", n)
+	}
+	lines := ackLines(f.logs.records())
+	if len(lines) != 1 {
+		t.Fatalf("want one failed-ack line, got %v", lines)
+	}
+	r := lines[0]
+	if r.level != slog.LevelWarn || r.attrs["ack_status"] != "failed_precondition" || r.attrs["key"] != id ||
+		!strings.Contains(r.msg, "duplicate") {
+		t.Errorf("failed ack line = %v %q %v; want WARN, ack_status failed_precondition, the key, and what happens next", r.level, r.msg, r.attrs)
+	}
+}
+
+// TestExactlyOnceAckTimeout: Pub/Sub does not answer the ack within
+// AckTimeout. The callback stops waiting and says so.
+func TestExactlyOnceAckTimeout(t *testing.T) {
+	blocked, unblock := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{
+		onAcknowledge(func(*pubsubpb.AcknowledgeRequest) (bool, any, error) {
+			if calls.Add(1) == 1 {
+				close(blocked)
+				<-unblock
+			}
+			return false, nil, nil
+		}),
+	}})
+	release := sync.OnceFunc(func() { close(unblock) })
+	t.Cleanup(release)
+	id := f.publish("order 1")
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil },
+		&pull.Options{Logger: f.logger(), AckTimeout: 50 * time.Millisecond}))
+	waitClosed(t, blocked, "ack")
+	f.logs.wait(t, "an unconfirmed ack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	release()
+	f.waitAcked(id)
+	stop()
+
+	r := ackLines(f.logs.records())[0]
+	if r.level != slog.LevelWarn || r.attrs["reason"] != "no result within AckTimeout" || r.attrs["ack_timeout"] != "50ms" {
+		t.Errorf("unconfirmed ack line = %v %q %v", r.level, r.msg, r.attrs)
+	}
+}
+
+// TestExactlyOnceFailedNack: the nack of a failed message is refused; the
+// message still comes back, when its ack deadline passes.
+func TestExactlyOnceFailedNack(t *testing.T) {
+	var nacks atomic.Int32
+	f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{{
+		FuncName: "ModifyAckDeadline",
+		Reactor: reactorFunc(func(req any) (bool, any, error) {
+			if req.(*pubsubpb.ModifyAckDeadlineRequest).AckDeadlineSeconds == 0 && nacks.Add(1) == 1 {
+				return true, nil, status.Error(codes.PermissionDenied, "no")
+			}
+			return false, nil, nil
+		}),
+	}}})
+	id := f.publish("order 1")
+	var runs atomic.Int32
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
+		if runs.Add(1) == 1 {
+			return errors.New("supplier down")
+		}
+		return nil
+	}, &pull.Options{Logger: f.logger()}))
+	f.logs.wait(t, "a failed nack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	f.advance(pastAckDeadline)
+	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	f.waitAcked(id)
+	stop()
+
+	r := ackLines(f.logs.records())[0]
+	if r.level != slog.LevelWarn || r.attrs["ack_status"] != "permission_denied" || !strings.Contains(r.msg, "nack failed") {
+		t.Errorf("failed nack line = %v %q %v", r.level, r.msg, r.attrs)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("fn ran %d times, want 2", n)
+	}
+}
+
+// TestNegativeAckTimeoutDoesNotWait: with AckTimeout < 0 the callback acks
+// and returns; a failed ack goes unnoticed.
+func TestNegativeAckTimeoutDoesNotWait(t *testing.T) {
+	var calls atomic.Int32
+	refused := make(chan struct{})
+	f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{
+		onAcknowledge(func(*pubsubpb.AcknowledgeRequest) (bool, any, error) {
+			if calls.Add(1) == 1 {
+				close(refused)
+				return true, nil, status.Error(codes.FailedPrecondition, "no")
+			}
+			return false, nil, nil
+		}),
+	}})
+	id := f.publish("order 1")
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil },
+		&pull.Options{Logger: f.logger(), AckTimeout: -1}))
+	waitClosed(t, refused, "ack")
+	f.advance(pastAckDeadline)
+	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	f.waitAcked(id)
+	stop()
+	if lines := ackLines(f.logs.records()); len(lines) > 0 {
+		t.Errorf("AckTimeout < 0 must not log ack results, got %v", lines)
+	}
+}

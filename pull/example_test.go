@@ -1,0 +1,73 @@
+package pull_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pull"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// A pull subscriber whose side effect runs once per order, however often
+// Pub/Sub delivers the message and however often the producer republishes
+// it. Several instances share one store (redisstore, sqlstore, …); memstore
+// is enough for a single process.
+func ExampleWrap() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+
+	client, err := pubsub.NewClient(ctx, "my-project") // honours PUBSUB_EMULATOR_HOST
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	st, err := memstore.New(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g, err := gateway.New(st, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	sub := client.Subscriber("orders-sub")
+	// Flow control bounds the messages in flight, including those held
+	// while another delivery of the same key is being processed.
+	sub.ReceiveSettings.MaxOutstandingMessages = 100
+
+	ship := func(ctx context.Context, m *pubsub.Message) error {
+		// Send the key along, so the sink can absorb the one repeat no lock
+		// prevents (a crash after the side effect, before it is recorded).
+		c, _ := gateway.ClaimFromContext(ctx)
+		slog.InfoContext(ctx, "shipping", "order", m.Attributes["order_id"], "idempotency_key", c.Key)
+		return nil // an error nacks the message: it is delivered again
+	}
+	err = sub.Receive(ctx, pull.Wrap(g, ship, &pull.Options{
+		Key:          pull.KeyFromAttribute("order_id"),
+		Subscription: sub.String(),
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleKeyFromAttribute() {
+	key := pull.KeyFromAttribute("order_id")
+
+	k, err := key(&pubsub.Message{ID: "1", Attributes: map[string]string{"order_id": "42"}})
+	fmt.Println(k, err)
+
+	_, err = key(&pubsub.Message{ID: "2"})
+	fmt.Println(err)
+	// Output:
+	// order_id:42 <nil>
+	// the message has no "order_id" attribute
+}

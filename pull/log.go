@@ -1,0 +1,53 @@
+package pull
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+
+	"cloud.google.com/go/pubsub/v2"
+)
+
+// logf writes one line about m with the fields the gateway's HTTP surface
+// uses too ("outcome", "key" or "key_digest", and a "delivery" group), so
+// that one log query covers push and pull consumers. Empty outcome and key
+// are left out.
+func (h *handler) logf(ctx context.Context, level slog.Level, msg, outcome, key string, m *pubsub.Message, extra ...slog.Attr) {
+	if !h.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 3+len(extra))
+	if outcome != "" {
+		attrs = append(attrs, slog.String("outcome", outcome))
+	}
+	if key != "" {
+		attrs = append(attrs, h.keyAttr(key))
+	}
+	attrs = append(attrs, h.deliveryAttr(m))
+	attrs = append(attrs, extra...)
+	h.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// keyAttr is the key as it may appear in logs: itself, or with HideKeys a
+// digest in the gateway's format.
+func (h *handler) keyAttr(key string) slog.Attr {
+	if h.opts.HideKeys {
+		sum := sha256.Sum256([]byte(key))
+		return slog.String("key_digest", "sha256:"+hex.EncodeToString(sum[:8]))
+	}
+	return slog.String("key", key)
+}
+
+// deliveryAttr groups what identifies a delivery of m.
+func (h *handler) deliveryAttr(m *pubsub.Message) slog.Attr {
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("message_id", m.ID), slog.String("form", "pull"))
+	if h.opts.Subscription != "" {
+		attrs = append(attrs, slog.String("subscription", h.opts.Subscription))
+	}
+	if m.DeliveryAttempt != nil {
+		attrs = append(attrs, slog.Int("delivery_attempt", *m.DeliveryAttempt))
+	}
+	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+}

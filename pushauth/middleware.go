@@ -1,0 +1,82 @@
+package pushauth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"google.golang.org/api/idtoken"
+)
+
+// Middleware returns a handler that verifies each request with Verify and
+// passes it to next only when the token is accepted; next finds the verified
+// payload with FromContext. A rejected request gets a one-line reason and:
+//
+//	no token, another scheme, malformed   401, WWW-Authenticate: Bearer
+//	bad signature, expired                401, WWW-Authenticate: Bearer error="invalid_token"
+//	wrong issuer, audience or email,
+//	email not verified                    403
+//	Google's keys unavailable             503
+//
+// Pub/Sub treats each of them as a nack and retries the delivery, so a
+// misconfigured verifier delays messages (and dead-letters them
+// eventually) but loses none. Each rejection is logged, at WARN (ERROR for
+// 503), without the token.
+//
+// Put it in front of the gateway, so that requests it rejects never touch
+// the store: v.Middleware(g.Idempotent(h)).
+func (v *Verifier) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := v.Verify(r.Context(), r.Header)
+		if err != nil {
+			v.reject(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), p)))
+	})
+}
+
+// reject answers and logs a request Verify refused.
+func (v *Verifier) reject(w http.ResponseWriter, r *http.Request, err error) {
+	code := status(err)
+	level := slog.LevelWarn
+	switch {
+	case code == http.StatusServiceUnavailable:
+		level = slog.LevelError
+	case errors.Is(err, ErrNoToken):
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	case code == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	}
+	v.log.LogAttrs(r.Context(), level, "pushauth: push request rejected",
+		slog.Int("status", code), slog.String("path", r.URL.Path),
+		slog.String("user_agent", r.UserAgent()), slog.String("error", err.Error()))
+	http.Error(w, reason(err), code)
+}
+
+// reason is the one line a rejected caller reads: the sentinel's text, with
+// the detail only for malformed tokens (which never quotes the token).
+func reason(err error) string {
+	for _, s := range []error{ErrNoToken, ErrExpiredToken, ErrBadSignature, ErrWrongIssuer,
+		ErrWrongAudience, ErrWrongEmail, ErrEmailNotVerified, ErrKeysUnavailable} {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return err.Error()
+}
+
+type ctxKey struct{}
+
+// NewContext returns a context that carries the verified payload p.
+func NewContext(ctx context.Context, p *idtoken.Payload) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the payload the Middleware verified: the caller's
+// identity (Claims["email"]), the audience, the expiry.
+func FromContext(ctx context.Context) (*idtoken.Payload, bool) {
+	p, ok := ctx.Value(ctxKey{}).(*idtoken.Payload)
+	return p, ok
+}

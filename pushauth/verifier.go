@@ -1,0 +1,183 @@
+package pushauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/api/idtoken"
+)
+
+// TokenValidator checks a Google-signed ID token: its signature against
+// Google's public keys, its expiry, and its aud claim when audience is not
+// empty. *idtoken.Validator implements it. An error that wraps
+// ErrKeysUnavailable means the token could not be checked (503); any other
+// error means it is not valid (401).
+type TokenValidator interface {
+	Validate(ctx context.Context, token, audience string) (*idtoken.Payload, error)
+}
+
+var _ TokenValidator = (*idtoken.Validator)(nil)
+
+// Options configures a Verifier. Audience and ServiceAccountEmail are
+// required; the other fields have defaults.
+type Options struct {
+	// Audience is the aud claim the push subscription puts in its tokens:
+	// its --push-auth-token-audience, or, when it sets none, the push
+	// endpoint URL exactly as configured. Compared exactly.
+	Audience string
+
+	// ServiceAccountEmail is the service account the push subscription
+	// signs its tokens as (--push-auth-service-account). Compared without
+	// regard to case. Required: any Google account can mint a Google-signed
+	// token for any audience, so the audience alone proves nothing about
+	// the caller.
+	ServiceAccountEmail string
+
+	// Validator checks signatures and expiry. Default: an
+	// idtoken.NewValidator, which fetches Google's public keys from
+	// https://www.googleapis.com/oauth2/v3/certs and caches them for as
+	// long as the response allows.
+	Validator TokenValidator
+
+	// Logger receives one line per rejected request, without the token.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Verifier checks the OIDC tokens Pub/Sub push subscriptions send. It is
+// safe for concurrent use.
+type Verifier struct {
+	audience  string
+	email     string
+	validator TokenValidator
+	log       *slog.Logger
+}
+
+// New returns a Verifier for opts. It fails when Audience or
+// ServiceAccountEmail is empty. ctx is used to build the default validator
+// (no request is made until the first token arrives).
+func New(ctx context.Context, opts Options) (*Verifier, error) {
+	if opts.Audience == "" {
+		return nil, errors.New("pushauth: Audience is required: the push subscription's token audience, or its endpoint URL")
+	}
+	if opts.ServiceAccountEmail == "" {
+		return nil, errors.New("pushauth: ServiceAccountEmail is required: the service account the push subscription signs tokens as")
+	}
+	v := &Verifier{audience: opts.Audience, email: opts.ServiceAccountEmail, validator: opts.Validator, log: opts.Logger}
+	if v.validator == nil {
+		val, err := idtoken.NewValidator(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("pushauth: %w", err)
+		}
+		v.validator = val
+	}
+	if v.log == nil {
+		v.log = slog.Default()
+	}
+	return v, nil
+}
+
+// Verify checks the bearer token in header (the request's headers) and
+// returns its verified payload. The checks run in this order, so that a
+// token says nothing about its claims until its signature holds:
+//
+//  1. exactly one Authorization header, scheme Bearer (ErrNoToken,
+//     ErrMalformedToken);
+//  2. the token is a JWT with an RS256 header and a key ID
+//     (ErrMalformedToken), not expired (ErrExpiredToken);
+//  3. its signature holds against Google's keys (ErrBadSignature, or
+//     ErrKeysUnavailable when the keys cannot be fetched);
+//  4. issuer accounts.google.com, with or without https:// (ErrWrongIssuer);
+//  5. audience Options.Audience (ErrWrongAudience);
+//  6. email Options.ServiceAccountEmail (ErrWrongEmail), and
+//     email_verified true (ErrEmailNotVerified).
+//
+// The audience is checked here rather than by the validator, which would
+// check it before the signature. Errors never contain the token.
+func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Payload, error) {
+	token, err := bearerToken(header.Values("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	unverified, err := inspect(token)
+	if err != nil {
+		return nil, err
+	}
+	if time.Now().Unix() > unverified.Expires {
+		return nil, ErrExpiredToken
+	}
+	p, err := v.validator.Validate(ctx, token, "") // audience: see above
+	if err != nil {
+		return nil, classify(err, token)
+	}
+	if p.Issuer != "accounts.google.com" && p.Issuer != "https://accounts.google.com" {
+		return nil, fmt.Errorf("%w: iss is %q", ErrWrongIssuer, p.Issuer)
+	}
+	if p.Audience != v.audience {
+		return nil, fmt.Errorf("%w: aud is %q, want %q", ErrWrongAudience, p.Audience, v.audience)
+	}
+	email, _ := p.Claims["email"].(string)
+	if !strings.EqualFold(email, v.email) {
+		return nil, fmt.Errorf("%w: email is %q, want %q", ErrWrongEmail, email, v.email)
+	}
+	if !isTrue(p.Claims["email_verified"]) {
+		return nil, fmt.Errorf("%w: email_verified is %v", ErrEmailNotVerified, p.Claims["email_verified"])
+	}
+	return p, nil
+}
+
+// classify turns a validator's error into one of this package's, with the
+// token scrubbed from its text in case the validator quoted it.
+func classify(err error, token string) error {
+	var (
+		urlErr    *url.Error
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	text := redact(err.Error(), token)
+	switch {
+	// Fetching or decoding Google's keys failed. idtoken returns the HTTP
+	// client's and the JSON decoder's errors as they are, and its own
+	// status error as text.
+	case errors.Is(err, ErrKeysUnavailable), errors.As(err, &urlErr),
+		errors.As(err, &syntaxErr), errors.As(err, &typeErr), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		strings.HasPrefix(text, "idtoken: unable to retrieve cert"):
+		return fmt.Errorf("%w: %s", ErrKeysUnavailable, text)
+	case strings.Contains(text, "token expired"): // expired since inspect looked
+		return fmt.Errorf("%w: %s", ErrExpiredToken, text)
+	}
+	return fmt.Errorf("%w: %s", ErrBadSignature, text)
+}
+
+// isTrue reports whether an email_verified claim says yes. Google's tokens
+// carry a JSON boolean; some older ones carried the string "true".
+func isTrue(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true"
+	}
+	return false
+}
+
+// redact removes token, and its signature on its own, from s.
+func redact(s, token string) string {
+	if token == "" {
+		return s
+	}
+	s = strings.ReplaceAll(s, token, "[token]")
+	if i := strings.LastIndexByte(token, '.'); i >= 0 && len(token)-i > 8 {
+		s = strings.ReplaceAll(s, token[i+1:], "[signature]")
+	}
+	return s
+}

@@ -1,0 +1,71 @@
+package pushauth_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/api/idtoken"
+
+	"github.com/idemgate/idemgate/pushauth"
+)
+
+// TestValidatorErrorIsRedacted: a validator that quotes the token in its
+// error does not get it into the log.
+func TestValidatorErrorIsRedacted(t *testing.T) {
+	token := mint(t, goodHeader(), goodClaims(), testKeys().google)
+	v, logs := newVerifier(t, validatorFunc(func() error { return errors.New("bad token " + token) }))
+	got := serve(t, v, []string{"Bearer " + token})
+	if got.code != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", got.code)
+	}
+	assertNoToken(t, token, got.body, logs.String())
+}
+
+func TestNew(t *testing.T) {
+	ctx := context.Background()
+	for name, opts := range map[string]pushauth.Options{
+		"no audience": {ServiceAccountEmail: testEmail},
+		"no email":    {Audience: testAudience},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := pushauth.New(ctx, opts); err == nil || !strings.HasPrefix(err.Error(), "pushauth: ") {
+				t.Errorf("New = %v, want a pushauth: error", err)
+			}
+		})
+	}
+	// The default validator is built without a request.
+	if _, err := pushauth.New(ctx, pushauth.Options{Audience: testAudience, ServiceAccountEmail: testEmail}); err != nil {
+		t.Errorf("New with the default validator: %v", err)
+	}
+}
+
+// FuzzVerify runs arbitrary Authorization headers through the whole of
+// Verify, real idtoken validation included: no panic, and nothing but the
+// genuine token is accepted.
+func FuzzVerify(f *testing.F) {
+	good := mint(f, goodHeader(), goodClaims(), testKeys().google)
+	for _, seed := range []string{
+		"", "Bearer", "Basic abc", "Bearer " + good, "Bearer garbage",
+		"Bearer " + mint(f, goodHeader(), goodClaims(), testKeys().impostor),
+		"Bearer " + mint(f, with(goodHeader(), map[string]any{"alg": "ES256"}), goodClaims(), nil) + "AAAA",
+	} {
+		f.Add(seed)
+	}
+	v, _ := newVerifier(f, validatorFor(f, googleCerts(f)))
+	f.Fuzz(func(t *testing.T, header string) {
+		p, err := v.Verify(context.Background(), http.Header{"Authorization": {header}})
+		if err == nil && (p == nil || !strings.Contains(header, good)) {
+			t.Fatalf("Verify accepted %q", header)
+		}
+	})
+}
+
+// validatorFunc is a TokenValidator that fails with err().
+type validatorFunc func() error
+
+func (f validatorFunc) Validate(context.Context, string, string) (*idtoken.Payload, error) {
+	return nil, f()
+}
