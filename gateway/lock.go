@@ -23,6 +23,9 @@ import (
 //   - The store fails: Lock returns an error wrapping ErrStore; fn did not
 //     run.
 //
+// When the gateway is disabled (Options.Disabled, IDEMGATE_DISABLED), Lock
+// runs fn unguarded before looking at the key, even an empty one.
+//
 // Once fn has succeeded, Lock never reports failure: if the completion
 // cannot be recorded (a store error, or the claim was taken over after its
 // lease lapsed) Lock logs at ERROR and returns nil, because a retry would

@@ -89,8 +89,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		if g.opts.AllowUnguarded {
 			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
 				slog.String("outcome", OutcomeUnguarded), deliveryAttrs(m), slog.Any("error", err))
-			g.tel.outcome(ctx, OutcomeUnguarded)
-			h.ServeHTTP(w, r.WithContext(ctx))
+			g.Unguarded(ctx, func(ctx context.Context) error {
+				h.ServeHTTP(w, r.WithContext(ctx))
+				return nil
+			})
 			return
 		}
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",

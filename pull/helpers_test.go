@@ -70,6 +70,7 @@ type setup struct {
 	deadLetterAfter int32
 	reactors        []pstest.ServerReactorOption
 	store           store.Store // default the fixture's memstore
+	hideKeys        bool        // the gateway's Options.HideKeys
 }
 
 func newFixture(t *testing.T, s setup) *fixture {
@@ -114,7 +115,7 @@ func newFixture(t *testing.T, s setup) *fixture {
 	if st == nil {
 		st = f.st
 	}
-	f.g, err = gateway.New(st, &gateway.Options{Logger: f.logger()})
+	f.g, err = gateway.New(st, &gateway.Options{Logger: f.logger(), HideKeys: s.hideKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package pull
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -22,22 +20,13 @@ func (h *handler) logf(ctx context.Context, level slog.Level, msg, outcome, key 
 		attrs = append(attrs, slog.String("outcome", outcome))
 	}
 	if key != "" {
-		attrs = append(attrs, h.keyAttr(key))
+		attrs = append(attrs, h.g.KeyAttr(key))
 	}
 	attrs = append(attrs, h.deliveryAttr(m))
 	attrs = append(attrs, extra...)
 	h.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
-// keyAttr is the key as it may appear in logs: itself, or with HideKeys a
-// digest in the gateway's format.
-func (h *handler) keyAttr(key string) slog.Attr {
-	if h.opts.HideKeys {
-		sum := sha256.Sum256([]byte(key))
-		return slog.String("key_digest", "sha256:"+hex.EncodeToString(sum[:8]))
-	}
-	return slog.String("key", key)
-}
 
 // deliveryAttr groups what identifies a delivery of m.
 func (h *handler) deliveryAttr(m *pubsub.Message) slog.Attr {

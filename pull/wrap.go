@@ -67,14 +67,10 @@ type Options struct {
 	InProgressDelay time.Duration
 
 	// Logger receives one line per message that was not simply processed or
-	// recognised as a duplicate (those are logged at DEBUG). Default
-	// slog.Default().
+	// recognised as a duplicate (those are logged at DEBUG). Default: the
+	// gateway's logger. Keys are logged as the gateway logs them (hidden
+	// behind a digest when its Options.HideKeys is set).
 	Logger *slog.Logger
-
-	// HideKeys logs a short digest of each key instead of the key itself,
-	// for keys that carry personal data. Set it when the gateway's
-	// Options.HideKeys is set; the digests are the same.
-	HideKeys bool
 }
 
 // Wrap returns a callback for pubsub.Subscriber.Receive that runs fn under
@@ -117,7 +113,7 @@ func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) er
 		h.opts.InProgressDelay = DefaultInProgressDelay
 	}
 	if h.opts.Logger == nil {
-		h.opts.Logger = slog.Default()
+		h.opts.Logger = g.Logger()
 	}
 	h.log = h.opts.Logger
 	return h.receive
@@ -162,7 +158,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 	case keyErr != nil && h.opts.AllowUnguarded:
 		h.logf(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
 			gateway.OutcomeUnguarded, "", m, slog.Any("error", keyErr))
-		err = body(ctx)
+		err = h.g.Unguarded(ctx, body)
 	default:
 		// Without a key Lock refuses with ErrNoKey before touching the
 		// store, unless the gateway is disabled, when it runs the body as

@@ -284,10 +284,10 @@ func TestStoreErrorIsNacked(t *testing.T) {
 }
 
 func TestHideKeys(t *testing.T) {
-	f := newFixture(t, setup{})
+	f := newFixture(t, setup{hideKeys: true})
 	id := f.publish("order 1", "email", "ann@example.com")
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return errors.New("no") },
-		&pull.Options{Logger: f.logger(), Key: pull.KeyFromAttribute("email"), HideKeys: true}))
+		&pull.Options{Key: pull.KeyFromAttribute("email")})) // logs through the gateway's logger
 	f.logs.waitOutcome(t, gateway.OutcomeFailed, id, 1)
 	stop()
 	r := matching(f.logs.records(), gateway.OutcomeFailed, id)[0]

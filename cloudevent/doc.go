@@ -1,0 +1,58 @@
+// Package cloudevent runs the side effects of CloudEvents functions once:
+// Cloud Functions gen2 (Cloud Run functions) and any Eventarc destination
+// served by functions-framework-go or the CloudEvents SDK.
+//
+// [Wrap] puts [gateway.Gateway.Lock] in front of a CloudEvent function and
+// returns a function of the same signature, ready for functions.CloudEvent:
+//
+//	func init() {
+//		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+//		st, err := redisstore.New(rdb, nil) // any shared store.Store
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		g, err := gateway.New(st, nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		functions.CloudEvent("OnOrder", cloudevent.Wrap(g, onOrder, nil))
+//	}
+//
+//	func onOrder(ctx context.Context, e event.Event) error {
+//		m, _ := pushenvelope.FromContext(ctx) // the Pub/Sub message
+//		return ship(ctx, m.Attributes["order_id"], m.Data)
+//	}
+//
+// The key is the event id by default; for an event of type
+// google.cloud.pubsub.topic.v1.messagePublished, the messageId. [KeyFromAttribute]
+// and [KeyFromMessage] key on the decoded Pub/Sub message instead, with the
+// same keys as the HTTP middleware's key functions, so that a function and a
+// push endpoint sharing a store dedupe each other.
+//
+// # What the caller sees
+//
+// functions-framework-go turns the returned error into the HTTP status that
+// Eventarc's push subscription sees:
+//
+//	fn returned nil                       200   ack; the key is done
+//	the key is already done               200   ack; fn did not run
+//	a live holder owns the key            503   nack; retried later (if retries are on)
+//	fn returned an error                  500   nack; the claim is released
+//	fn panicked                           500   nack; the claim is released
+//	the store failed                      503   nack; fn did not run
+//	no key (e.g. a missing attribute)     500   nack, unless AllowUnguarded
+//	messagePublished data that is not
+//	a Pub/Sub message                     400   nack; fn did not run
+//
+// An event without an id never reaches the function: the SDK answers 400.
+// When Wrap, not fn, decides the answer (503, the 500 for no key, 400), it
+// returns an error that carries a *cehttp.Result (package
+// github.com/cloudevents/sdk-go/v2/protocol/http) for the SDK and that
+// matches [gateway.ErrInProgress], [gateway.ErrStore], [gateway.ErrNoKey] or
+// [pushenvelope.ErrNotPush] with errors.Is. fn's own errors come back
+// unchanged.
+//
+// Without retries enabled on the trigger (gcloud functions deploy --retry),
+// every nack drops the event: see docs/cloudfunctions.md for deployment,
+// retries and dead-lettering.
+package cloudevent

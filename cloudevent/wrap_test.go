@@ -1,0 +1,297 @@
+package cloudevent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgate/idemgate/cloudevent"
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// These tests call the wrapped function directly, to check what it returns
+// and logs; delivery_test.go checks what functions-framework makes of it.
+
+// pubsubEvent builds a messagePublished event as the SDK hands it over.
+func pubsubEvent(t testing.TB, id string, attrs map[string]string) event.Event {
+	t.Helper()
+	e := event.New()
+	e.SetID(id)
+	e.SetType(pushenvelope.MessagePublishedType)
+	e.SetSource(testSource)
+	if err := e.SetData(event.ApplicationJSON, message{id: id, data: "x", attrs: attrs}.published(testSubscription)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// logRecorder keeps the level, message and outcome of each record.
+type logRecorder struct {
+	mu   sync.Mutex // guards recs
+	recs []logLine
+}
+
+type logLine struct {
+	Level   slog.Level
+	Msg     string
+	Outcome string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{Level: r.Level, Msg: r.Message}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "outcome" {
+			line.Outcome = a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	l.recs = append(l.recs, line)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logRecorder) take() []logLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.recs
+	l.recs = nil
+	return out
+}
+
+// outcomes returns the level and outcome of each line, for comparison.
+func outcomes(lines []logLine) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, l.Level.String()+" "+l.Outcome)
+	}
+	return out
+}
+
+func TestWrapOutcomes(t *testing.T) {
+	ctx := t.Context()
+	st, err := memstore.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGateway(t, st)
+	logs := &logRecorder{}
+	failure := errors.New("supplier down")
+	b := newBody(func(ctx context.Context, e event.Event, run int) error {
+		switch e.ID() {
+		case "fails":
+			return failure
+		case "nested":
+			// A Mutex inside fn met a holder: fn's error, not Wrap's outcome.
+			return fmt.Errorf("po update: %w", &gateway.InProgressError{Key: "po:1"})
+		}
+		return nil
+	})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: cloudevent.KeyFromAttribute("order_id"), Logger: slog.New(logs)})
+
+	// A live holder: another delivery claimed order o-2 and is still running.
+	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	malformed := event.New()
+	malformed.SetID("bad")
+	malformed.SetType(pushenvelope.MessagePublishedType)
+	malformed.SetSource(testSource)
+	if err := malformed.SetData(event.ApplicationJSON, map[string]any{"subscription": "s"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name     string
+		event    event.Event
+		wantIs   error // nil: Wrap returns nil
+		wantCode int   // the *cehttp.Result's code; 0: no result
+		wantLog  string
+	}{
+		{"fresh", pubsubEvent(t, "m-1", map[string]string{"order_id": "o-1"}), nil, 0, "DEBUG won"},
+		{"duplicate", pubsubEvent(t, "m-9", map[string]string{"order_id": "o-1"}), nil, 0, "DEBUG duplicate"},
+		{"in progress", pubsubEvent(t, "m-2", map[string]string{"order_id": "o-2"}), gateway.ErrInProgress, http.StatusServiceUnavailable, "WARN in_progress"},
+		{"no key", pubsubEvent(t, "m-3", nil), gateway.ErrNoKey, http.StatusInternalServerError, "ERROR no_key"},
+		{"not a message", malformed, pushenvelope.ErrNotPush, http.StatusBadRequest, "WARN "},
+		{"function error", pubsubEvent(t, "fails", map[string]string{"order_id": "o-4"}), failure, 0, "ERROR failed"},
+		{"function error matching a gateway sentinel", pubsubEvent(t, "nested", map[string]string{"order_id": "o-5"}), gateway.ErrInProgress, 0, "ERROR failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := fn(ctx, tt.event)
+			if tt.wantIs == nil && err != nil {
+				t.Fatalf("Wrap returned %v, want nil (ack)", err)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Fatalf("Wrap returned %v, want an error matching %v", err, tt.wantIs)
+			}
+			var res *cehttp.Result
+			switch {
+			case tt.wantCode == 0 && errors.As(err, &res):
+				t.Errorf("Wrap returned a %d result, want fn's own error", res.StatusCode)
+			case tt.wantCode != 0 && !errors.As(err, &res):
+				t.Errorf("Wrap returned %v, want a *cehttp.Result with code %d", err, tt.wantCode)
+			case tt.wantCode != 0 && res.StatusCode != tt.wantCode:
+				t.Errorf("result code = %d, want %d", res.StatusCode, tt.wantCode)
+			}
+			if err != nil && strings.Contains(err.Error(), "o-2") {
+				t.Errorf("error text %q names the key; functions-framework prints it to stderr", err)
+			}
+			if diff := cmp.Diff([]string{tt.wantLog}, outcomes(logs.take())); diff != "" {
+				t.Errorf("log lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if n := b.count("m-9"); n != 0 {
+		t.Errorf("the duplicate ran %d times", n)
+	}
+}
+
+func TestWrapInProgressCarriesTheHolder(t *testing.T) {
+	st, err := memstore.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Claim(t.Context(), "m-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := cloudevent.Wrap(newGateway(t, st), newBody(nil).run, &cloudevent.Options{Logger: quiet()})
+	err = fn(t.Context(), pubsubEvent(t, "m-1", nil))
+	var ip *gateway.InProgressError
+	if !errors.As(err, &ip) || !ip.LeaseUntil.Equal(held.LeaseUntil) {
+		t.Fatalf("Wrap returned %v, want an *InProgressError with the holder's lease end %v", err, held.LeaseUntil)
+	}
+}
+
+func TestWrapPanicReleasesAndPropagates(t *testing.T) {
+	logs := &logRecorder{}
+	b := newBody(func(ctx context.Context, e event.Event, run int) error {
+		if run == 1 {
+			panic("bug")
+		}
+		return nil
+	})
+	fn := cloudevent.Wrap(newGateway(t, nil), b.run, &cloudevent.Options{Logger: slog.New(logs)})
+	func() {
+		defer func() {
+			if p := recover(); p != "bug" {
+				t.Fatalf("recovered %v, want the function's panic to go on", p)
+			}
+		}()
+		fn(t.Context(), pubsubEvent(t, "m-1", nil))
+	}()
+	if diff := cmp.Diff([]string{"ERROR failed"}, outcomes(logs.take())); diff != "" {
+		t.Errorf("log lines after a panic (-want +got):\n%s", diff)
+	}
+	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
+		t.Fatalf("the retry after a panic: %v, want nil", err)
+	}
+	if n := b.count("m-1"); n != 2 {
+		t.Fatalf("the function ran %d times, want 2 (the claim was released)", n)
+	}
+}
+
+func TestWrapDisabledGatewayRunsUnkeyedEvents(t *testing.T) {
+	// Like the HTTP middleware: a disabled gateway runs everything, even an
+	// event without a key.
+	g, err := gateway.New(must(memstore.New(nil)), &gateway.Options{Disabled: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBody(nil)
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: cloudevent.KeyFromAttribute("order_id"), Logger: quiet()})
+	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
+		t.Fatalf("disabled gateway, no key: %v, want nil", err)
+	}
+	if n := b.count("m-1"); n != 1 {
+		t.Fatalf("the function ran %d times, want once", n)
+	}
+}
+
+func TestWrapCopiesOptions(t *testing.T) {
+	opts := &cloudevent.Options{Logger: quiet()}
+	b := newBody(nil)
+	fn := cloudevent.Wrap(newGateway(t, nil), b.run, opts)
+	opts.Key = cloudevent.KeyFromAttribute("order_id") // too late to matter
+	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
+		t.Fatalf("Wrap used the caller's later change to Options: %v", err)
+	}
+	if opts.Logger == nil || opts.AllowUnguarded {
+		t.Errorf("Wrap changed the caller's Options: %+v", opts)
+	}
+}
+
+func TestWrapRejectsNil(t *testing.T) {
+	g := newGateway(t, nil)
+	for name, wrap := range map[string]func(){
+		"nil gateway":  func() { cloudevent.Wrap(nil, newBody(nil).run, nil) },
+		"nil function": func() { cloudevent.Wrap(g, nil, nil) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if p := recover(); p == nil || !strings.HasPrefix(p.(string), "cloudevent: ") {
+					t.Errorf("recovered %v, want a cloudevent: panic at Wrap", p)
+				}
+			}()
+			wrap()
+		})
+	}
+}
+
+func TestWrapLogsIdentifyTheEvent(t *testing.T) {
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	fn := cloudevent.Wrap(newGateway(t, nil), newBody(nil).run, &cloudevent.Options{Logger: log})
+	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Delivery map[string]any `json:"delivery"`
+	}
+	if err := json.Unmarshal([]byte(buf.String()), &line); err != nil {
+		t.Fatalf("log line %q: %v", buf.String(), err)
+	}
+	want := map[string]any{
+		"message_id":   "m-1",
+		"form":         "cloudevent",
+		"type":         pushenvelope.MessagePublishedType,
+		"source":       testSource,
+		"subscription": testSubscription,
+	}
+	if diff := cmp.Diff(want, line.Delivery); diff != "" {
+		t.Errorf("delivery attributes (-want +got):\n%s", diff)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
