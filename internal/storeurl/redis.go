@@ -1,5 +1,145 @@
 package storeurl
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
 
-func openRedis(ctx context.Context, rawURL string) (*Opened, error) { return nil, errNotBuilt }
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+// redisPingTimeout bounds the connection check at open.
+const redisPingTimeout = 10 * time.Second
+
+// openRedis opens
+//
+//	redis://[user:pass@]host:port[/db][?param=…]              one server (rediss:// for TLS)
+//	redis+cluster://[user:pass@]host:port,host:port…[?param=…] Redis Cluster (rediss+cluster://)
+//
+// The parameters prefix (key namespace) and ttl (a Go duration) configure
+// the store; every other parameter is a go-redis client option, such as
+// dial_timeout or pool_size, as redis.ParseURL and redis.ParseClusterURL
+// accept them. The server is pinged before the store is returned.
+func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
+	shown := redactURL(rawURL)
+	scheme, rest, _ := strings.Cut(rawURL, "://")
+	base, cluster := strings.CutSuffix(scheme, "+cluster")
+	var seeds []string // the cluster's further seed nodes
+	if cluster {
+		// net/url cannot parse a list of hosts: keep the first as the URL's
+		// host and pass the others as go-redis "addr" parameters.
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		authority := rest[:end]
+		at := strings.LastIndex(authority, "@") + 1
+		hosts := strings.Split(authority[at:], ",")
+		rest = authority[:at] + hosts[0] + rest[end:]
+		seeds = hosts[1:]
+	}
+	u, err := url.Parse(base + "://" + rest)
+	if err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	opts, err := redisStoreOptions(q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	for _, s := range seeds {
+		q.Add("addr", s)
+	}
+	u.RawQuery = q.Encode()
+
+	var client redis.UniversalClient
+	if cluster {
+		if u.Path != "" && u.Path != "/" {
+			return nil, fmt.Errorf("%s: a cluster URL takes no database number (a cluster has only database 0)", shown)
+		}
+		u.Path = ""
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shown, err)
+		}
+		client = redis.NewClusterClient(o)
+	} else {
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shown, err)
+		}
+		client = redis.NewClient(o)
+	}
+
+	st, err := redisstore.New(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cannot reach %s: %w", shown, err)
+	}
+	return &Opened{Store: st, Close: client.Close}, nil
+}
+
+// redisStoreOptions takes the store's own parameters out of q.
+func redisStoreOptions(q url.Values) (*redisstore.Options, error) {
+	o := &redisstore.Options{}
+	for name, vs := range q {
+		if (name == "prefix" || name == "ttl") && len(vs) != 1 {
+			return nil, fmt.Errorf("parameter %q given %d times", name, len(vs))
+		}
+	}
+	if q.Has("prefix") {
+		o.Prefix = q.Get("prefix")
+		q.Del("prefix")
+	}
+	if q.Has("ttl") {
+		ttl, err := time.ParseDuration(q.Get("ttl"))
+		if err != nil {
+			return nil, fmt.Errorf("parameter ttl: %w", err)
+		}
+		if ttl <= 0 {
+			return nil, errors.New("parameter ttl: must be positive")
+		}
+		o.TTL = ttl
+		q.Del("ttl")
+	}
+	return o, nil
+}
+
+// redactURL hides the password in rawURL, which net/url may not be able to
+// parse (a cluster URL lists several hosts).
+func redactURL(rawURL string) string {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return rawURL
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return rawURL
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return rawURL
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}

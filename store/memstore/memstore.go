@@ -193,6 +193,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 		return nil
 	}
 	r.fence++
+	r.token = "" // a released claim can never be re-affirmed
 	r.leaseUntil = now
 	sh.m[c.Key] = r
 	return nil

@@ -15,18 +15,20 @@ if rec then
   end
   fence = tonumber(f)
   lease_until = tonumber(lease_until)
+  -- A record past expiresAt counts as absent, except that its fence goes on.
   if now < tonumber(expires_at) then
     if state == 'D' then
       return {2, fence}
     end
     if token == ARGV[4] then
-      return {1, fence, lease_until}
+      return {1, fence, lease_until} -- our own earlier win, retried: re-affirm
     end
     if now < lease_until then
       return {3, fence, lease_until}
     end
   end
 end
+-- New, expired, lapsed or released: take it, one fence above the last.
 fence = fence + 1
 local lease_until = now + tonumber(ARGV[1])
 local expires_at = lease_until + tonumber(ARGV[2])

@@ -3,6 +3,10 @@ package redisstore_test
 import (
 	"context"
 	"crypto/rand"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,51 +36,88 @@ func TestConformance(t *testing.T) {
 }
 
 // newClient returns a client of the test Redis server, closed when t ends.
+// The keys that t's stores touch are deleted first.
 func newClient(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { c.Close() })
+	trackKeys(t, c)
 	return c
 }
 
-// uniquePrefix returns a key prefix no other test uses. It holds no glob
-// characters, so cleanups can SCAN for it.
+// testPrefix starts every key the tests write.
+const testPrefix = "idemgate-test:"
+
+// uniquePrefix returns a key prefix no other test uses.
 func uniquePrefix(t testing.TB) string {
 	t.Helper()
-	return "idemgate-test:" + rand.Text() + ":"
+	return testPrefix + rand.Text() + ":"
 }
 
-// newStore returns a store on client and deletes its keys when t ends.
+// newStore returns a store on client.
 func newStore(t testing.TB, client redis.UniversalClient, opts *redisstore.Options) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteKeys(t, client, opts.Prefix) })
 	return s
 }
 
-// deleteKeys removes every key under prefix on every master.
-func deleteKeys(t testing.TB, client redis.UniversalClient, prefix string) {
-	ctx := testenv.Context(t)
-	del := func(c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Unlink(ctx, iter.Val()).Err(); err != nil {
-				return err
+// keyTracker is a go-redis hook that remembers every test key a client
+// sends, so that a test deletes exactly what it wrote, however many other
+// keys the server holds.
+type keyTracker struct {
+	mu   sync.Mutex // guards keys
+	keys map[string]bool
+}
+
+// trackKeys makes client remember its test keys and delete them when t
+// ends, before the client is closed.
+func trackKeys(t testing.TB, client redis.UniversalClient) {
+	kt := &keyTracker{keys: map[string]bool{}}
+	client.AddHook(kt)
+	t.Cleanup(func() {
+		kt.mu.Lock()
+		keys := slices.Collect(maps.Keys(kt.keys))
+		kt.mu.Unlock() // the UNLINKs pass through the hook too
+		ctx := testenv.Context(t)
+		_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.Unlink(ctx, k)
 			}
+			return nil
+		})
+		if err != nil {
+			t.Logf("deleting %d test keys: %v", len(keys), err)
 		}
-		return iter.Err()
+	})
+}
+
+func (kt *keyTracker) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (kt *keyTracker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		kt.add(cmd)
+		return next(ctx, cmd)
 	}
-	var err error
-	switch c := client.(type) {
-	case *redis.Client:
-		err = del(c)
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(c) })
+}
+
+func (kt *keyTracker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			kt.add(cmd)
+		}
+		return next(ctx, cmds)
 	}
-	if err != nil {
-		t.Logf("deleting test keys under %s: %v", prefix, err)
+}
+
+func (kt *keyTracker) add(cmd redis.Cmder) {
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok && strings.HasPrefix(s, testPrefix) {
+			kt.mu.Lock()
+			kt.keys[s] = true
+			kt.mu.Unlock()
+		}
 	}
 }

@@ -1,0 +1,163 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+// The benchmarks compare one message through idemgate (Claim won, then
+// Complete: two EVALSHA) with the cheapest two round trips that could mark
+// a message on the same client: SET NX PX, then SET XX PX. Their ratio is
+// what the guard costs over a hand-rolled marker. Records expire a minute
+// after the run; nothing is left behind for longer.
+
+const (
+	benchWorkers = 64
+	benchTTL     = time.Minute
+)
+
+// message handles the message with the given unique key.
+type message func(ctx context.Context, key string) error
+
+// benchSetup returns the two ways to handle a message on one client.
+func benchSetup(b *testing.B) (idemgate, baseline message) {
+	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: benchWorkers})
+	b.Cleanup(func() { client.Close() })
+	prefix := uniquePrefix(b)
+	s, err := redisstore.New(client, &redisstore.Options{Prefix: prefix, TTL: benchTTL, Grace: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	idemgate = func(ctx context.Context, key string) error {
+		c, err := s.Claim(ctx, key, time.Minute)
+		if err != nil {
+			return err
+		}
+		if c.Status != store.Won {
+			return fmt.Errorf("Claim of a fresh key = %v, want won", c.Status)
+		}
+		_, err = s.Complete(ctx, c)
+		return err
+	}
+	value := "C1:1795998054625:1799598054625:ABCDEFGHIJKLMNOPQRSTUVWXYZ" // as long as a claimed record
+	baseline = func(ctx context.Context, key string) error {
+		k := prefix + "baseline:" + key
+		if err := client.SetArgs(ctx, k, value, redis.SetArgs{Mode: "NX", TTL: benchTTL}).Err(); err != nil {
+			return err
+		}
+		return client.SetArgs(ctx, k, value, redis.SetArgs{Mode: "XX", TTL: benchTTL}).Err()
+	}
+	// Cache the scripts and open a connection per worker before timing
+	// anything.
+	ctx := b.Context()
+	errs := make([]error, benchWorkers)
+	var wg sync.WaitGroup
+	for i := range benchWorkers {
+		wg.Go(func() { errs[i] = idemgate(ctx, "warm-"+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return idemgate, baseline
+}
+
+// BenchmarkThroughput handles messages from 64 concurrent workers; compare
+// the msgs/s of Idemgate and Baseline.
+func BenchmarkThroughput(b *testing.B) {
+	idemgate, baseline := benchSetup(b)
+	var seq atomic.Int64
+	run := func(b *testing.B, handle message) {
+		b.SetParallelism((benchWorkers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		ctx := b.Context()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := handle(ctx, "m"+strconv.FormatInt(seq.Add(1), 10)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	}
+	b.Run("Idemgate", func(b *testing.B) { run(b, idemgate) })
+	b.Run("Baseline", func(b *testing.B) { run(b, baseline) })
+	b.Run("Ratio", func(b *testing.B) { ratio(b, &seq, idemgate, baseline) })
+}
+
+// ratio handles b.N messages each way in alternating rounds of a few
+// thousand, so that both meet the same machine: a neighbour's load that
+// comes and goes during the run slows both alike. It reports both rates and
+// their ratio, idemgate over baseline.
+func ratio(b *testing.B, keys *atomic.Int64, idemgate, baseline message) {
+	const round = benchWorkers * 64
+	ctx := b.Context()
+	handle := [2]message{idemgate, baseline}
+	var (
+		took [2]time.Duration
+		done [2]int
+	)
+	for i := 0; done[1] < b.N; i++ {
+		k := i % 2
+		n := min(round, b.N-done[k])
+		var (
+			seq atomic.Int64
+			wg  sync.WaitGroup
+		)
+		start := time.Now()
+		for range benchWorkers {
+			wg.Go(func() {
+				for seq.Add(1) <= int64(n) {
+					if err := handle[k](ctx, "m"+strconv.FormatInt(keys.Add(1), 10)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		took[k] += time.Since(start)
+		done[k] += n
+	}
+	rate := func(k int) float64 { return float64(done[k]) / took[k].Seconds() }
+	b.ReportMetric(rate(0), "idemgate-msgs/s")
+	b.ReportMetric(rate(1), "baseline-msgs/s")
+	b.ReportMetric(rate(0)/rate(1), "ratio")
+}
+
+// BenchmarkLatency handles messages one at a time and reports the median
+// and 99th percentile time per message.
+func BenchmarkLatency(b *testing.B) {
+	idemgate, baseline := benchSetup(b)
+	var seq atomic.Int64
+	run := func(b *testing.B, handle message) {
+		ctx := b.Context()
+		took := make([]time.Duration, 0, b.N)
+		for b.Loop() {
+			start := time.Now()
+			if err := handle(ctx, "l"+strconv.FormatInt(seq.Add(1), 10)); err != nil {
+				b.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+	}
+	b.Run("Idemgate", func(b *testing.B) { run(b, idemgate) })
+	b.Run("Baseline", func(b *testing.B) { run(b, baseline) })
+}

@@ -1,0 +1,165 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+// recorder is a go-redis hook that records the name of every command a
+// client sends, pipelined or not.
+type recorder struct {
+	mu   sync.Mutex // guards cmds
+	cmds []string
+}
+
+func (r *recorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			r.add(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (r *recorder) add(cmd redis.Cmder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cmds = append(r.cmds, strings.ToUpper(cmd.Name()))
+}
+
+// take returns the commands recorded since the last take.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmds := r.cmds
+	r.cmds = nil
+	return cmds
+}
+
+// TestCommandCounts pins the cost of the two common paths: a fresh message
+// (Claim won, Complete) is two commands, a duplicate (Claim already done)
+// is one. The scripts are cached on the server first, as they are after the
+// first message, so no NOSCRIPT fallback is counted here.
+func TestCommandCounts(t *testing.T) {
+	client := newClient(t)
+	rec := &recorder{}
+	client.AddHook(rec)
+	s := newStore(t, client, &redisstore.Options{Prefix: uniquePrefix(t)})
+	ctx := t.Context()
+
+	warm, err := s.Claim(ctx, "warm-up", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, warm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "warm-up", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+
+	c, err := s.Claim(ctx, "fresh", time.Minute)
+	if err != nil || c.Status != store.Won {
+		t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
+	}
+	if ok, err := s.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v; want true", ok, err)
+	}
+	if got := rec.take(); len(got) != 2 || got[0] != "EVALSHA" || got[1] != "EVALSHA" {
+		t.Errorf("a fresh message sent %v, want 2 commands: [EVALSHA EVALSHA]", got)
+	}
+
+	d, err := s.Claim(ctx, "fresh", time.Minute)
+	if err != nil || d.Status != store.AlreadyDone {
+		t.Fatalf("Claim = %v, %v; want AlreadyDone", d.Status, err)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
+		t.Errorf("a duplicate sent %v, want 1 command: [EVALSHA]", got)
+	}
+}
+
+// TestScriptCacheFlushed checks the NOSCRIPT fallback: after SCRIPT FLUSH
+// (or a restart, or a failover to a replica that never saw the scripts)
+// every operation still works, at the price of one extra command the first
+// time: EVALSHA answers NOSCRIPT, then EVAL runs and caches the script.
+// It runs on a private server, so the flush disturbs no other test.
+func TestScriptCacheFlushed(t *testing.T) {
+	srv := testenv.Private(t, "redis", testenv.StartRedis)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	rec := &recorder{}
+	client.AddHook(rec)
+	s, err := redisstore.New(client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := store.Extender(s)
+	ctx := t.Context()
+	flush := func() {
+		t.Helper()
+		if err := client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rec.take()
+	}
+	wantFallback := func(op string) {
+		t.Helper()
+		if got := rec.take(); strings.Join(got, " ") != "EVALSHA EVAL" {
+			t.Errorf("%s on a flushed script cache sent %v, want [EVALSHA EVAL]", op, got)
+		}
+	}
+
+	flush()
+	a, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil || a.Status != store.Won {
+		t.Fatalf("Claim after SCRIPT FLUSH = %v, %v; want Won", a.Status, err)
+	}
+	wantFallback("Claim")
+	if _, err := s.Claim(ctx, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 1 {
+		t.Errorf("the next Claim sent %v, want one EVALSHA: EVAL must have cached the script", got)
+	}
+
+	flush()
+	if a, err = x.Extend(ctx, a, time.Minute); err != nil {
+		t.Fatalf("Extend after SCRIPT FLUSH: %v", err)
+	}
+	wantFallback("Extend")
+
+	flush()
+	if err := s.Release(ctx, a); err != nil {
+		t.Fatalf("Release after SCRIPT FLUSH: %v", err)
+	}
+	wantFallback("Release")
+
+	b, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil || b.Status != store.Won || b.Fence != a.Fence+2 {
+		t.Fatalf("Claim after Release = %+v, %v; want Won at fence %d", b, err, a.Fence+2)
+	}
+	flush()
+	if ok, err := s.Complete(ctx, b); !ok || err != nil {
+		t.Fatalf("Complete after SCRIPT FLUSH = %v, %v; want true", ok, err)
+	}
+	wantFallback("Complete")
+}

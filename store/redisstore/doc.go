@@ -1,0 +1,61 @@
+// Package redisstore is a [store.Store] and [store.Extender] on Redis,
+// Memorystore and Redis Cluster, through any go-redis [redis.UniversalClient].
+//
+//	client := redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379"})
+//	st, err := redisstore.New(client, &redisstore.Options{TTL: 24 * time.Hour})
+//
+// # Records
+//
+// Each idempotency key is one Redis string at Prefix+key (or
+// Prefix+"{"+key+"}" with [Options.HashTag]). Its value is
+//
+//	<state><fence>:<leaseUntil>:<expiresAt>:<token>
+//
+// where state is C (claimed) or D (done), fence is the decimal fencing token,
+// leaseUntil and expiresAt are decimal Unix milliseconds on the server's
+// clock, and token is the claim token of the Claim that won, verbatim to the
+// end of the value (empty once the record is done or released). For example
+//
+//	C1:1796000400000:1796004000000:2PEXRHDEZ7H2NQQKBXYRNB3GLM
+//	D1:1796000400000:1796003612345:
+//
+// This layout is stable: a later version that changes it will use a
+// different leading letter, and the scripts refuse a value they do not
+// recognise instead of guessing. One string was chosen over a hash because
+// each script then reads the record with one GET and writes it, with its
+// expiry, with one SET … PXAT, and because a done record (about 31 bytes)
+// fits Redis's embedded string encoding: MEMORY USAGE reports about 150
+// bytes for a done record under a 50-byte key, no more than a hash with
+// one-letter fields, and less than a hash for a claimed record.
+//
+// Redis deletes a record by itself at expiresAt plus [Options.Grace]
+// (PEXPIREAT); nothing sweeps.
+//
+// # Clock
+//
+// Every instant comes from the server: each script asks Redis for TIME and
+// the client sends only durations. Processes whose clocks disagree therefore
+// agree on every lease, and no client-side clock skew can let two holders in.
+// (Redis replicates a script by its effects, the only mode since Redis 7
+// and the default since 5, so a replica or the AOF replays the record the
+// primary wrote, not a second reading of the clock.)
+//
+// # Round trips
+//
+// Each operation is one EVALSHA of its own script (claim.lua, complete.lua,
+// release.lua, extend.lua), atomic on its one key. A fresh message costs two
+// commands (Claim, Complete) and a duplicate one. After a restart, a failover
+// or SCRIPT FLUSH the first call of each script gets NOSCRIPT and is sent
+// again as EVAL, which caches it. go-redis may retry a command whose reply
+// was lost; every script is safe to run twice: a retried Claim finds its own
+// token and re-affirms the win, a retried Complete finds DONE with its fence,
+// a retried Release finds the fence already moved.
+//
+// # Requirements
+//
+// Redis 6.2 or later (for SET … PXAT) or Valkey, self-run or on Memorystore
+// (for Redis, for Redis Cluster or for Valkey). Run it with
+// maxmemory-policy noeviction: an evicted record is forgotten, so a
+// duplicate runs again or a second holder gets in. docs/stores/redis.md
+// explains this and the other operational rules.
+package redisstore

@@ -1,0 +1,51 @@
+package redisstore_test
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+func ExampleNew() {
+	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
+	defer client.Close()
+
+	s, err := redisstore.New(client, &redisstore.Options{
+		Prefix: "example-" + rand.Text() + ":", // a fresh namespace for each run
+		TTL:    24 * time.Hour,                 // suppress duplicates for a day
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	c, err := s.Claim(ctx, "order-42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Status, c.Fence)
+	// … run the side effect while holding the claim, then:
+	done, err := s.Complete(ctx, c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(done)
+
+	dup, err := s.Claim(ctx, "order-42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(dup.Status, dup.Fence)
+	// Output:
+	// won 1
+	// true
+	// already_done 1
+}

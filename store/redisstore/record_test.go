@@ -1,0 +1,237 @@
+package redisstore_test
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+// record is a record read back in the layout doc.go documents.
+type record struct {
+	state                 string
+	fence                 int64
+	leaseUntil, expiresAt int64 // unix ms on the server's clock
+	token                 string
+	pexpireAt             int64 // when Redis deletes the key, unix ms
+}
+
+var recordLayout = regexp.MustCompile(`^([CD])(\d+):(\d+):(\d+):(.*)$`)
+
+// readRecord reads and parses the raw key of a record.
+func readRecord(t testing.TB, client redis.UniversalClient, rawKey string) record {
+	t.Helper()
+	ctx := t.Context()
+	v, err := client.Get(ctx, rawKey).Result()
+	if err != nil {
+		t.Fatalf("GET %s: %v", rawKey, err)
+	}
+	m := recordLayout.FindStringSubmatch(v)
+	if m == nil {
+		t.Fatalf("record %q does not follow the documented layout", v)
+	}
+	num := func(s string) int64 {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("record %q: %v", v, err)
+		}
+		return n
+	}
+	at, err := client.PExpireTime(ctx, rawKey).Result()
+	if err != nil {
+		t.Fatalf("PEXPIRETIME %s: %v", rawKey, err)
+	}
+	return record{state: m[1], fence: num(m[2]), leaseUntil: num(m[3]), expiresAt: num(m[4]), token: m[5], pexpireAt: at.Milliseconds()}
+}
+
+// serverMillis returns the server's clock (TIME) in unix milliseconds.
+func serverMillis(t testing.TB, client redis.UniversalClient) int64 {
+	t.Helper()
+	now, err := client.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return now.UnixMilli()
+}
+
+// TestRecordLayout pins the stored form of a record through its life, and
+// that every instant in it comes from the server's TIME.
+func TestRecordLayout(t *testing.T) {
+	const (
+		ttl   = time.Hour
+		lease = time.Minute
+	)
+	for _, grace := range []time.Duration{0, 10 * time.Minute, -1} {
+		wantGrace := grace
+		switch {
+		case grace == 0:
+			wantGrace = ttl // the default
+		case grace < 0:
+			wantGrace = 0
+		}
+		t.Run("Grace="+grace.String(), func(t *testing.T) {
+			client := newClient(t)
+			prefix := uniquePrefix(t)
+			s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl, Grace: grace})
+			ctx := t.Context()
+			rawKey := prefix + "order-42"
+
+			before := serverMillis(t, client)
+			c, err := s.Claim(ctx, "order-42", lease)
+			after := serverMillis(t, client)
+			if err != nil || c.Status != store.Won {
+				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
+			}
+			r := readRecord(t, client, rawKey)
+			if r.state != "C" || r.fence != 1 || r.token != c.Token {
+				t.Errorf("claimed record = %+v, want state C, fence 1, token %q", r, c.Token)
+			}
+			if r.leaseUntil != c.LeaseUntil.UnixMilli() {
+				t.Errorf("stored leaseUntil %d, Claim returned %d", r.leaseUntil, c.LeaseUntil.UnixMilli())
+			}
+			if lo, hi := before+lease.Milliseconds(), after+lease.Milliseconds(); r.leaseUntil < lo || r.leaseUntil > hi {
+				t.Errorf("leaseUntil %d not in server TIME + lease [%d, %d]: the lease must come from the server's clock", r.leaseUntil, lo, hi)
+			}
+			if r.expiresAt != r.leaseUntil+ttl.Milliseconds() {
+				t.Errorf("claimed expiresAt = %d, want leaseUntil + ttl = %d", r.expiresAt, r.leaseUntil+ttl.Milliseconds())
+			}
+			if r.pexpireAt != r.expiresAt+wantGrace.Milliseconds() {
+				t.Errorf("PEXPIRETIME = %d, want expiresAt + grace = %d", r.pexpireAt, r.expiresAt+wantGrace.Milliseconds())
+			}
+
+			before = serverMillis(t, client)
+			if ok, err := s.Complete(ctx, c); !ok || err != nil {
+				t.Fatalf("Complete = %v, %v; want true", ok, err)
+			}
+			after = serverMillis(t, client)
+			r = readRecord(t, client, rawKey)
+			if r.state != "D" || r.fence != 1 || r.token != "" {
+				t.Errorf("completed record = %+v, want state D, fence 1, no token", r)
+			}
+			if lo, hi := before+ttl.Milliseconds(), after+ttl.Milliseconds(); r.expiresAt < lo || r.expiresAt > hi {
+				t.Errorf("completed expiresAt %d not in server TIME + ttl [%d, %d]", r.expiresAt, lo, hi)
+			}
+			if r.pexpireAt != r.expiresAt+wantGrace.Milliseconds() {
+				t.Errorf("PEXPIRETIME = %d, want expiresAt + grace = %d", r.pexpireAt, r.expiresAt+wantGrace.Milliseconds())
+			}
+			if n, err := client.MemoryUsage(ctx, rawKey).Result(); err == nil {
+				t.Logf("a DONE record with a %d-byte key uses %d bytes (MEMORY USAGE)", len(rawKey), n)
+			}
+		})
+	}
+}
+
+// TestReleaseLayout checks that Release bumps the fence, ends the lease on
+// the server's clock, forgets the token and leaves the expiry alone.
+func TestReleaseLayout(t *testing.T) {
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
+	ctx := t.Context()
+	c, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := readRecord(t, client, prefix+"k")
+	before := serverMillis(t, client)
+	if err := s.Release(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	after := serverMillis(t, client)
+	r := readRecord(t, client, prefix+"k")
+	if r.state != "C" || r.fence != 2 || r.token != "" {
+		t.Errorf("released record = %+v, want state C, fence 2, no token", r)
+	}
+	if r.leaseUntil < before || r.leaseUntil > after {
+		t.Errorf("released leaseUntil %d, want the server's now in [%d, %d]", r.leaseUntil, before, after)
+	}
+	if r.expiresAt != was.expiresAt || r.pexpireAt != was.pexpireAt {
+		t.Errorf("Release moved the expiry: %+v, was %+v", r, was)
+	}
+	// A retry of the released Claim with its own token must not re-affirm the
+	// abandoned claim: it reclaims with a fresh lease and a new fence.
+	again, err := s.Claim(store.WithClaimToken(ctx, c.Token), "k", time.Minute)
+	if err != nil || again.Status != store.Won || again.Fence != 3 || !again.LeaseUntil.After(c.LeaseUntil.Add(-time.Second)) {
+		t.Errorf("Claim with the released token = %+v, %v; want Won at fence 3 with a fresh lease", again, err)
+	}
+}
+
+// TestDeletedRecordStartsAtFenceOne shows what happens when Redis drops a
+// record (its PEXPIREAT passed, or an eviction): the key is simply absent
+// again and the next Claim starts a fresh record at fence 1. That is safe
+// only because the key outlives every holder that could still act; see
+// docs/stores/redis.md.
+func TestDeletedRecordStartsAtFenceOne(t *testing.T) {
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
+	ctx := t.Context()
+	var last store.Claim
+	for range 3 { // raise the fence to 3
+		c, err := s.Claim(ctx, "k", time.Minute)
+		if err != nil || c.Status != store.Won {
+			t.Fatalf("Claim = %v, %v", c.Status, err)
+		}
+		if err := s.Release(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		last = c
+	}
+	c, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil || c.Fence != last.Fence+2 {
+		t.Fatalf("Claim = %+v, %v; want fence %d", c, err, last.Fence+2)
+	}
+	if ok, err := s.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	if err := client.Del(ctx, prefix+"k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil || fresh.Status != store.Won || fresh.Fence != 1 {
+		t.Fatalf("Claim after the record was deleted = %+v, %v; want Won at fence 1", fresh, err)
+	}
+}
+
+// TestExtendLayout checks that Extend moves the lease from the server's
+// clock and never pulls expiresAt (or the key's deletion) in.
+func TestExtendLayout(t *testing.T) {
+	const ttl = time.Hour
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl})
+	ctx := t.Context()
+	c, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := serverMillis(t, client)
+	long, err := s.Extend(ctx, c, 2*time.Hour)
+	after := serverMillis(t, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readRecord(t, client, prefix+"k")
+	if r.leaseUntil != long.LeaseUntil.UnixMilli() || r.leaseUntil < before+2*3600_000 || r.leaseUntil > after+2*3600_000 {
+		t.Errorf("extended leaseUntil %d (returned %d), want server TIME + 2h in [%d, %d]", r.leaseUntil, long.LeaseUntil.UnixMilli(), before+2*3600_000, after+2*3600_000)
+	}
+	if r.expiresAt != r.leaseUntil+ttl.Milliseconds() || r.pexpireAt != r.expiresAt+ttl.Milliseconds() {
+		t.Errorf("after a long Extend: %+v, want expiresAt = leaseUntil + ttl and deletion a grace (the ttl) later", r)
+	}
+	if r.state != "C" || r.fence != c.Fence || r.token != c.Token {
+		t.Errorf("Extend changed the claim: %+v, want state C, fence %d, token %q", r, c.Fence, c.Token)
+	}
+	was := r
+	if _, err := s.Extend(ctx, long, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r = readRecord(t, client, prefix+"k")
+	if r.expiresAt != was.expiresAt || r.pexpireAt != was.pexpireAt {
+		t.Errorf("a shorter Extend moved the expiry in: %+v, was %+v", r, was)
+	}
+}
