@@ -23,6 +23,7 @@ type bugs struct {
 	truncatesKeys        bool
 	acceptsBadKeys       bool
 	noExtend             bool
+	keepsTokenOnRelease  bool
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -132,6 +133,9 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	if !s.bugs.noFenceBumpOnRelease {
 		r.fence++
 	}
+	if !s.bugs.keepsTokenOnRelease {
+		r.token = ""
+	}
 	r.leaseUntil = s.now()
 	s.m[s.key(c.Key)] = r
 	return nil
@@ -201,18 +205,19 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		bugs bugs
 		want []string
 	}{
-		{"no fence bump on release", bugs{noFenceBumpOnRelease: true}, []string{"ReleaseThenReclaim"}},
+		{"no fence bump on release", bugs{noFenceBumpOnRelease: true}, []string{"ReleaseThenReclaim", "Linearizable"}},
 		{"lease-checked complete", bugs{leaseCheckedComplete: true}, []string{"LateCompleteCommits"}},
-		{"non-atomic claim", bugs{nonAtomicClaim: true}, []string{"ConcurrentClaimsOneWinner"}},
-		{"no re-affirm on retried claim", bugs{noReaffirm: true}, []string{"RetriedClaimReaffirms"}},
-		{"release deletes the record", bugs{releaseDeletes: true}, []string{"ReleaseThenReclaim"}},
-		{"complete ignores the fence", bugs{completeIgnoresFence: true}, []string{"ZombieFencedOut", "CompleteStaleOrAbsent"}},
+		{"non-atomic claim", bugs{nonAtomicClaim: true}, []string{"ConcurrentClaimsOneWinner", "Linearizable"}},
+		{"no re-affirm on retried claim", bugs{noReaffirm: true}, []string{"RetriedClaimReaffirms", "Linearizable"}},
+		{"release deletes the record", bugs{releaseDeletes: true}, []string{"ReleaseThenReclaim", "Linearizable"}},
+		{"complete ignores the fence", bugs{completeIgnoresFence: true}, []string{"ZombieFencedOut", "CompleteStaleOrAbsent", "Linearizable"}},
 		{"done never expires", bugs{doneNeverExpires: true}, []string{"TTLExpiryReclaims"}},
-		{"extend ignores the fence", bugs{extendIgnoresFence: true}, []string{"ExtendFenced"}},
+		{"extend ignores the fence", bugs{extendIgnoresFence: true}, []string{"ExtendFenced", "Linearizable"}},
 		{"ignores a cancelled context", bugs{ignoresContext: true}, []string{"CancelledContext"}},
 		{"truncates long keys", bugs{truncatesKeys: true}, []string{"UnusualKeys"}},
 		{"accepts invalid keys", bugs{acceptsBadKeys: true}, []string{"InvalidKeys"}},
 		{"no Extender", bugs{noExtend: true}, []string{"Extend", "ExtendFenced"}},
+		{"re-affirms a released claim", bugs{keepsTokenOnRelease: true}, []string{"ReleasedTokenNotReaffirmed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,11 +32,13 @@ var cases = []testCase{
 	{"ReleaseIgnoredWhenNotHeld", longTTL, releaseIgnored},
 	{"TTLExpiryReclaims", shortTTL, ttlExpiryReclaims},
 	{"RetriedClaimReaffirms", longTTL, retriedClaimReaffirms},
+	{"ReleasedTokenNotReaffirmed", longTTL, releasedTokenNotReaffirmed},
 	{"Extend", longTTL, extend},
 	{"ExtendFenced", longTTL, extendFenced},
 	{"UnusualKeys", longTTL, unusualKeysDistinct},
 	{"InvalidKeys", longTTL, invalidKeys},
 	{"CancelledContext", longTTL, cancelledContext},
+	{"Linearizable", longTTL, linearizable},
 }
 
 func claimAbsentWins(e *env) error {
@@ -318,6 +320,32 @@ func retriedClaimReaffirms(e *env) error {
 		return fmt.Errorf("a retried reclaim = %v fence %d, %v; want Won with the same fence %d (no double bump)", d2.Status, d2.Fence, err, d1.Fence)
 	}
 	return e.complete(d2, true, "the re-affirmed claim must complete")
+}
+
+// releasedTokenNotReaffirmed: a Claim that reuses the token of a released
+// claim must win anew (the release abandoned that claim), never re-affirm it
+// with the lapsed lease the release left behind.
+func releasedTokenNotReaffirmed(e *env) error {
+	ctx := store.WithClaimToken(e.ctx, "released-token")
+	a, err := e.s.Claim(ctx, "k", long)
+	if err != nil || a.Status != store.Won {
+		return fmt.Errorf("Claim with a fixed token = %v, %v; want Won", a.Status, err)
+	}
+	if err := e.release(a, "Release by the holder"); err != nil {
+		return err
+	}
+	b, err := e.s.Claim(ctx, "k", long)
+	if err != nil || b.Status != store.Won {
+		return fmt.Errorf("Claim reusing a released token = %v, %v; want Won", b.Status, err)
+	}
+	if err := fenceIs(b, a.Fence+2, "a Claim reusing a released claim's token must take the key anew (fence +2), not re-affirm the released claim"); err != nil {
+		return err
+	}
+	if time.Until(b.LeaseUntil) < long-time.Minute && e.real || !e.real && !b.LeaseUntil.Equal(e.now().Add(long)) {
+		return fmt.Errorf("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)
+	}
+	_, err = e.claim("k", long, store.HeldByOther, "the new claim must hold the key")
+	return err
 }
 
 func extender(e *env) (store.Extender, error) {

@@ -19,6 +19,17 @@
 // and cancelled contexts. Stores on a server clock cannot follow a fake
 // clock; for them set RealClock and the suite waits for short real leases
 // (Config.Tick) to pass instead.
+//
+// The Linearizable case then checks the rules together under concurrency:
+// several clients call Claim, Complete, Release and Extend on a few hot keys
+// at once, and the recorded history must be linearizable against the
+// transition table (checked with [porcupine]). It uses hour-long leases, so
+// it needs no clock and runs alike on fake and real clocks. It records up to
+// Config.LinearizabilityOps calls and starts none after two seconds. A
+// failure names the key, lists its calls and writes porcupine's
+// visualization to a temporary file.
+//
+// [porcupine]: https://github.com/anishathalye/porcupine
 package storetest
 
 import (
@@ -53,6 +64,10 @@ type Config struct {
 	// Tick is the short lease and ttl used with a real clock: it must be
 	// longer than one store operation. Default 150ms.
 	Tick time.Duration
+	// LinearizabilityOps caps the calls the Linearizable case records
+	// across all its clients. Default 400. The case also stops starting
+	// calls after two seconds, so a slow store records fewer.
+	LinearizabilityOps int
 }
 
 // Run runs the whole suite as subtests of t.
@@ -66,7 +81,7 @@ func Run(t *testing.T, cfg Config) {
 			if cfg.RealClock {
 				t.Parallel()
 			}
-			if err := runCase(t, cfg, c); err != nil {
+			if err := runCase(t, cfg, c, true); err != nil {
 				t.Error(err)
 			}
 		})
@@ -83,7 +98,7 @@ func check(t testing.TB, cfg Config) map[string]error {
 	)
 	for _, c := range cases {
 		wg.Go(func() {
-			if err := runCase(t, cfg, c); err != nil {
+			if err := runCase(t, cfg, c, false); err != nil {
 				mu.Lock()
 				errs[c.name] = err
 				mu.Unlock()
@@ -104,8 +119,12 @@ func names() []string {
 	return out
 }
 
-func runCase(t testing.TB, cfg Config, c testCase) error {
+// runCase runs c on a fresh store. keepFiles lets a failing case leave
+// files for the reader (the Linearizable visualization); the suite's own
+// tests, which fail on purpose, do not.
+func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) error {
 	e := newEnv(t, cfg, c.ttl)
+	e.keepFiles = keepFiles
 	return c.fn(e)
 }
 
@@ -120,6 +139,8 @@ type env struct {
 	fake  time.Time
 	cfg   Config
 	ttlOf ttlKind
+	// keepFiles allows a failure to write files that outlive the test.
+	keepFiles bool
 }
 
 type ttlKind uint8

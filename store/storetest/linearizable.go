@@ -1,0 +1,315 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The Linearizable case drives one store from several clients at once with
+// Claim, Complete, Release and Extend on a few hot keys, records when each
+// call started and returned and what it answered, and asks porcupine whether
+// some order of the calls, each taking effect at one instant inside its own
+// interval, explains every answer under the transition table (spec.go).
+// The other cases check each rule alone; this one checks that the rules
+// still hold while calls on one key overlap.
+const (
+	linClients = 8 // concurrent callers
+	linSlots   = 3 // hot keys at any time
+	// linWindow bounds how long clients keep starting new calls, so that a
+	// slow store records a shorter history instead of a slower test: the
+	// Google emulators answer a few dozen to a few hundred contended calls
+	// a second, SQL servers and Redis thousands.
+	linWindow = 2 * time.Second
+	// linCheckTimeout bounds porcupine's search. Per-key histories are a
+	// few dozen calls, which it checks in milliseconds.
+	linCheckTimeout = 10 * time.Second
+	// linKept is how many settled claims a client keeps to replay later.
+	linKept = 8
+)
+
+// defaultLinOps is the default of Config.LinearizabilityOps.
+const defaultLinOps = 400
+
+// linearizable is the Linearizable case.
+func linearizable(e *env) error {
+	ops := e.cfg.LinearizabilityOps
+	if ops <= 0 {
+		ops = defaultLinOps
+	}
+	d := &linDriver{e: e, maxOps: ops, rec: newRecorder()}
+	d.x, _ = e.s.(store.Extender) // without one, no Extend calls (the Extend case reports it)
+	d.until = time.Now().Add(linWindow)
+	var (
+		wg    sync.WaitGroup
+		errs  = make([]error, linClients)
+		start = make(chan struct{})
+	)
+	for id := range linClients {
+		wg.Go(func() {
+			<-start
+			errs[id] = (&linClient{d: d, id: id}).run()
+		})
+	}
+	close(start)
+	wg.Wait()
+	ran := time.Since(d.rec.start)
+	if err := errors.Join(errs...); err != nil {
+		// Stores must not fail under contention; an error also leaves the
+		// call's effect unknown, which the check below cannot model.
+		return fmt.Errorf("a store call failed under contention: %w", err)
+	}
+	history := d.rec.history()
+	began := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(linModel(), history, linCheckTimeout)
+	e.t.Logf("Linearizable: %d calls (%d overlapping another client's on their key) by %d clients on %d keys in %v, checked in %v: %s",
+		len(history), overlapping(history), linClients, d.keys(), ran.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), res)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Unknown:
+		return fmt.Errorf("porcupine found no verdict for %d calls within %v; lower Config.LinearizabilityOps",
+			len(history), linCheckTimeout)
+	}
+	return e.violation(history, info)
+}
+
+// linDriver is what the clients of one Linearizable run share.
+type linDriver struct {
+	e      *env
+	x      store.Extender // nil when the store has no Extend
+	rec    *recorder
+	maxOps int
+	until  time.Time // no new calls are started after it
+	// gens numbers the current key of each slot. A key that is DONE
+	// answers AlreadyDone for the hour its record lives, so the first
+	// client to see that moves its slot to a fresh key.
+	gens  [linSlots]atomic.Int64
+	count atomic.Int64 // keys used beyond the first of each slot
+}
+
+// more reports whether a client may start another round of calls.
+func (d *linDriver) more() bool {
+	return d.rec.len() < d.maxOps && time.Now().Before(d.until)
+}
+
+func (d *linDriver) keys() int { return linSlots + int(d.count.Load()) }
+
+// linClient is one caller. Its calls are sequential; porcupine tells the
+// clients apart by id.
+type linClient struct {
+	d      *linDriver
+	id     int
+	tokens int           // fixed tokens used so far; numbers the next
+	old    []store.Claim // claims this client won and settled
+}
+
+// run issues rounds of calls until the driver's budget is spent. Each round
+// either replays a settled claim, whose fence the store must refuse or, for
+// a completed claim, confirm, or claims a hot key and, when it wins, plays
+// the holder to the end.
+func (c *linClient) run() error {
+	for c.d.more() {
+		if len(c.old) > 0 && rand.IntN(4) == 0 {
+			if err := c.replay(c.old[rand.IntN(len(c.old))]); err != nil {
+				return err
+			}
+			continue
+		}
+		slot := rand.IntN(linSlots)
+		gen := c.d.gens[slot].Load()
+		key := fmt.Sprintf("lin-%d-%d", slot, gen)
+		token := ""
+		if rand.IntN(2) == 0 {
+			// Fix the token so that this client can retry the Claim. It is
+			// used for this claim only, never after the claim is settled.
+			c.tokens++
+			token = fmt.Sprintf("c%d-t%d", c.id, c.tokens)
+		}
+		got, err := c.claim(key, token)
+		if err != nil {
+			return err
+		}
+		switch got.Status {
+		case store.AlreadyDone:
+			if c.d.gens[slot].CompareAndSwap(gen, gen+1) {
+				c.d.count.Add(1)
+			}
+		case store.Won:
+			if err := c.hold(got, token); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hold plays the winner of cl: it may retry the Claim and extend the lease,
+// then it always completes or releases, because an abandoned claim would
+// keep its key for the hour-long lease; and it may call once more with the
+// settled claim, as a late duplicate would.
+func (c *linClient) hold(cl store.Claim, token string) error {
+	for range rand.IntN(3) {
+		var err error
+		if token != "" && (c.d.x == nil || rand.IntN(2) == 0) {
+			_, err = c.claim(cl.Key, token) // a retry must re-affirm
+		} else if c.d.x != nil {
+			_, err = c.extend(cl)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var err error
+	if rand.IntN(2) == 0 {
+		_, err = c.complete(cl)
+	} else {
+		err = c.release(cl)
+	}
+	if err != nil {
+		return err
+	}
+	c.old = append(c.old, cl)
+	if len(c.old) > linKept {
+		c.old = c.old[1:]
+	}
+	if rand.IntN(2) == 0 {
+		// A late call right after the settle, while the key is most
+		// likely still contended: released, or just reclaimed.
+		return c.replay(cl)
+	}
+	return nil
+}
+
+// replay calls Complete, Release or Extend with a claim that was settled.
+func (c *linClient) replay(cl store.Claim) error {
+	n := 2
+	if c.d.x != nil {
+		n = 3
+	}
+	var err error
+	switch rand.IntN(n) {
+	case 0:
+		_, err = c.complete(cl)
+	case 1:
+		err = c.release(cl)
+	default:
+		_, err = c.extend(cl)
+	}
+	return err
+}
+
+// The four calls below each make one store call with a long lease and
+// record it. A failed call is not recorded: the run stops with its error.
+
+func (c *linClient) claim(key, token string) (store.Claim, error) {
+	ctx := c.d.e.ctx
+	if token != "" {
+		ctx = store.WithClaimToken(ctx, token)
+	}
+	in := linCall{op: opClaim, key: key, token: token}
+	start := c.d.rec.now()
+	got, err := c.d.e.s.Claim(ctx, key, long)
+	if err != nil {
+		return got, c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{status: got.Status, fence: got.Fence}, start)
+	return got, nil
+}
+
+func (c *linClient) complete(cl store.Claim) (bool, error) {
+	in := linCall{op: opComplete, key: cl.Key, fence: cl.Fence}
+	start := c.d.rec.now()
+	ok, err := c.d.e.s.Complete(c.d.e.ctx, cl)
+	if err != nil {
+		return ok, c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{ok: ok}, start)
+	return ok, nil
+}
+
+func (c *linClient) release(cl store.Claim) error {
+	in := linCall{op: opRelease, key: cl.Key, fence: cl.Fence}
+	start := c.d.rec.now()
+	if err := c.d.e.s.Release(c.d.e.ctx, cl); err != nil {
+		return c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{}, start)
+	return nil
+}
+
+func (c *linClient) extend(cl store.Claim) (store.Claim, error) {
+	in := linCall{op: opExtend, key: cl.Key, fence: cl.Fence}
+	start := c.d.rec.now()
+	got, err := c.d.x.Extend(c.d.e.ctx, cl, long)
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		c.d.rec.add(c.id, in, linResult{fenced: true}, start)
+		return got, nil
+	case err != nil:
+		return got, c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{fence: got.Fence}, start)
+	return got, nil
+}
+
+func (c *linClient) failed(in linCall, err error) error {
+	return fmt.Errorf("client %d on key %s: %s: %w", c.id, in.key, describeCall(in), err)
+}
+
+// overlapping counts the calls that ran at the same time as a call of
+// another client on the same key: the calls whose order the store, not the
+// clients, decided.
+func overlapping(history []porcupine.Operation) int {
+	n := 0
+	for _, ops := range partitionByKey(history) {
+		for i, a := range ops {
+			for j, b := range ops {
+				if i != j && a.ClientId != b.ClientId && a.Call <= b.Return && b.Call <= a.Return {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
+// recorder collects a history. It is safe for concurrent use.
+type recorder struct {
+	start time.Time  // instants are monotonic nanoseconds since start
+	mu    sync.Mutex // guards ops
+	ops   []porcupine.Operation
+}
+
+func newRecorder() *recorder { return &recorder{start: time.Now()} }
+
+func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
+
+// add records a call that started at start and returns now.
+func (r *recorder) add(client int, in linCall, out linResult, start int64) {
+	end := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: start, Output: out, Return: end})
+}
+
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ops)
+}
+
+func (r *recorder) history() []porcupine.Operation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}

@@ -1,0 +1,198 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// This file is the sequential specification the Linearizable case checks
+// histories against: the transition table of the store package, one record
+// per key, with no clock. The case gives every claim an hour-long lease and
+// every store an hour-long ttl, so while it runs no lease lapses and no
+// record expires; the rows guarded by the clock then reduce to whether a
+// CLAIMED record was released (Release sets leaseUntil = now, which makes it
+// reclaimable at once) or is still held.
+
+// opKind names a store method.
+type opKind uint8
+
+const (
+	opClaim opKind = iota + 1
+	opComplete
+	opRelease
+	opExtend
+)
+
+// linCall is the input of one recorded operation.
+type linCall struct {
+	op  opKind
+	key string
+	// token is the Claim's token when the caller fixed it with
+	// store.WithClaimToken, and "" when the store chose a fresh one (which
+	// matches no record).
+	token string
+	// fence is the fence of the claim passed to Complete, Release or Extend.
+	fence int64
+}
+
+// linResult is the output of one recorded operation: only what the table
+// decides. Instants (LeaseUntil) are not compared.
+type linResult struct {
+	status store.Status // Claim
+	fence  int64        // Claim; Extend unless fenced
+	ok     bool         // Complete
+	fenced bool         // Extend returned store.ErrFenced
+}
+
+// phase is where a record stands in the table.
+type phase uint8
+
+const (
+	absent   phase = iota
+	held           // CLAIMED with a live lease
+	released       // CLAIMED with leaseUntil = the instant of its Release
+	done           // DONE
+)
+
+// linState is the specification's record for one key. It is comparable, so
+// porcupine's default equality applies.
+type linState struct {
+	phase phase
+	fence int64
+	token string // the winning Claim's token when fixed by the caller
+}
+
+// linStep applies in to s as the transition table says, returning the new
+// record and the result the store must have given.
+//
+// A released record is free for any token, the released claim's included
+// (the ReleasedTokenNotReaffirmed case checks that corner; the Linearizable
+// case never reuses a token once its claim is settled). Complete and Extend
+// follow the table literally on a released record, but its fence was bumped
+// past every fence ever handed out, so no caller matches it.
+func linStep(s linState, in linCall) (linState, linResult) {
+	matches := in.fence == s.fence && s.phase != absent
+	switch in.op {
+	case opClaim:
+		switch {
+		case s.phase == done:
+			return s, linResult{status: store.AlreadyDone, fence: s.fence}
+		case s.phase == held && in.token != "" && in.token == s.token:
+			return s, linResult{status: store.Won, fence: s.fence} // a retry re-affirms
+		case s.phase == held:
+			return s, linResult{status: store.HeldByOther, fence: s.fence}
+		}
+		// Absent (fence 0, so the first win is fence 1) or released.
+		s = linState{phase: held, fence: s.fence + 1, token: in.token}
+		return s, linResult{status: store.Won, fence: s.fence}
+	case opComplete:
+		if !matches {
+			return s, linResult{}
+		}
+		return linState{phase: done, fence: s.fence}, linResult{ok: true}
+	case opRelease:
+		if matches && s.phase != done {
+			s = linState{phase: released, fence: s.fence + 1}
+		}
+		return s, linResult{}
+	case opExtend:
+		if !matches || s.phase == done {
+			return s, linResult{fenced: true}
+		}
+		s.phase = held
+		return s, linResult{fence: s.fence}
+	}
+	panic(fmt.Sprintf("storetest: unknown operation %d", in.op))
+}
+
+// linModel is the porcupine model of linStep, partitioned by key: records
+// of different keys never interact, and small partitions keep the search
+// cheap.
+func linModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: partitionByKey,
+		Init:      func() any { return linState{} },
+		Step: func(state, input, output any) (bool, any) {
+			next, want := linStep(state.(linState), input.(linCall))
+			return output.(linResult) == want, next
+		},
+		DescribeOperation: func(input, output any) string {
+			return describeOp(input.(linCall), output.(linResult))
+		},
+		DescribeState: func(state any) string { return state.(linState).String() },
+	}
+}
+
+// partitionByKey splits a history into one history per key, in key order
+// so that reports are stable.
+func partitionByKey(history []porcupine.Operation) [][]porcupine.Operation {
+	byKey := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		k := op.Input.(linCall).key
+		byKey[k] = append(byKey[k], op)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([][]porcupine.Operation, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k]
+	}
+	return out
+}
+
+func (s linState) String() string {
+	switch s.phase {
+	case absent:
+		return "absent"
+	case held:
+		if s.token != "" {
+			return fmt.Sprintf("CLAIMED fence %d token %s", s.fence, s.token)
+		}
+		return fmt.Sprintf("CLAIMED fence %d", s.fence)
+	case released:
+		return fmt.Sprintf("released, fence %d", s.fence)
+	default:
+		return fmt.Sprintf("DONE fence %d", s.fence)
+	}
+}
+
+// describeCall renders a call as "Claim(token t)" or "Complete(fence 2)".
+func describeCall(in linCall) string {
+	switch in.op {
+	case opClaim:
+		if in.token != "" {
+			return fmt.Sprintf("Claim(token %s)", in.token)
+		}
+		return "Claim"
+	case opComplete:
+		return fmt.Sprintf("Complete(fence %d)", in.fence)
+	case opRelease:
+		return fmt.Sprintf("Release(fence %d)", in.fence)
+	default:
+		return fmt.Sprintf("Extend(fence %d)", in.fence)
+	}
+}
+
+// describeOp renders a call and its result, as "Claim → won fence 2".
+func describeOp(in linCall, out linResult) string {
+	switch in.op {
+	case opClaim:
+		return fmt.Sprintf("%s → %v fence %d", describeCall(in), out.status, out.fence)
+	case opComplete:
+		return fmt.Sprintf("%s → %v", describeCall(in), out.ok)
+	case opExtend:
+		if out.fenced {
+			return describeCall(in) + " → ErrFenced"
+		}
+		return fmt.Sprintf("%s → fence %d", describeCall(in), out.fence)
+	default:
+		return describeCall(in)
+	}
+}
