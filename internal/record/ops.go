@@ -17,8 +17,10 @@ type Decide func(cur *Record, now time.Time) *Record
 
 // Round is one attempt at an atomic read-modify-write of key's record: it
 // reads, calls decide, and writes decide's record on the condition that
-// nobody wrote in between (a transaction, or a precondition).
-type Round func(ctx context.Context, key string, decide Decide) error
+// nobody wrote in between (a transaction, or a precondition). attempt
+// counts from 1: a store may read differently when retrying after
+// contention.
+type Round func(ctx context.Context, key string, attempt int, decide Decide) error
 
 const (
 	maxAttempts = 5                      // rounds per operation
@@ -132,7 +134,7 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 // reports from the last round are the ones that count.
 func (o *Ops) update(ctx context.Context, op, key string, decide Decide) error {
 	for attempt := 1; ; attempt++ {
-		err := o.Round(ctx, key, decide)
+		err := o.Round(ctx, key, attempt, decide)
 		if err == nil {
 			return nil
 		}

@@ -19,22 +19,28 @@ var errReadOnly = errors.New("datastorestore: read-only outcome")
 // transact is the store's record.Round: one transaction, a lookup that
 // begins it, then a commit of decide's record, or a rollback when decide
 // writes nothing.
-func (s *Store) transact(ctx context.Context, key string, decide record.Decide) error {
+//
+// A retry after a failed attempt first looks the entity up outside any
+// transaction (a strongly consistent read) and stops there when decide
+// writes nothing. Under contention most callers only learn that the key is
+// held or done; answering them without a transaction keeps them from
+// aborting the holder's own writes. The first attempt skips this, so an
+// uncontended claim stays at two RPCs.
+func (s *Store) transact(ctx context.Context, key string, attempt int, decide record.Decide) error {
 	k, hashed := s.entityKey(key)
+	if attempt > 1 {
+		cur, err := s.read(k, key, hashed, func(dst *entity) error { return s.client.Get(ctx, k, dst) })
+		if err != nil {
+			return err
+		}
+		if decide(cur, s.now()) == nil {
+			return nil
+		}
+	}
 	committing := false
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		var (
-			cur *record.Record
-			got record.Record
-		)
-		switch err := tx.Get(k, (*entity)(&got)); {
-		case err == nil:
-			if hashed && got.Key != key {
-				return fmt.Errorf("entity %q holds key %s, not this one", k.Name, record.QuoteKey(got.Key))
-			}
-			cur = &got
-		case errors.Is(err, datastore.ErrNoSuchEntity):
-		default:
+		cur, err := s.read(k, key, hashed, func(dst *entity) error { return tx.Get(k, dst) })
+		if err != nil {
 			return err
 		}
 		next := decide(cur, s.now())
@@ -57,6 +63,24 @@ func (s *Store) transact(ctx context.Context, key string, decide record.Decide) 
 		return &commitError{err}
 	}
 	return err
+}
+
+// read loads key's record with get: nil when absent. A hashed entity name
+// must hold this very key.
+func (s *Store) read(k *datastore.Key, key string, hashed bool, get func(*entity) error) (*record.Record, error) {
+	var got entity
+	switch err := get(&got); {
+	case err == nil:
+		if hashed && got.Key != key {
+			return nil, fmt.Errorf("entity %q holds key %s, not this one", k.Name, record.QuoteKey(got.Key))
+		}
+		r := record.Record(got)
+		return &r, nil
+	case errors.Is(err, datastore.ErrNoSuchEntity):
+		return nil, nil
+	default:
+		return nil, err
+	}
 }
 
 // commitError is a failed commit. Whether it was applied may be unknown:

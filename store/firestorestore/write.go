@@ -13,7 +13,7 @@ import (
 
 // round is the store's record.Round: one read and, when decide wants it,
 // one write on the condition that the document is still the one read.
-func (s *Store) round(ctx context.Context, key string, decide record.Decide) error {
+func (s *Store) round(ctx context.Context, key string, _ int, decide record.Decide) error {
 	ref, hashed := s.docRef(key)
 	snap, err := ref.Get(ctx)
 	var cur *record.Record
