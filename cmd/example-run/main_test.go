@@ -123,7 +123,7 @@ func TestExampleRunSupplierFailureNacks(t *testing.T) {
 		failed := false
 		fail.Do(func() { failed = true })
 		if failed {
-			http.Error(w, "down", 502)
+			http.Error(w, "down", http.StatusBadGateway)
 		}
 	}))
 	defer ss.Close()

@@ -1,20 +1,21 @@
 // Package storeurl opens a store from the URL the examples take in
 // IDEMGATE_STORE:
 //
-//	memory://                              in-process (the default)
-//	redis://[user:pass@]host:port/db       Redis (rediss:// for TLS)
-//	postgres://user@host:port/db?…         PostgreSQL
-//	mysql://user:pass@tcp(host:port)/db    MySQL / MariaDB
-//	sqlite:///path/to/file.db              SQLite
-//	datastore://project[?database=…]       Firestore in Datastore mode
-//	firestore://project[?database=…]       Firestore native mode
+//	memory://                                      in-process (the default)
+//	redis://[user:pass@]host:port/db[?prefix=…&ttl=…]  Redis (rediss:// for TLS)
+//	redis+cluster://host1:port,host2:port          Redis Cluster (rediss+cluster:// for TLS)
+//	postgres://user@host:port/db?…[&table=…]       PostgreSQL
+//	mysql://user:pass@tcp(host:port)/db[?table=…]  MySQL / MariaDB
+//	sqlite:///path/to/file.db[?table=…]            SQLite
+//	datastore://project[?database=…&namespace=…&kind=…]
+//	                                               Firestore in Datastore mode
+//	firestore://project[?database=…&collection=…]  Firestore native mode
 //
 // The Google stores honour DATASTORE_EMULATOR_HOST and FIRESTORE_EMULATOR_HOST.
 package storeurl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -67,5 +68,3 @@ func Open(ctx context.Context, rawURL string) (*Opened, error) {
 	}
 	return o, nil
 }
-
-var errNotBuilt = errors.New("this store is not part of this build yet")

@@ -41,6 +41,10 @@ var cases = []testCase{
 	{"Linearizable", longTTL, linearizable},
 }
 
+// violated reports a broken rule. Its text starts with the call that broke
+// it ("Claim(...) = ..."), capitalised like the method it names.
+func violated(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
 func claimAbsentWins(e *env) error {
 	before := e.now()
 	c, err := e.claim("k", long, store.Won, "Claim of an absent key must win")
@@ -54,10 +58,10 @@ func claimAbsentWins(e *env) error {
 		return errors.New("a winning Claim must carry a token")
 	}
 	if !e.real && !c.LeaseUntil.Equal(before.Add(long)) {
-		return fmt.Errorf("Won LeaseUntil = %v, want now+lease = %v", c.LeaseUntil, before.Add(long))
+		return violated("Won LeaseUntil = %v, want now+lease = %v", c.LeaseUntil, before.Add(long))
 	}
 	if e.real && time.Until(c.LeaseUntil) < long-time.Minute {
-		return fmt.Errorf("Won LeaseUntil = %v, want about an hour from now", c.LeaseUntil)
+		return violated("Won LeaseUntil = %v, want about an hour from now", c.LeaseUntil)
 	}
 	other, err := e.claim("k2", long, store.Won, "Claim of another absent key must win")
 	if err != nil {
@@ -82,10 +86,10 @@ func claimWhileHeld(e *env) error {
 		return err
 	}
 	if d := h.LeaseUntil.Sub(c.LeaseUntil).Abs(); d > time.Millisecond {
-		return fmt.Errorf("HeldByOther LeaseUntil = %v, want the holder's %v", h.LeaseUntil, c.LeaseUntil)
+		return violated("HeldByOther LeaseUntil = %v, want the holder's %v", h.LeaseUntil, c.LeaseUntil)
 	}
 	if h.Token != "" {
-		return errors.New("HeldByOther must not reveal the holder's token")
+		return violated("HeldByOther must not reveal the holder's token")
 	}
 	// The holder is unaffected: it still completes.
 	return e.complete(c, true, "the holder must complete after a HeldByOther")
@@ -283,7 +287,7 @@ func ttlExpiryReclaims(e *env) error {
 		// A store may have deleted the expired record (fence restarts at 1)
 		// only if it is gone for good; the record was DONE and outlived every
 		// holder, so rising is what we require here.
-		return fmt.Errorf("Claim after ttl expiry: fence = %d, want > %d (the fence must never go back while the record exists)", b.Fence, a.Fence)
+		return violated("Claim after ttl expiry: fence = %d, want > %d (the fence must never go back while the record exists)", b.Fence, a.Fence)
 	}
 	return e.complete(a, false, "the expired holder must not complete over the new claim")
 }
@@ -292,10 +296,10 @@ func retriedClaimReaffirms(e *env) error {
 	ctx := store.WithClaimToken(e.ctx, "retry-token-1")
 	a, err := e.s.Claim(ctx, "k", long)
 	if err != nil || a.Status != store.Won {
-		return fmt.Errorf("Claim with a fixed token = %v, %v; want Won", a.Status, err)
+		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
 	}
 	if a.Token != "retry-token-1" {
-		return fmt.Errorf("Claim Token = %q, want the one from WithClaimToken", a.Token)
+		return violated("Claim Token = %q, want the one from WithClaimToken", a.Token)
 	}
 	b, err := e.s.Claim(ctx, "k", long)
 	if err != nil || b.Status != store.Won || b.Fence != a.Fence {
@@ -329,20 +333,20 @@ func releasedTokenNotReaffirmed(e *env) error {
 	ctx := store.WithClaimToken(e.ctx, "released-token")
 	a, err := e.s.Claim(ctx, "k", long)
 	if err != nil || a.Status != store.Won {
-		return fmt.Errorf("Claim with a fixed token = %v, %v; want Won", a.Status, err)
+		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
 	}
 	if err := e.release(a, "Release by the holder"); err != nil {
 		return err
 	}
 	b, err := e.s.Claim(ctx, "k", long)
 	if err != nil || b.Status != store.Won {
-		return fmt.Errorf("Claim reusing a released token = %v, %v; want Won", b.Status, err)
+		return violated("Claim reusing a released token = %v, %v; want Won", b.Status, err)
 	}
 	if err := fenceIs(b, a.Fence+2, "a Claim reusing a released claim's token must take the key anew (fence +2), not re-affirm the released claim"); err != nil {
 		return err
 	}
 	if time.Until(b.LeaseUntil) < long-time.Minute && e.real || !e.real && !b.LeaseUntil.Equal(e.now().Add(long)) {
-		return fmt.Errorf("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)
+		return violated("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)
 	}
 	_, err = e.claim("k", long, store.HeldByOther, "the new claim must hold the key")
 	return err
@@ -367,13 +371,13 @@ func extend(e *env) error {
 	}
 	b, err := x.Extend(e.ctx, a, long)
 	if err != nil {
-		return fmt.Errorf("Extend of a live claim: %w", err)
+		return violated("Extend of a live claim: %w", err)
 	}
 	if b.Fence != a.Fence || b.Token != a.Token || b.Status != store.Won || b.Key != a.Key {
-		return fmt.Errorf("Extend returned %+v, want the same claim with a later lease", b)
+		return violated("Extend returned %+v, want the same claim with a later lease", b)
 	}
 	if !b.LeaseUntil.After(a.LeaseUntil) {
-		return fmt.Errorf("Extend LeaseUntil = %v, want after %v", b.LeaseUntil, a.LeaseUntil)
+		return violated("Extend LeaseUntil = %v, want after %v", b.LeaseUntil, a.LeaseUntil)
 	}
 	e.pass(e.tick) // past the original lease
 	if _, err := e.claim("k", long, store.HeldByOther, "an extended lease must keep the key held past the original lease"); err != nil {
@@ -403,7 +407,7 @@ func extendFenced(e *env) error {
 		return err
 	}
 	if _, err := x.Extend(e.ctx, store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, long); !errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("Extend of an absent record = %v, want ErrFenced", err)
+		return violated("Extend of an absent record = %v, want ErrFenced", err)
 	}
 	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
 	if err != nil {
@@ -415,13 +419,13 @@ func extendFenced(e *env) error {
 		return err
 	}
 	if _, err := x.Extend(e.ctx, a, long); !errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("Extend after a reclaim = %v, want ErrFenced", err)
+		return violated("Extend after a reclaim = %v, want ErrFenced", err)
 	}
 	if err := e.complete(b, true, "the reclaimer must complete"); err != nil {
 		return err
 	}
 	if _, err := x.Extend(e.ctx, b, long); !errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("Extend of a DONE record = %v, want ErrFenced", err)
+		return violated("Extend of a DONE record = %v, want ErrFenced", err)
 	}
 	c, err := e.claim("j", long, store.Won, "first Claim must win")
 	if err != nil {
@@ -431,7 +435,7 @@ func extendFenced(e *env) error {
 		return err
 	}
 	if _, err := x.Extend(e.ctx, c, long); !errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("Extend after Release = %v, want ErrFenced", err)
+		return violated("Extend after Release = %v, want ErrFenced", err)
 	}
 	return nil
 }
@@ -483,7 +487,7 @@ func unusualKeysDistinct(e *env) error {
 func invalidKeys(e *env) error {
 	for _, k := range []string{"", "nul\x00byte", "\xff\xfe not utf-8"} {
 		if _, err := e.s.Claim(e.ctx, k, long); !errors.Is(err, store.ErrInvalidKey) {
-			return fmt.Errorf("Claim(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
+			return violated("Claim(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
 		}
 	}
 	return nil
@@ -494,17 +498,17 @@ func cancelledContext(e *env) error {
 	cancel()
 	c, err := e.s.Claim(ctx, "k", long)
 	if !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Claim with a cancelled context = %v, %v; want an error wrapping context.Canceled", c.Status, err)
+		return violated("Claim with a cancelled context = %v, %v; want an error wrapping context.Canceled", c.Status, err)
 	}
 	a, err := e.claim("k", long, store.Won, "a Claim cancelled before it ran must not hold the key")
 	if err != nil {
 		return err
 	}
 	if ok, err := e.s.Complete(ctx, a); !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Complete with a cancelled context = %v, %v; want an error wrapping context.Canceled", ok, err)
+		return violated("Complete with a cancelled context = %v, %v; want an error wrapping context.Canceled", ok, err)
 	}
 	if err := e.s.Release(ctx, a); !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Release with a cancelled context = %v; want an error wrapping context.Canceled", err)
+		return violated("Release with a cancelled context = %v; want an error wrapping context.Canceled", err)
 	}
 	return e.complete(a, true, "a claim survives a cancelled Complete and Release")
 }

@@ -226,14 +226,4 @@ func fenceIs(c store.Claim, want int64, rule string) error {
 	return nil
 }
 
-// all returns the first non-nil error.
-func all(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 var errNoExtender = errors.New("store does not implement store.Extender")

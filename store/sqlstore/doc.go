@@ -1,0 +1,62 @@
+// Package sqlstore is a [store.Store] that keeps its records in a SQL
+// table, through database/sql: PostgreSQL, MySQL, MariaDB or SQLite.
+//
+// The store writes SQL for one [Dialect] and imports no driver; open the
+// *sql.DB with the driver of your choice and hand it over:
+//
+//	db, err := sql.Open("pgx", "postgres://app@db:5432/app") // import _ "github.com/jackc/pgx/v5/stdlib"
+//	…
+//	s, err := sqlstore.New(db, sqlstore.PostgreSQL, &sqlstore.Options{TTL: 24 * time.Hour})
+//	…
+//	err = s.CreateTable(ctx) // once, at start-up; or create it by hand
+//
+// # Records
+//
+// A record is one row keyed on the SHA-256 of its key (the key itself is
+// kept alongside, for people reading the table). Instants are BIGINT
+// milliseconds since the Unix epoch, always computed by the database from
+// its own clock inside the statement that uses them: clients may disagree
+// about the time, the database never does with itself. Expiry is lazy:
+// every statement works out from the clock whether a record is still
+// alive, so an expired row behaves as absent until [Store.PurgeExpired]
+// deletes it.
+//
+// # Statements
+//
+// Each operation is one statement, which decides and writes atomically:
+// Claim is an upsert (INSERT … ON CONFLICT DO UPDATE on PostgreSQL and
+// SQLite, INSERT … ON DUPLICATE KEY UPDATE on MySQL and MariaDB) that
+// returns the record as it leaves it, and Complete, Release and Extend are
+// single-row UPDATEs guarded by the fence. A fresh message therefore costs
+// two statements (Claim, Complete) and a duplicate one. MySQL, which lacks
+// INSERT … RETURNING, needs a second statement per Claim to read the answer
+// back. Deadlocks, serialization failures and SQLITE_BUSY are retried
+// inside the store a bounded number of times, with the Claim's token kept,
+// so that contention on a key does not surface as errors (on PostgreSQL,
+// give the store's user READ COMMITTED, the default; see the docs).
+//
+// # Drivers
+//
+// PostgreSQL: github.com/jackc/pgx/v5/stdlib. Its default statement cache
+// makes every operation one round trip after its first use on a connection.
+//
+// MySQL and MariaDB: github.com/go-sql-driver/mysql. Set interpolateParams=true
+// in the DSN: without it, the driver prepares, executes and closes a server
+// statement for every call, two round trips instead of one. The store reads
+// no dates, so parseTime is not needed.
+//
+// SQLite: modernc.org/sqlite (driver "sqlite", no cgo). Use a file database
+// in WAL mode with a busy timeout, and one connection:
+//
+//	db, err := sql.Open("sqlite", "/var/lib/app/idemgate.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+//	db.SetMaxOpenConns(1)
+//
+// Every operation of the store writes, and SQLite admits one writer at a
+// time; with several connections, the waiting happens in SQLite's busy
+// handler, which polls with sleeps. One connection makes database/sql queue
+// the callers instead, which is fair and wastes no time. The store is still
+// correct with more connections.
+//
+// See docs/stores/sql.md in the repository for the schema of each dialect,
+// the statements and how to run the purge.
+package sqlstore

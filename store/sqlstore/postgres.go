@@ -1,0 +1,163 @@
+package sqlstore
+
+import "strconv"
+
+// PostgreSQL and SQLite share the statements below but their Claim; they
+// also differ in their clock, in the name of the two-argument maximum, in
+// the DDL and in how a purge picks its batch.
+//
+// {NOW} is the database clock in epoch milliseconds, read when the
+// expression is evaluated. Every decision is evaluated on a row the
+// statement has locked, after any wait for a concurrent writer, so the clock
+// must be read then, not when the statement began: a Claim that queued
+// behind a Release must see the lease the Release just ended as ended.
+// PostgreSQL therefore reads clock_timestamp(), not statement_timestamp()
+// or now(); SQLite's 'now' is fixed for one sqlite3_step, which starts once
+// the statement holds the write lock. Where a statement writes two instants
+// that must agree (lease_until and expires_at), they come from one reading
+// (the clock subquery); separate readings in one statement only ever move
+// forward, and every condition holds at the instant it was evaluated.
+
+// claimUpsert claims a key in one statement that returns a row in every
+// case (SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go is the same
+// idea). The INSERT creates an absent record at fence 1. On a conflict, the
+// DO UPDATE always updates the existing row, but each column keeps its old
+// value unless {WIN} holds on the old row: the record has expired, or it is
+// a claim whose lease has lapsed and that another Claim call won. RETURNING
+// then shows the record as it now stands, and the caller won exactly when
+// it is CLAIMED with the caller's token: a fresh win, a takeover, or a
+// retry of the caller's own Claim, which {WIN} leaves untouched.
+//
+// SQLite runs one writer at a time, so the update that changes nothing on
+// a duplicate costs no more than the read it replaces.
+const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
+VALUES ($1, $2, 1, 1, $3, {NOW} + $4, {NOW} + $4 + {TTL})
+ON CONFLICT (key_hash) DO UPDATE SET
+	state       = CASE WHEN {WIN} THEN 1 ELSE r.state END,
+	fence       = CASE WHEN {WIN} THEN r.fence + 1 ELSE r.fence END,
+	token       = CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
+	lease_until = CASE WHEN {WIN} THEN excluded.lease_until ELSE r.lease_until END,
+	expires_at  = CASE WHEN {WIN} THEN excluded.expires_at ELSE r.expires_at END
+RETURNING state, fence, token, lease_until`
+
+// claimWins is {WIN}: the claim in excluded takes over the record r.
+const claimWins = `(r.expires_at <= {NOW} OR (r.state = 1 AND r.lease_until <= {NOW} AND r.token <> excluded.token))`
+
+// pgClaim is PostgreSQL's Claim. The upsert writes only when the caller
+// wins ({WIN}, as in claimUpsert); when it does not, ON CONFLICT has still
+// locked the row's latest version, and kept returns that row so that the
+// statement answers in every case.
+//
+// kept must not read the statement's snapshot, which under READ COMMITTED
+// was taken when the statement began: it would show an older version of a
+// row that another Claim has since updated (and, say, report a takeover's
+// CLAIMED record as the DONE one it replaced). FOR UPDATE makes it follow
+// the row to its latest version instead, which we already hold locked, so
+// it does not wait. One case remains: a row inserted by a concurrent Claim
+// after the snapshot was taken is invisible to kept altogether, although
+// ON CONFLICT found it. The statement then returns no row, and the store
+// runs it again (see errSnapshotRace); the new snapshot sees the row.
+//
+// Why not claimUpsert's unconditional update? Under SERIALIZABLE or
+// REPEATABLE READ (a database default some teams set), every ON CONFLICT
+// that meets a row version its snapshot cannot see fails with a
+// serialization error. If losers wrote no-op versions, each one would
+// invalidate the snapshots of all the other contenders of a hot key, and
+// the retries would chase each other; here a held record stays unchanged
+// while it is held, so one retry settles. It also spares PostgreSQL a dead
+// row version per duplicate.
+const pgClaim = `WITH claimed AS (
+	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
+	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
+	ON CONFLICT (key_hash) DO UPDATE SET
+		state = 1,
+		fence = r.fence + 1,
+		token = excluded.token,
+		(lease_until, expires_at) = (SELECT clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock)
+	WHERE {WIN}
+	RETURNING state, fence, token, lease_until
+), kept AS (
+	SELECT state, fence, token, lease_until FROM {T}
+	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM claimed)
+	FOR UPDATE
+)
+SELECT state, fence, token, lease_until FROM claimed
+UNION ALL
+SELECT state, fence, token, lease_until FROM kept`
+
+// completeUpdate marks a matching, unexpired record DONE. On a record that
+// is already DONE (a retried Complete) it changes nothing but still counts
+// as an affected row, which is the "true" answer.
+const completeUpdate = `UPDATE {T} SET
+	state      = 2,
+	expires_at = CASE WHEN state = 1 THEN {NOW} + {TTL} ELSE expires_at END
+WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
+
+// releaseUpdate abandons a matching live claim: the lease ends now, the
+// fence rises, so the released claim can never complete, and the token is
+// cleared, so that a Claim retried with it takes the key anew instead of
+// re-affirming the claim it gave up.
+const releaseUpdate = `UPDATE {T} SET
+	fence       = fence + 1,
+	token       = '',
+	lease_until = {NOW}
+WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+
+// extendUpdate moves a matching live claim's lease, and its expiry with it.
+const extendUpdate = `UPDATE {T} SET
+	(lease_until, expires_at) = (
+		SELECT clock.ms + $3, {MAX}(expires_at, clock.ms + $3 + {TTL}) FROM (SELECT {NOW} AS ms) AS clock
+	)
+WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}
+RETURNING lease_until`
+
+// upsertStatements renders the shared record statements.
+func upsertStatements(claim, tbl, now, maxFunc string, ttl int64) statements {
+	x := func(tmpl string) query {
+		return numbered(expand(tmpl, "WIN", claimWins, "T", tbl, "NOW", now, "TTL", strconv.FormatInt(ttl, 10), "MAX", maxFunc))
+	}
+	return statements{
+		claim:    x(claim),
+		complete: x(completeUpdate),
+		release:  x(releaseUpdate),
+		extend:   x(extendUpdate),
+	}
+}
+
+// pgNow is PostgreSQL's clock in epoch milliseconds, read when evaluated.
+const pgNow = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
+
+func postgresStatements(t table, ttl int64) statements {
+	tbl := t.ref(doubleQuote)
+	s := upsertStatements(pgClaim, tbl, pgNow, "GREATEST", ttl)
+	// A purge locks its batch with SKIP LOCKED, so it never waits for (or
+	// blocks) a Claim in flight on a record it picked. The outer condition
+	// is checked again on the row's latest version.
+	s.purge = numbered(expand(`DELETE FROM {T} WHERE key_hash IN (
+	SELECT key_hash FROM {T} WHERE expires_at < {NOW}
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+) AND expires_at < {NOW}`, "T", tbl, "NOW", pgNow))
+	schema := "current_schema()"
+	if t.schema != "" {
+		schema = "'" + t.schema + "'" // validated: letters, digits, '_'
+	}
+	s.exists = `SELECT count(*) FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.index() + `')`
+	s.objects = 2
+	s.create = []string{
+		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
+	key_hash    bytea    PRIMARY KEY,
+	key_text    text     NOT NULL,
+	state       smallint NOT NULL CHECK (state IN (1, 2)),
+	fence       bigint   NOT NULL,
+	token       text     NOT NULL,
+	lease_until bigint   NOT NULL,
+	expires_at  bigint   NOT NULL
+)`,
+		// The index is created in the table's schema; its name is not
+		// qualified.
+		`CREATE INDEX IF NOT EXISTS ` + doubleQuote(t.index()) + ` ON ` + tbl + ` (expires_at)`,
+	}
+	return s
+}

@@ -1,0 +1,125 @@
+package sqlstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+// TestCreateTable checks that CreateTable works with a plain and a
+// schema-qualified name, and that once the schema is in place it only looks
+// (one statement, no DDL), so that a database user without DDL rights can
+// call it.
+func TestCreateTable(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			for _, table := range []string{uniqueTable(), schemaOf(t, b) + "." + uniqueTable()} {
+				spy := &spyConnector{Connector: b.connector(t)}
+				db := openDB(t, spy, 1)
+				s := newStore(t, db, b.dialect, &sqlstore.Options{Table: table})
+				before := spy.stmts.Load()
+				if err := s.CreateTable(t.Context()); err != nil {
+					t.Fatalf("second CreateTable(%s): %v", table, err)
+				}
+				if n := spy.stmts.Load() - before; n != 1 {
+					t.Errorf("CreateTable(%s) on an existing schema ran %d statements, want 1 (the lookup)", table, n)
+				}
+				c, err := s.Claim(t.Context(), "k", time.Minute)
+				if err != nil || c.Status != store.Won {
+					t.Fatalf("Claim on %s = %v, %v; want Won", table, c.Status, err)
+				}
+				if ok, err := s.Complete(t.Context(), c); !ok || err != nil {
+					t.Fatalf("Complete on %s = %v, %v; want true", table, ok, err)
+				}
+			}
+		})
+	}
+}
+
+// schemaOf names a schema of b's test database that holds its tables.
+func schemaOf(t *testing.T, b backend) string {
+	switch b.dialect {
+	case sqlstore.PostgreSQL:
+		return "public"
+	case sqlstore.SQLite:
+		return "main"
+	}
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.DBName
+}
+
+// TestRecordInstants reads the instants a record holds: whenever a Claim
+// wins, expires_at is exactly lease_until + ttl (one reading of the
+// database clock), LeaseUntil reports lease_until, and Extend keeps
+// expires_at at least a ttl past the new lease.
+func TestRecordInstants(t *testing.T) {
+	const ttl = time.Hour
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := b.open(t, 2)
+			table := uniqueTable()
+			s := newStore(t, db, b.dialect, &sqlstore.Options{Table: table, TTL: ttl})
+			param := "?"
+			if b.dialect == sqlstore.PostgreSQL {
+				param = "$1"
+			}
+			read := func(key string) (fence, leaseUntil, expiresAt int64) {
+				t.Helper()
+				q := "SELECT fence, lease_until, expires_at FROM " + table + " WHERE key_text = " + param
+				if err := db.QueryRowContext(ctx, q, key).Scan(&fence, &leaseUntil, &expiresAt); err != nil {
+					t.Fatal(err)
+				}
+				return fence, leaseUntil, expiresAt
+			}
+			check := func(what string, c store.Claim, wantFence int64) {
+				t.Helper()
+				fence, lease, exp := read(c.Key)
+				if fence != wantFence || lease != c.LeaseUntil.UnixMilli() || exp-lease != ttl.Milliseconds() {
+					t.Errorf("%s: record fence %d, lease_until %d, expires_at %d; want fence %d, lease_until %d (the claim's), expires_at lease_until + %d",
+						what, fence, lease, exp, wantFence, c.LeaseUntil.UnixMilli(), ttl.Milliseconds())
+				}
+			}
+
+			c, err := s.Claim(ctx, "fresh", time.Minute)
+			if err != nil || c.Status != store.Won {
+				t.Fatalf("Claim = %v, %v", c.Status, err)
+			}
+			check("fresh claim", c, 1)
+
+			if _, err := s.Claim(ctx, "taken", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			var taken store.Claim
+			for deadline := time.Now().Add(10 * time.Second); taken.Status != store.Won; {
+				if time.Now().After(deadline) {
+					t.Fatal("the 1ms lease never lapsed")
+				}
+				if taken, err = s.Claim(ctx, "taken", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("takeover", taken, 2)
+
+			x, err := s.Extend(ctx, c, 2*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fence, lease, exp := read("fresh")
+			if fence != 1 || lease != x.LeaseUntil.UnixMilli() || exp-lease < ttl.Milliseconds() || !x.LeaseUntil.After(c.LeaseUntil) {
+				t.Errorf("after Extend: fence %d, lease_until %d (Extend said %d, was %d), expires_at %d; want the new lease and expires_at at least a ttl later",
+					fence, lease, x.LeaseUntil.UnixMilli(), c.LeaseUntil.UnixMilli(), exp)
+			}
+		})
+	}
+}

@@ -1,0 +1,37 @@
+package sqlstore
+
+// sqliteNow is SQLite's clock in epoch milliseconds. julianday('now') is
+// kept internally as whole milliseconds, so rounding recovers them exactly;
+// it works on every SQLite version, unlike unixepoch('subsec') (3.42).
+const sqliteNow = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
+
+func sqliteStatements(t table, ttl int64) statements {
+	tbl := t.ref(doubleQuote)
+	s := upsertStatements(claimUpsert, tbl, sqliteNow, "MAX", ttl)
+	// SQLite runs one writer at a time, so the batch it selects cannot
+	// change before it is deleted.
+	s.purge = numbered(expand(`DELETE FROM {T} WHERE key_hash IN (
+	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
+)`, "T", tbl, "NOW", sqliteNow))
+	// SQLite names are case-insensitive; so is this lookup.
+	s.exists = `SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + `
+WHERE (type = 'table' AND name = '` + t.name + `' COLLATE NOCASE)
+   OR (type = 'index' AND name = '` + t.index() + `' COLLATE NOCASE)`
+	s.objects = 2
+	s.create = []string{
+		// WITHOUT ROWID keeps each record in the primary key's b-tree, so a
+		// lookup by key hash is one search rather than two.
+		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
+	key_hash    BLOB    NOT NULL PRIMARY KEY,
+	key_text    TEXT    NOT NULL,
+	state       INTEGER NOT NULL CHECK (state IN (1, 2)),
+	fence       INTEGER NOT NULL,
+	token       TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID`,
+		// In SQLite the schema qualifies the index, never the table.
+		`CREATE INDEX IF NOT EXISTS ` + t.qualify(doubleQuote, t.index()) + ` ON ` + doubleQuote(t.name) + ` (expires_at)`,
+	}
+	return s
+}

@@ -1,0 +1,256 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Options configures a Store. The zero value means the defaults.
+type Options struct {
+	// Table is the table that holds the records: "name", or "schema.name"
+	// (a database on MySQL, an attached database on SQLite). Each part is a
+	// letter or '_' followed by at most 47 letters, digits or '_'; anything
+	// else is rejected by New. Statements quote the names, so on PostgreSQL
+	// they are case-sensitive. Default "idemgate_records".
+	Table string
+
+	// TTL is how long a completed record suppresses duplicates, and how long
+	// a claimed record outlives its lease. Default 1h; rounded up to a whole
+	// millisecond.
+	TTL time.Duration
+}
+
+const (
+	defaultTable = "idemgate_records"
+	defaultTTL   = time.Hour
+)
+
+// Store is a [store.Store] and [store.Extender] that keeps one row per key
+// in a SQL table. It is safe for concurrent use.
+type Store struct {
+	db       *sql.DB
+	spec     spec
+	table    table
+	q        statements
+	prepared *stmtCache // nil: statements are sent as text
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Extender = (*Store)(nil)
+)
+
+// New returns a Store that keeps its records in a table of db, written in
+// dialect. A nil opts means the defaults. New does no I/O: create the table
+// with [Store.CreateTable] or by hand (see the package documentation). The
+// db is the caller's to configure and close.
+func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlstore: nil *sql.DB")
+	}
+	sp, ok := dialect.spec()
+	if !ok {
+		return nil, fmt.Errorf("sqlstore: unknown dialect %v", dialect)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Table == "" {
+		o.Table = defaultTable
+	}
+	t, err := parseTable(o.Table)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.TTL < 0:
+		return nil, fmt.Errorf("sqlstore: negative TTL %v", o.TTL)
+	case o.TTL == 0:
+		o.TTL = defaultTTL
+	}
+	s := &Store{db: db, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL))}
+	if sp.prepare {
+		s.prepared = new(stmtCache)
+	}
+	return s, nil
+}
+
+// ceilMillis converts d to whole milliseconds, rounding up.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// leaseMillis checks a lease and converts it to whole milliseconds, rounding
+// up so that a holder never gets less than it asked for.
+func leaseMillis(lease time.Duration) (int64, error) {
+	if lease < time.Millisecond {
+		return 0, fmt.Errorf("sqlstore: lease %v is shorter than the store's 1ms resolution", lease)
+	}
+	return ceilMillis(lease), nil
+}
+
+// keyHash is the primary key of key's record: its SHA-256. Every dialect
+// keys on it, because an index entry is limited (about 2.7 kB in
+// PostgreSQL, 3 kB in InnoDB) while a key may be 64 KiB.
+func keyHash(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// row is a record as a claim statement leaves it.
+type row struct {
+	state      int64
+	fence      int64
+	token      string
+	leaseUntil int64
+}
+
+// Claim implements [store.Store]. One statement decides and writes, on the
+// database's clock (two on MySQL; see [MySQL]).
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Claim{}, err
+	}
+	ms, err := leaseMillis(lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	// One token for every attempt: an attempt that committed but lost its
+	// answer is re-affirmed by the next one, not taken for another holder.
+	token := store.ClaimToken(ctx)
+	hash := keyHash(key)
+	var r row
+	err = s.retry(ctx, func() error {
+		var err error
+		r, err = s.claimOnce(ctx, hash, key, token, ms)
+		return err
+	})
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	c := store.Claim{Key: key, Fence: r.fence}
+	switch {
+	case r.state == stateClaimed && r.token == token:
+		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(r.leaseUntil)
+	case r.state == stateClaimed:
+		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(r.leaseUntil)
+	case r.state == stateDone:
+		c.Status = store.AlreadyDone
+	default:
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: record of %.40q in unknown state %d", key, r.state)
+	}
+	return c, nil
+}
+
+// claimOnce runs the claim statement once and reads the record it left.
+func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64) (row, error) {
+	var r row
+	dest := []any{&r.state, &r.fence, &r.token, &r.leaseUntil}
+	if s.q.claimRead.text == "" {
+		err := s.queryRow(ctx, s.q.claim, dest, hash, key, token, lease)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errSnapshotRace
+		}
+		return r, err
+	}
+	// MySQL: the upsert leaves its outcome in session variables, so both
+	// statements must run on one connection.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease)...); err != nil {
+		return r, err
+	}
+	return r, conn.QueryRowContext(ctx, s.q.claimRead.text).Scan(dest...)
+}
+
+// Complete implements [store.Store] in one statement.
+func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("sqlstore: complete: %w", err)
+	}
+	hash := keyHash(c.Key)
+	var done bool
+	err := s.retry(ctx, func() error {
+		res, err := s.exec(ctx, s.q.complete, hash, c.Fence)
+		if err != nil {
+			return err
+		}
+		if s.spec.mysql {
+			id, err := res.LastInsertId()
+			done = id != 0
+			return err
+		}
+		n, err := res.RowsAffected()
+		done = n > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: complete: %w", err)
+	}
+	return done, nil
+}
+
+// Release implements [store.Store] in one statement.
+func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlstore: release: %w", err)
+	}
+	hash := keyHash(c.Key)
+	err := s.retry(ctx, func() error {
+		_, err := s.exec(ctx, s.q.release, hash, c.Fence)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: release: %w", err)
+	}
+	return nil
+}
+
+// Extend implements [store.Extender] in one statement.
+func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	ms, err := leaseMillis(lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)
+	}
+	hash := keyHash(c.Key)
+	var until int64 // 0: no live claim with c's fence
+	err = s.retry(ctx, func() error {
+		if s.spec.mysql {
+			res, err := s.exec(ctx, s.q.extend, hash, c.Fence, ms)
+			if err != nil {
+				return err
+			}
+			until, err = res.LastInsertId()
+			return err
+		}
+		err := s.queryRow(ctx, s.q.extend, []any{&until}, hash, c.Fence, ms)
+		if errors.Is(err, sql.ErrNoRows) {
+			until, err = 0, nil
+		}
+		return err
+	})
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)
+	}
+	if until == 0 {
+		return store.Claim{}, store.ErrFenced
+	}
+	// The fence names one winning Claim call, so the record's token is c's.
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until)}, nil
+}

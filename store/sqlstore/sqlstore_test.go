@@ -1,0 +1,120 @@
+package sqlstore_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+	"github.com/idemgate/idemgate/store/storetest"
+)
+
+// tick is the short lease and ttl of the conformance suite on the
+// database's clock: long enough for a handful of statements on a loaded
+// machine.
+const tick = 150 * time.Millisecond
+
+func TestConformance(t *testing.T) {
+	// The MySQL family once more, with the driver's default server-side
+	// prepared statements instead of interpolated parameters.
+	prepared := []backend{
+		{"MariaDB-prepared", sqlstore.MariaDB, mysqlConnector("")},
+		{"MySQL-prepared", sqlstore.MySQL, mysqlConnector("")},
+	}
+	for _, b := range append(backends, prepared...) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conns := 16
+			if b.dialect == sqlstore.SQLite {
+				conns = 1 // as the package documentation advises
+			}
+			db := b.open(t, conns)
+			storetest.Run(t, storetest.Config{
+				NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+					return newStore(t, db, b.dialect, &sqlstore.Options{TTL: s.TTL})
+				},
+				RealClock: true,
+				Tick:      tick,
+			})
+		})
+	}
+}
+
+func TestNewRejectsBadTableNames(t *testing.T) {
+	for _, name := range []string{
+		"x; DROP TABLE y",
+		`a"b`,
+		"a`b",
+		"a'b",
+		" ",
+		"1abc",
+		"a-b",
+		"a.b.c",
+		".a",
+		"a.",
+		"tábla",
+		"a\x00b",
+		strings.Repeat("a", 200),
+		"s." + strings.Repeat("a", 49),
+	} {
+		for _, d := range []sqlstore.Dialect{sqlstore.PostgreSQL, sqlstore.MySQL, sqlstore.MariaDB, sqlstore.SQLite} {
+			_, err := sqlstore.New(db0, d, &sqlstore.Options{Table: name})
+			if err == nil || !strings.HasPrefix(err.Error(), "sqlstore: ") {
+				t.Errorf("New(%v, Table %.30q) error = %v, want a \"sqlstore: …\" error", d, name, err)
+			}
+		}
+	}
+}
+
+func TestNewAcceptsTableNames(t *testing.T) {
+	for _, name := range []string{"", "idemgate_records", "T1", "_x", "app.records", strings.Repeat("a", 48), "select"} {
+		if _, err := sqlstore.New(db0, sqlstore.PostgreSQL, &sqlstore.Options{Table: name}); err != nil {
+			t.Errorf("New(Table %q) = %v, want no error", name, err)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		new  func() (*sqlstore.Store, error)
+	}{
+		{"nil db", func() (*sqlstore.Store, error) { return sqlstore.New(nil, sqlstore.PostgreSQL, nil) }},
+		{"zero dialect", func() (*sqlstore.Store, error) { return sqlstore.New(db0, 0, nil) }},
+		{"unknown dialect", func() (*sqlstore.Store, error) { return sqlstore.New(db0, 99, nil) }},
+		{"negative TTL", func() (*sqlstore.Store, error) {
+			return sqlstore.New(db0, sqlstore.SQLite, &sqlstore.Options{TTL: -time.Second})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.new(); err == nil || !strings.HasPrefix(err.Error(), "sqlstore: ") {
+				t.Errorf("New = %v, want a \"sqlstore: …\" error", err)
+			}
+		})
+	}
+}
+
+func TestNewDoesNotMutateOptions(t *testing.T) {
+	o := sqlstore.Options{}
+	if _, err := sqlstore.New(db0, sqlstore.SQLite, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o != (sqlstore.Options{}) {
+		t.Errorf("New changed the caller's options to %+v", o)
+	}
+}
+
+func TestShortLeaseRejected(t *testing.T) {
+	s, err := sqlstore.New(db0, sqlstore.SQLite, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(t.Context(), "k", time.Microsecond); err == nil {
+		t.Error("Claim with a lease under 1ms must fail")
+	}
+	if _, err := s.Extend(t.Context(), store.Claim{Key: "k", Fence: 1}, 0); err == nil {
+		t.Error("Extend with a zero lease must fail")
+	}
+}

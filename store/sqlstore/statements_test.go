@@ -1,0 +1,120 @@
+package sqlstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+// TestStatementsPerMessage counts, at the driver, the statements each
+// operation sends: a fresh message (Claim, Complete) is two and a duplicate
+// one, except on MySQL, where a Claim reads its answer back with a second
+// statement. With the driver's server-side prepared statements (no
+// interpolateParams), MySQL and MariaDB also prepare each statement: the
+// test reports those, which are round trips too.
+func TestStatementsPerMessage(t *testing.T) {
+	prepared := backend{"MariaDB-prepared", sqlstore.MariaDB, mysqlConnector("")}
+	for _, b := range append(backends, prepared) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			spy := &spyConnector{Connector: b.connector(t)}
+			s := newStore(t, openDB(t, spy, 1), b.dialect, nil)
+			ctx := t.Context()
+			claimStmts := int64(1)
+			if b.dialect == sqlstore.MySQL {
+				claimStmts = 2
+			}
+			// Warm up: pgx prepares each statement on its first use on a
+			// connection, which is not what this test measures.
+			c, err := s.Claim(ctx, "warm-up", time.Minute)
+			if err == nil {
+				_, err = s.Complete(ctx, c)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			count := func(name string, want int64, f func() error) {
+				t.Helper()
+				stmts, prepares := spy.stmts.Load(), spy.prepares.Load()
+				if err := f(); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				stmts, prepares = spy.stmts.Load()-stmts, spy.prepares.Load()-prepares
+				t.Logf("%s, %-20s %d statements, %d prepared", b.name, name+":", stmts, prepares)
+				if stmts != want {
+					t.Errorf("%s: %d statements, want %d", name, stmts, want)
+				}
+			}
+			count("fresh message", claimStmts+1, func() error {
+				c, err := s.Claim(ctx, "m1", time.Minute)
+				if err != nil {
+					return err
+				}
+				if c.Status != store.Won {
+					return errors.New("fresh Claim did not win")
+				}
+				_, err = s.Complete(ctx, c)
+				return err
+			})
+			count("duplicate message", claimStmts, func() error {
+				c, err := s.Claim(ctx, "m1", time.Minute)
+				if err == nil && c.Status != store.AlreadyDone {
+					err = errors.New("duplicate Claim did not report AlreadyDone")
+				}
+				return err
+			})
+			held, err := s.Claim(ctx, "m2", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count("claim of a held key", claimStmts, func() error {
+				c, err := s.Claim(ctx, "m2", time.Minute)
+				if err == nil && c.Status != store.HeldByOther {
+					err = errors.New("Claim of a held key did not report HeldByOther")
+				}
+				return err
+			})
+			count("extend", 1, func() error { _, err := s.Extend(ctx, held, time.Minute); return err })
+			count("release", 1, func() error { return s.Release(ctx, held) })
+		})
+	}
+}
+
+// TestLostClaimReplyReaffirms loses the reply of a Claim that committed, as
+// a dropped connection would, and retries it with the same token: the
+// retry must re-affirm the claim (Won, same fence) rather than report the
+// caller's own claim as held by another.
+func TestLostClaimReplyReaffirms(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			spy := &spyConnector{Connector: b.connector(t)}
+			s := newStore(t, openDB(t, spy, 2), b.dialect, nil)
+			ctx := store.WithClaimToken(t.Context(), "t")
+
+			spy.loseNext.Store(true)
+			if _, err := s.Claim(ctx, "k", time.Hour); !errors.Is(err, errLostReply) {
+				t.Fatalf("Claim whose reply was lost = %v, want the lost-reply error", err)
+			}
+			a, err := s.Claim(ctx, "k", time.Hour)
+			if err != nil || a.Status != store.Won || a.Fence != 1 || a.Token != "t" {
+				t.Fatalf("retried Claim = %+v, %v; want Won with fence 1 and token t (re-affirm)", a, err)
+			}
+			b, err := s.Claim(ctx, "k", time.Hour)
+			if err != nil || b.Status != store.Won || b.Fence != a.Fence || !b.LeaseUntil.Equal(a.LeaseUntil) {
+				t.Fatalf("second retry = %+v, %v; want the same claim %+v", b, err, a)
+			}
+			other, err := s.Claim(t.Context(), "k", time.Hour)
+			if err != nil || other.Status != store.HeldByOther || other.Fence != a.Fence {
+				t.Fatalf("Claim with another token = %+v, %v; want HeldByOther at fence %d", other, err, a.Fence)
+			}
+			if ok, err := s.Complete(t.Context(), a); !ok || err != nil {
+				t.Fatalf("Complete of the re-affirmed claim = %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
