@@ -17,7 +17,7 @@ demo:
 
 ## test: every test, race detector on, against real backends (see docs/testing.md)
 test:
-	$(GO) test -race -timeout 12m ./...
+	$(GO) test -race -count=1 -timeout 12m ./...
 
 ## lint: go vet and staticcheck
 lint: $(STATICCHECK)
