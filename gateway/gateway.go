@@ -75,9 +75,12 @@ type Options struct {
 	// application installs an OpenTelemetry SDK.
 	MeterProvider metric.MeterProvider
 
-	// TracerProvider receives a span per Lock and Mutex call, with the
-	// key (or its digest), outcome and fence as attributes. Default: the
-	// global provider.
+	// TracerProvider, if set, receives a span per Lock and Mutex call,
+	// with the key (or its digest), outcome and fence as attributes; pass
+	// otel.GetTracerProvider() to use the global one. Default: no spans.
+	// Spans are opt-in because starting one costs allocations on every
+	// call even when no SDK records it, while the outcomes are already in
+	// the metrics and the logs.
 	TracerProvider trace.TracerProvider
 
 	// StoreName labels the store in metrics. Default: the store's package

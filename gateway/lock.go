@@ -38,7 +38,7 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
 	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
 
-	claimedAt := time.Now()
+	claimedAt := g.now()
 	c, err := g.claim(ctx, key)
 	if err != nil {
 		outcome = claimOutcome(err)

@@ -128,10 +128,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 
 // answer writes the response for Lock's outcome, unless h already did.
 func (g *Gateway) answer(ctx context.Context, w http.ResponseWriter, m *pushenvelope.Message, key string, err error, start time.Time) {
-	var (
-		inProgress *InProgressError
-		failed     statusError
-	)
 	switch {
 	case err == nil:
 		if g.log.Enabled(ctx, slog.LevelDebug) {
@@ -144,6 +140,19 @@ func (g *Gateway) answer(ctx context.Context, w http.ResponseWriter, m *pushenve
 				slog.String("outcome", OutcomeDuplicate), g.keyAttr(key), deliveryAttrs(m))
 		}
 		w.WriteHeader(http.StatusNoContent)
+	default:
+		g.refused(ctx, w, m, key, err)
+	}
+}
+
+// refused answers the outcomes that nack. It is apart from answer so that
+// the happy path does not pay for the targets of errors.As, which escape.
+func (g *Gateway) refused(ctx context.Context, w http.ResponseWriter, m *pushenvelope.Message, key string, err error) {
+	var (
+		inProgress *InProgressError
+		failed     statusError
+	)
+	switch {
 	case errors.As(err, &inProgress):
 		// Contention is healthy: a quiet WARN, no stack. deliveryAttempt tells
 		// how close the message is to the dead-letter topic.

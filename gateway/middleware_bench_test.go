@@ -52,13 +52,37 @@ func BenchmarkPushHandler(b *testing.B) {
 	st, _ := memstore.New(&memstore.Options{TTL: time.Nanosecond}) // every delivery is fresh
 	g, _ := gateway.New(st, &gateway.Options{NoRenew: true})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	for _, bc := range []struct {
+	handlers := []struct {
 		name string
 		h    http.Handler
 	}{
 		{"Baseline", http.HandlerFunc(baselinePush)},
 		{"Idempotent", g.Idempotent(ok)},
-	} {
+	}
+	// Ratio alternates the two in rounds, so that both see the same machine
+	// noise, and reports Idempotent's throughput as a fraction of the
+	// baseline's (docs/benchmarks.md).
+	b.Run("Ratio", func(b *testing.B) {
+		const round = 2048
+		var spent [2]time.Duration
+		var n int
+		for b.Loop() {
+			for i, hc := range handlers {
+				start := time.Now()
+				for j := range round {
+					rec := httptest.NewRecorder()
+					hc.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(bodies[(n+j)&(1<<12-1)])))
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d", rec.Code)
+					}
+				}
+				spent[i] += time.Since(start)
+			}
+			n += round
+		}
+		b.ReportMetric(float64(spent[0])/float64(spent[1]), "ratio")
+	})
+	for _, bc := range handlers {
 		b.Run(bc.name, func(b *testing.B) {
 			var n atomic.Int64
 			b.ReportAllocs()

@@ -38,7 +38,7 @@ var outcomeNames = []string{
 // nanoseconds; the attribute sets are built once so recording allocates
 // nothing.
 type telemetry struct {
-	tracer   trace.Tracer
+	tracer   trace.Tracer // nil: no spans
 	outcomes metric.Int64Counter
 	storeDur metric.Float64Histogram
 	byOut    map[string][]metric.AddOption // passed as opts... to avoid a slice per call
@@ -46,15 +46,15 @@ type telemetry struct {
 }
 
 func newTelemetry(o *Options, st store.Store) (*telemetry, error) {
-	mp, tp := o.MeterProvider, o.TracerProvider
+	mp := o.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
 	meter := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation), byOut: make(map[string][]metric.AddOption, len(outcomeNames))}
+	t := &telemetry{byOut: make(map[string][]metric.AddOption, len(outcomeNames))}
+	if o.TracerProvider != nil {
+		t.tracer = o.TracerProvider.Tracer(instrumentation)
+	}
 	var err error
 	if t.outcomes, err = meter.Int64Counter("idemgate.outcomes",
 		metric.WithDescription("Guarded deliveries by outcome."), metric.WithUnit("{delivery}")); err != nil {
@@ -97,8 +97,12 @@ func (t *telemetry) timed(ctx context.Context, op int, start time.Time) {
 	t.storeDur.Record(ctx, time.Since(start).Seconds(), t.byOp[op]...)
 }
 
-// startSpan opens the span of one guarded call, named e.g. "idemgate.Lock".
+// startSpan opens the span of one guarded call, named e.g. "idemgate.Lock";
+// without a TracerProvider it returns a nil span.
 func (g *Gateway) startSpan(ctx context.Context, name, key string) (context.Context, trace.Span) {
+	if g.tel.tracer == nil {
+		return ctx, nil
+	}
 	ctx, span := g.tel.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		if g.opts.HideKeys {
@@ -113,6 +117,9 @@ func (g *Gateway) startSpan(ctx context.Context, name, key string) (context.Cont
 // endSpan counts the outcome and closes the span with it.
 func (g *Gateway) endSpan(ctx context.Context, span trace.Span, outcome string, fence int64, err error) {
 	g.tel.outcome(ctx, outcome)
+	if span == nil {
+		return
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("idemgate.outcome", outcome))
 		if fence > 0 {

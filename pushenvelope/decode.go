@@ -39,12 +39,27 @@ func Decode(r *http.Request, maxBytes int64) (*Message, error) {
 			return nil, err
 		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	rb := &restoredBody{data: body}
+	rb.Reset(body)
+	r.Body, r.GetBody = rb, rb.again
 	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(body)), nil
-	}
 	return Parse(r.Header, body)
+}
+
+// restoredBody is the body Decode puts back: the bytes it read, readable
+// again from the start (one allocation where io.NopCloser(bytes.NewReader)
+// takes two).
+type restoredBody struct {
+	bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the bytes are in memory.
+func (*restoredBody) Close() error { return nil }
+
+// again is the request's GetBody: a fresh reader over the same bytes.
+func (b *restoredBody) again() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
 
 // readBody reads all of rd, failing with *TooLargeError past limit bytes.

@@ -1,0 +1,53 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+func TestCheckKey(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{"m-1", true},
+		{"ünï/cödé 🔑", true},
+		{strings.Repeat("k", store.MaxKeyLen), true},
+		{"", false},
+		{strings.Repeat("k", store.MaxKeyLen+1), false},
+		{"a\x00b", false},
+		{"\xff", false},
+	} {
+		err := store.CheckKey(tc.key)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, store.ErrInvalidKey)) {
+			t.Errorf("CheckKey(%.20q) = %v, want ok=%v (errors wrapping ErrInvalidKey)", tc.key, err, tc.ok)
+		}
+	}
+}
+
+func TestClaimToken(t *testing.T) {
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for range 1000 {
+		tok := store.ClaimToken(ctx)
+		if len(tok) != 32 || seen[tok] {
+			t.Fatalf("ClaimToken = %q: want 32 hex characters, never repeated", tok)
+		}
+		seen[tok] = true
+	}
+	if got := store.ClaimToken(store.WithClaimToken(ctx, "fixed")); got != "fixed" {
+		t.Fatalf("ClaimToken under WithClaimToken = %q, want the fixed token", got)
+	}
+}
+
+func TestStatusString(t *testing.T) {
+	for s, want := range map[store.Status]string{store.Won: "won", store.AlreadyDone: "already_done", store.HeldByOther: "held_by_other", 0: "invalid"} {
+		if s.String() != want {
+			t.Errorf("Status(%d).String() = %q, want %q", s, s.String(), want)
+		}
+	}
+}
