@@ -27,7 +27,6 @@ func (h *handler) logf(ctx context.Context, level slog.Level, msg, outcome, key 
 	h.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
-
 // deliveryAttr groups what identifies a delivery of m.
 func (h *handler) deliveryAttr(m *pubsub.Message) slog.Attr {
 	attrs := make([]slog.Attr, 0, 4)
