@@ -3,17 +3,28 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/testenv"
+
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// A server testenv started is still waited for until StopAll.
+		goleak.IgnoreAnyFunction("github.com/idemgate/idemgate/internal/testenv.Start.func1"),
+		goleak.Cleanup(func(code int) {
+			testenv.StopAll()
+			os.Exit(code)
+		}))
+}
 
 // These tests use a real clock: renewal is driven by timers. The "work" is a
 // wait for a real duration; the test synchronises on channels.

@@ -47,7 +47,7 @@ func Unavailable(t testing.TB, format string, args ...any) {
 // Call it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
-	stopAll()
+	StopAll()
 	os.Exit(code)
 }
 
@@ -105,7 +105,10 @@ func shared(name string, start func(dir string) (*Server, error)) (*Server, erro
 	return s, s.err
 }
 
-func stopAll() {
+// StopAll stops every server this package started. Main calls it; a
+// TestMain that cannot use Main (e.g. goleak's VerifyTestMain) calls it
+// itself before exiting.
+func StopAll() {
 	started.Lock()
 	defer started.Unlock()
 	for name, s := range started.servers {
