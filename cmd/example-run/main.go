@@ -11,6 +11,9 @@
 //	                 when empty, each execution is logged instead
 //	IDEMGATE_LEASE   the claim lease (e.g. 30s; default: the gateway's)
 //	LOG_LEVEL        debug, info (default), warn or error
+//	PUSH_AUDIENCE    with PUSH_SERVICE_ACCOUNT: verify the OIDC token Pub/Sub
+//	                 sends with each push (audience and signing service account;
+//	                 see docs/security.md); unset: no verification in-app
 //	IDEMGATE_METRICS stdout: write OpenTelemetry metrics as JSON to stderr
 //	                 every minute (and at exit); empty: none
 //
@@ -73,6 +76,9 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	defer st.Close()
 	h, err := newServer(st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
 	if err != nil {
+		return err
+	}
+	if h, err = withPushAuth(ctx, h, getenv("PUSH_AUDIENCE"), getenv("PUSH_SERVICE_ACCOUNT"), log); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", ":"+cfg.Port)

@@ -156,3 +156,25 @@ func TestExampleRunBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestExampleRunPushAuth(t *testing.T) {
+	// With an audience set, pushes need a token; /healthz stays open.
+	base := start(t, map[string]string{"PUSH_AUDIENCE": "https://example.run/push", "PUSH_SERVICE_ACCOUNT": "pusher@p.iam.gserviceaccount.com"})
+	if code := post(t, base+"/", pushBody("1", nil)); code != http.StatusUnauthorized {
+		t.Fatalf("push without a token = %d, want 401", code)
+	}
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /healthz with push auth on = %v, %v; want 200", resp, err)
+	}
+	resp.Body.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = run(ctx, func(k string) string {
+		return map[string]string{"PUSH_AUDIENCE": "https://x", "PORT": "0"}[k]
+	}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "PUSH_") {
+		t.Fatalf("an audience without a service account: run = %v, want an error naming PUSH_*", err)
+	}
+}

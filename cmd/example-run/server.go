@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/example"
+	"github.com/idemgate/idemgate/pushauth"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
 )
@@ -73,6 +75,26 @@ func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) 
 	mux.Handle("POST /orders", byOrder.Push(send))
 	mux.Handle("POST /po-updates", byUpdate.Idempotent(pushHandler(update)))
 	return mux, nil
+}
+
+// withPushAuth puts push authentication in front of the push routes when an
+// audience is configured; /healthz stays open for the platform's probes.
+func withPushAuth(ctx context.Context, h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
+	if audience == "" && account == "" {
+		return h, nil
+	}
+	v, err := pushauth.New(ctx, pushauth.Options{Audience: audience, ServiceAccountEmail: account, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("PUSH_AUDIENCE/PUSH_SERVICE_ACCOUNT: %w", err)
+	}
+	guarded := v.Middleware(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	}), nil
 }
 
 // keyOf is the idempotency key the supplier gets: the claim's key under a
