@@ -38,8 +38,7 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
 	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
 
-	claimedAt := g.now()
-	c, err := g.claim(ctx, key)
+	c, claimedAt, err := g.claim(ctx, key)
 	if err != nil {
 		outcome = claimOutcome(err)
 		return err
@@ -78,28 +77,30 @@ func claimOutcome(err error) string {
 	return OutcomeStoreError
 }
 
-// claim validates key and claims it for the gateway's lease.
-func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, error) {
+// claim validates key and claims it for the gateway's lease. It also
+// returns when the Claim was sent: the lease counts from there on the local
+// clock, which renewal needs.
+func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time, error) {
 	if err := store.CheckKey(key); err != nil {
-		return store.Claim{}, fmt.Errorf("%w: %w", ErrNoKey, err)
+		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	start := time.Now()
 	c, err := g.st.Claim(ctx, key, g.opts.Lease)
 	g.tel.timed(ctx, opClaim, start)
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
+		return store.Claim{}, start, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
 	}
 	if c.Status != store.Won && c.Status != store.AlreadyDone && c.Status != store.HeldByOther {
-		return store.Claim{}, fmt.Errorf("%w: claim %s: invalid status %d", ErrStore, g.keyText(key), c.Status)
+		return store.Claim{}, start, fmt.Errorf("%w: claim %s: invalid status %d", ErrStore, g.keyText(key), c.Status)
 	}
-	return c, nil
+	return c, start, nil
 }
 
 // complete records c as done and returns the outcome. Failures are logged,
 // never returned: the work already happened.
 func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
-	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
 	start := time.Now()
+	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	ok, err := g.st.Complete(sctx, c)
 	g.tel.timed(ctx, opComplete, start)
 	sctx.stop()
@@ -119,8 +120,8 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
 // release gives c up so that a retry can run. Failures are logged: the
 // lease still frees the key in time.
 func (g *Gateway) release(ctx context.Context, c store.Claim, why string) {
-	sctx := newSettleCtx(ctx, g.opts.SettleTimeout)
 	start := time.Now()
+	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	err := g.st.Release(sctx, c)
 	g.tel.timed(ctx, opRelease, start)
 	sctx.stop()

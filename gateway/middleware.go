@@ -66,7 +66,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	start := time.Now()
+	var start time.Time // for the DEBUG line's duration only
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		start = time.Now()
+	}
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *pushenvelope.TooLargeError

@@ -24,8 +24,7 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
 	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
 
-	claimedAt := g.now()
-	c, err := g.claim(ctx, key)
+	c, claimedAt, err := g.claim(ctx, key)
 	if err != nil {
 		outcome = claimOutcome(err)
 		return err

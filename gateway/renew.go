@@ -22,15 +22,6 @@ var ErrLeaseLost = errors.New("gateway: lease lost")
 // happen every third of it and each must reach the store in time.
 const minRenewedLease = 50 * time.Millisecond
 
-// now is the start of a claim's lease on the local clock, which only
-// renewal needs.
-func (g *Gateway) now() time.Time {
-	if g.ext == nil {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
 // run calls fn under claim c, renewing the lease while fn runs when the
 // store can. claimedAt is when the Claim was sent: the lease counts from
 // there on the local monotonic clock, which never runs ahead of the store.

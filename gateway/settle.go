@@ -23,8 +23,8 @@ type settleCtx struct {
 	timer *time.Timer
 }
 
-func newSettleCtx(parent context.Context, d time.Duration) *settleCtx {
-	return &settleCtx{parent: parent, deadline: time.Now().Add(d)}
+func newSettleCtx(parent context.Context, deadline time.Time) *settleCtx {
+	return &settleCtx{parent: parent, deadline: deadline}
 }
 
 func (c *settleCtx) Deadline() (time.Time, bool) { return c.deadline, true }

@@ -12,7 +12,7 @@ type ctxKey struct{}
 func TestSettleCtx(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
-	c := newSettleCtx(parent, 30*time.Millisecond)
+	c := newSettleCtx(parent, time.Now().Add(30*time.Millisecond))
 	defer c.stop()
 	if c.Err() != nil {
 		t.Fatal("a settle context must ignore the parent's cancellation")
@@ -33,7 +33,7 @@ func TestSettleCtx(t *testing.T) {
 }
 
 func TestSettleCtxErrWithoutDone(t *testing.T) {
-	c := newSettleCtx(context.Background(), -time.Second)
+	c := newSettleCtx(context.Background(), time.Now().Add(-time.Second))
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err past the deadline = %v", c.Err())
 	}
