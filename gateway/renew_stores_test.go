@@ -1,11 +1,8 @@
 package gateway_test
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,31 +53,7 @@ func TestRenewalOnRealStores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var runs atomic.Int32
-			err = g.Lock(t.Context(), "long-work", func(ctx context.Context) error {
-				runs.Add(1)
-				end := time.After(4 * lease) // work that outlives four leases
-				tick := time.NewTicker(lease / 2)
-				defer tick.Stop()
-				for {
-					select {
-					case <-end:
-						return nil
-					case <-ctx.Done():
-						return context.Cause(ctx)
-					case <-tick.C:
-						if err := g.Lock(context.Background(), "long-work", counter(&runs)); !errors.Is(err, gateway.ErrInProgress) {
-							t.Errorf("a redelivery during renewed work = %v, want ErrInProgress", err)
-						}
-					}
-				}
-			})
-			if err != nil || runs.Load() != 1 {
-				t.Fatalf("renewed work = %v (ran %d), want nil and one run", err, runs.Load())
-			}
-			if err := g.Lock(t.Context(), "long-work", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
-				t.Fatalf("after the work = %v, want ErrDuplicate", err)
-			}
+			checkLongWork(t, g, "long-work", 4*lease, lease/2)
 		})
 	}
 }

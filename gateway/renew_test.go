@@ -37,22 +37,29 @@ func TestRenewalKeepsLongWorkClaimed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLongWork(t, g, "m1", 5*shortLease, shortLease/2)
+}
+
+// checkLongWork runs work lasting d under g.Lock, trying a redelivery of the
+// key every tick meanwhile, and checks that the work kept its key (each
+// redelivery is ErrInProgress), ran once and completed.
+func checkLongWork(t *testing.T, g *gateway.Gateway, key string, d, tick time.Duration) {
+	t.Helper()
 	var runs atomic.Int32
-	err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+	err := g.Lock(t.Context(), key, func(ctx context.Context) error {
 		runs.Add(1)
-		end := time.After(5 * shortLease) // work lasting several leases
-		tick := time.NewTicker(shortLease / 2)
-		defer tick.Stop()
+		end := time.After(d)
+		ticker := time.NewTicker(tick)
+		defer ticker.Stop()
 		for {
 			select {
 			case <-end:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
-			case <-tick.C:
-				// A redelivery while the work runs must not take the key.
-				if err := g.Lock(context.Background(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrInProgress) {
-					t.Errorf("redelivery during renewed work = %v, want ErrInProgress", err)
+			case <-ticker.C:
+				if err := g.Lock(context.Background(), key, counter(&runs)); !errors.Is(err, gateway.ErrInProgress) {
+					t.Errorf("a redelivery during renewed work = %v, want ErrInProgress", err)
 				}
 			}
 		}
@@ -60,7 +67,7 @@ func TestRenewalKeepsLongWorkClaimed(t *testing.T) {
 	if err != nil || runs.Load() != 1 {
 		t.Fatalf("long renewed work = %v (ran %d), want nil and one run", err, runs.Load())
 	}
-	if err := g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+	if err := g.Lock(t.Context(), key, counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
 		t.Fatalf("after the work = %v, want ErrDuplicate", err)
 	}
 }
