@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -14,29 +13,11 @@ import (
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
-// recorder is a go-redis hook that records the name of every command a
-// client sends, pipelined or not.
+// recorder records the name of every command a client sends, pipelined or
+// not (install it with client.AddHook(cmdHook(rec.add))).
 type recorder struct {
 	mu   sync.Mutex // guards cmds
 	cmds []string
-}
-
-func (r *recorder) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			r.add(cmd)
-		}
-		return next(ctx, cmds)
-	}
 }
 
 func (r *recorder) add(cmd redis.Cmder) {
@@ -61,7 +42,7 @@ func (r *recorder) take() []string {
 func TestCommandCounts(t *testing.T) {
 	client := newClient(t)
 	rec := &recorder{}
-	client.AddHook(rec)
+	client.AddHook(cmdHook(rec.add))
 	s := newStore(t, client, &redisstore.Options{Prefix: uniquePrefix(t)})
 	ctx := t.Context()
 
@@ -107,7 +88,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
 	rec := &recorder{}
-	client.AddHook(rec)
+	client.AddHook(cmdHook(rec.add))
 	s, err := redisstore.New(client, nil)
 	if err != nil {
 		t.Fatal(err)

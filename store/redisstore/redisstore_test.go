@@ -76,7 +76,7 @@ type keyTracker struct {
 // ends, before the client is closed.
 func trackKeys(t testing.TB, client redis.UniversalClient) {
 	kt := &keyTracker{keys: map[string]bool{}}
-	client.AddHook(kt)
+	client.AddHook(cmdHook(kt.add))
 	t.Cleanup(func() {
 		kt.mu.Lock()
 		keys := slices.Collect(maps.Keys(kt.keys))
@@ -94,19 +94,23 @@ func trackKeys(t testing.TB, client redis.UniversalClient) {
 	})
 }
 
-func (kt *keyTracker) DialHook(next redis.DialHook) redis.DialHook { return next }
+// cmdHook is a go-redis hook that shows every command a client sends,
+// pipelined or not, to a function.
+type cmdHook func(redis.Cmder)
 
-func (kt *keyTracker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		kt.add(cmd)
+		h(cmd)
 		return next(ctx, cmd)
 	}
 }
 
-func (kt *keyTracker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			kt.add(cmd)
+			h(cmd)
 		}
 		return next(ctx, cmds)
 	}
