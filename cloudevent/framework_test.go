@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -93,42 +95,19 @@ func TestMain(m *testing.M) {
 func startFramework() (string, error) {
 	var err error
 	for range 5 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		var p int
+		if p, err = testenv.FreePort(); err != nil {
 			return "", err
 		}
-		addr := ln.Addr().String()
-		ln.Close()
-		_, port, _ := net.SplitHostPort(addr)
+		port := strconv.Itoa(p)
+		addr := net.JoinHostPort("127.0.0.1", port)
 		errc := make(chan error, 1)
 		go func() { errc <- funcframework.StartHostPort("127.0.0.1", port) }()
-		if err = awaitListening(addr, errc); err == nil {
+		if err = testenv.AwaitListening(addr, 10*time.Second, errc); err == nil {
 			return "http://" + addr, nil
 		}
 	}
 	return "", fmt.Errorf("starting functions-framework: %w", err)
-}
-
-// awaitListening returns once addr accepts connections, or the error that
-// ended the server. The framework reports neither its listener nor its
-// readiness, so this polls the port; nothing else in the tests waits on time.
-func awaitListening(addr string, errc <-chan error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("functions-framework not listening on %s after 10s: %w", addr, err)
-		}
-		select {
-		case err := <-errc:
-			return err
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // serveFunction plugs fn into a free slot of the framework for the rest of

@@ -12,11 +12,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -129,7 +131,7 @@ func startFunction(t *testing.T, env ...string) string {
 			cmd.Process.Kill()
 			<-exited
 		}
-		if err := awaitListening(addr, exited); err != nil {
+		if err := testenv.AwaitListening(addr, 20*time.Second, exited); err != nil {
 			stop()
 			lastErr = fmt.Errorf("%w; output:\n%s", err, out)
 			continue
@@ -149,33 +151,11 @@ func startFunction(t *testing.T, env ...string) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// awaitListening returns once addr accepts connections, or the error the
-// child exited with. The framework reports no readiness, so this polls.
-func awaitListening(addr string, exited <-chan error) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not listening on %s after 20s: %w", addr, err)
-		}
-		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before listening: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 const source = "//pubsub.googleapis.com/projects/acme/topics/orders"

@@ -192,6 +192,25 @@ func Listening(addr string) bool {
 	return true
 }
 
+// AwaitListening returns once addr accepts TCP connections. It fails when
+// exited delivers first (the process or goroutine that should listen has
+// ended, with that error) or after within. It polls: servers that report no
+// readiness leave nothing else to wait on.
+func AwaitListening(addr string, within time.Duration, exited <-chan error) error {
+	deadline := time.Now().Add(within)
+	for !Listening(addr) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %v", addr, within)
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited before listening on %s: %v", addr, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
