@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/benchratio"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -59,28 +62,21 @@ func BenchmarkPushHandler(b *testing.B) {
 		{"Baseline", http.HandlerFunc(baselinePush)},
 		{"Idempotent", g.Idempotent(ok)},
 	}
-	// Ratio alternates the two in rounds, so that both see the same machine
-	// noise, and reports Idempotent's throughput as a fraction of the
-	// baseline's (docs/benchmarks.md).
+	// Ratio alternates the two in rounds on one goroutine, so that both
+	// see the same machine noise, and reports Idempotent's throughput as a
+	// fraction of the baseline's (docs/benchmarks.md).
 	b.Run("Ratio", func(b *testing.B) {
-		const round = 2048
-		var spent [2]time.Duration
-		var n int
-		for b.Loop() {
-			for i, hc := range handlers {
-				start := time.Now()
-				for j := range round {
-					rec := httptest.NewRecorder()
-					hc.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(bodies[(n+j)&(1<<12-1)])))
-					if rec.Code != http.StatusOK {
-						b.Fatalf("status %d", rec.Code)
-					}
+		serve := func(h http.Handler) benchratio.Work {
+			return func(_ context.Context, i int64) error {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(bodies[i&(1<<12-1)])))
+				if rec.Code != http.StatusOK {
+					return fmt.Errorf("status %d", rec.Code)
 				}
-				spent[i] += time.Since(start)
+				return nil
 			}
-			n += round
 		}
-		b.ReportMetric(float64(spent[0])/float64(spent[1]), "ratio")
+		benchratio.Compare(b, 1, 2048, serve(handlers[1].h), serve(handlers[0].h))
 	})
 	for _, bc := range handlers {
 		b.Run(bc.name, func(b *testing.B) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/benchratio"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/redisstore"
@@ -96,47 +97,13 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	b.Run("Idemgate", func(b *testing.B) { run(b, idemgate) })
 	b.Run("Baseline", func(b *testing.B) { run(b, baseline) })
-	b.Run("Ratio", func(b *testing.B) { ratio(b, &seq, idemgate, baseline) })
-}
-
-// ratio handles b.N messages each way in alternating rounds of a few
-// thousand, so that both meet the same machine: a neighbour's load that
-// comes and goes during the run slows both alike. It reports both rates and
-// their ratio, idemgate over baseline.
-func ratio(b *testing.B, keys *atomic.Int64, idemgate, baseline message) {
-	const round = benchWorkers * 64
-	ctx := b.Context()
-	handle := [2]message{idemgate, baseline}
-	var (
-		took [2]time.Duration
-		done [2]int
-	)
-	for i := 0; done[1] < b.N; i++ {
-		k := i % 2
-		n := min(round, b.N-done[k])
-		var (
-			seq atomic.Int64
-			wg  sync.WaitGroup
-		)
-		start := time.Now()
-		for range benchWorkers {
-			wg.Go(func() {
-				for seq.Add(1) <= int64(n) {
-					if err := handle[k](ctx, "m"+strconv.FormatInt(keys.Add(1), 10)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+	// Ratio alternates the two in rounds (benchratio.Compare).
+	b.Run("Ratio", func(b *testing.B) {
+		keyed := func(handle message) benchratio.Work {
+			return func(ctx context.Context, i int64) error { return handle(ctx, "r"+strconv.FormatInt(i, 10)) }
 		}
-		wg.Wait()
-		took[k] += time.Since(start)
-		done[k] += n
-	}
-	rate := func(k int) float64 { return float64(done[k]) / took[k].Seconds() }
-	b.ReportMetric(rate(0), "idemgate-msgs/s")
-	b.ReportMetric(rate(1), "baseline-msgs/s")
-	b.ReportMetric(rate(0)/rate(1), "ratio")
+		benchratio.Compare(b, benchWorkers, benchWorkers*64, keyed(idemgate), keyed(baseline))
+	})
 }
 
 // BenchmarkLatency handles messages one at a time and reports the median

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/benchratio"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/sqlstore"
@@ -21,11 +21,12 @@ import (
 const benchWorkers = 32
 
 // The benchmarks process fresh messages with 32 workers on one pool: the
-// Idemgate sub-benchmark claims and completes each message through the
-// store; the Baseline runs the two statements a hand-written guard would
-// (INSERT … ON CONFLICT DO NOTHING, then UPDATE … WHERE key = $1) on a
-// table of the same shape, same index, same database clock. The ratio of
-// their ns/op is the cost of idemgate's guarantees.
+// subject claims and completes each message through the store; the
+// baseline runs the two statements a hand-written guard would (INSERT …
+// ON CONFLICT DO NOTHING, then UPDATE … WHERE key = $1) on a table of the
+// same shape, same index, same database clock. They alternate in rounds
+// (benchratio.Compare); the ratio of their rates is the cost of idemgate's
+// guarantees.
 
 func BenchmarkPostgreSQL(b *testing.B) { benchmarkMessages(b, postgresBackend, benchWorkers) }
 func BenchmarkMariaDB(b *testing.B)    { benchmarkMessages(b, mariadbBackend, benchWorkers) }
@@ -39,58 +40,29 @@ func benchmarkMessages(b *testing.B, be backend, conns int) {
 	db := be.open(b, conns)
 	s := newStore(b, db, be.dialect, nil)
 	base := newBaseline(b, db, be.dialect)
-	idemgate := func(ctx context.Context, key string) error {
-		c, err := s.Claim(ctx, key, time.Minute)
+	prefix := rand.Text()[:10] + "-"
+	idemgate := func(ctx context.Context, i int64) error {
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute)
 		if err != nil {
 			return err
 		}
 		if c.Status != store.Won {
-			b.Fatalf("fresh message: Claim = %v", c.Status)
+			return fmt.Errorf("fresh message: Claim = %v", c.Status)
 		}
 		_, err = s.Complete(ctx, c)
 		return err
 	}
-	baseline := func(ctx context.Context, key string) error {
+	baseline := func(ctx context.Context, i int64) error {
+		key := prefix + strconv.FormatInt(i, 10)
 		if _, err := db.ExecContext(ctx, base.insert, key, rand.Text()); err != nil {
 			return err
 		}
 		_, err := db.ExecContext(ctx, base.update, key)
 		return err
 	}
-	// Warm both up first (connections, prepared statements, caches), so
-	// that neither pays for it inside its measurement.
-	runMessages(b, 20*benchWorkers, idemgate)
-	runMessages(b, 20*benchWorkers, baseline)
-	b.Run("Idemgate", func(b *testing.B) { measure(b, idemgate) })
-	b.Run("Baseline", func(b *testing.B) { measure(b, baseline) })
-}
-
-// measure processes b.N fresh messages and reports their rate.
-func measure(b *testing.B, message func(ctx context.Context, key string) error) {
-	b.ResetTimer()
-	runMessages(b, b.N, message)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-}
-
-// runMessages processes n fresh messages with benchWorkers goroutines.
-func runMessages(b *testing.B, n int, message func(ctx context.Context, key string) error) {
-	prefix := rand.Text()[:10] + "-"
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range benchWorkers {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if err := message(b.Context(), prefix+strconv.FormatInt(i, 10)); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	b.Run("Ratio", func(b *testing.B) {
+		benchratio.Compare(b, benchWorkers, 32*benchWorkers, idemgate, baseline)
+	})
 }
 
 // baseline is the hand-written guard the benchmarks compare against.
@@ -99,7 +71,7 @@ type baseline struct {
 	update string // key
 }
 
-func newBaseline(b *testing.B, db *sql.DB, d sqlstore.Dialect) baseline {
+func newBaseline(b testing.TB, db *sql.DB, d sqlstore.Dialect) baseline {
 	table := uniqueTable()
 	var (
 		r      *strings.Replacer

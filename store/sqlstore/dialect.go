@@ -78,19 +78,18 @@ func (d Dialect) spec() (spec, bool) {
 	return spec{}, false
 }
 
-// Record states as stored in the state column.
-const (
-	stateClaimed = 1
-	stateDone    = 2
-)
-
 // statements are the SQL texts of one store: one dialect, one table, one
 // ttl (in milliseconds, written into the texts as a literal).
 type statements struct {
 	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms) and yields
-	// the record as it stands afterwards: state, fence, token, lease_until.
+	// the record as it stands afterwards: its fence and its lease as the
+	// caller sees it (claimResult in postgres.go).
 	claim query
-	// claimRead, for MySQL only, reads back what claim wrote.
+	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
+	// once it meets a serialization failure (pgClaimNoWrite).
+	claimNoWrite query
+	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
+	// the token.
 	claimRead query
 	complete  query // $1 key hash, $2 fence
 	release   query // $1 key hash, $2 fence
@@ -107,15 +106,21 @@ type statements struct {
 // deadlock_detected through the SQLState method of pgx's *pgconn.PgError
 // (lib/pq's error has the same method).
 func pgTransient(err error) bool {
+	code := pgState(err)
+	return code == pgSerializationFailure || code == "40P01"
+}
+
+// pgSerializationFailure is the SQLSTATE that only REPEATABLE READ and
+// SERIALIZABLE raise.
+const pgSerializationFailure = "40001"
+
+// pgState returns the SQLSTATE of the PostgreSQL error in err's chain, or "".
+func pgState(err error) string {
 	var e interface{ SQLState() string }
 	if !errors.As(err, &e) {
-		return false
+		return ""
 	}
-	switch e.SQLState() {
-	case "40001", "40P01":
-		return true
-	}
-	return false
+	return e.SQLState()
 }
 
 // sqliteTransient recognises SQLITE_BUSY and SQLITE_LOCKED, with any

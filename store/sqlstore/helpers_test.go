@@ -28,14 +28,19 @@ type backend struct {
 	// connector returns a new connector to the backend's test database.
 	// For SQLite that is a new database file, private to t.
 	connector func(t testing.TB) driver.Connector
+	// noWrite starts PostgreSQL stores on the Claim that writes only when
+	// it wins, which they otherwise take only above READ COMMITTED.
+	noWrite bool
 }
 
 // The MySQL dialect runs on the MariaDB server: it is written for both.
 var (
-	postgresBackend = backend{"PostgreSQL", sqlstore.PostgreSQL, postgresConnector}
-	mariadbBackend  = backend{"MariaDB", sqlstore.MariaDB, mysqlConnector("interpolateParams=true")}
-	mysqlBackend    = backend{"MySQL", sqlstore.MySQL, mysqlConnector("interpolateParams=true")}
-	sqliteBackend   = backend{"SQLite", sqlstore.SQLite, sqliteConnector}
+	postgresBackend = backend{name: "PostgreSQL", dialect: sqlstore.PostgreSQL, connector: postgresConnector}
+	mariadbBackend  = backend{name: "MariaDB", dialect: sqlstore.MariaDB, connector: mysqlConnector("interpolateParams=true")}
+	mysqlBackend    = backend{name: "MySQL", dialect: sqlstore.MySQL, connector: mysqlConnector("interpolateParams=true")}
+	sqliteBackend   = backend{name: "SQLite", dialect: sqlstore.SQLite, connector: sqliteConnector}
+	// pgNoWriteBackend runs pgClaimNoWrite under READ COMMITTED.
+	pgNoWriteBackend = backend{name: "PostgreSQL-nowrite", dialect: sqlstore.PostgreSQL, connector: postgresConnector, noWrite: true}
 )
 
 // backends are the configurations that every test runs on.
@@ -45,6 +50,17 @@ var backends = []backend{postgresBackend, mariadbBackend, mysqlBackend, sqliteBa
 func (b backend) open(t testing.TB, conns int) *sql.DB {
 	t.Helper()
 	return openDB(t, b.connector(t), conns)
+}
+
+// store returns a store of the backend on a fresh table of db (see
+// newStore).
+func (b backend) store(t testing.TB, db *sql.DB, opts *sqlstore.Options) *sqlstore.Store {
+	t.Helper()
+	s := newStore(t, db, b.dialect, opts)
+	if b.noWrite {
+		sqlstore.ClaimWithoutWriting(s)
+	}
+	return s
 }
 
 func openDB(t testing.TB, c driver.Connector, conns int) *sql.DB {

@@ -39,7 +39,7 @@ ON DUPLICATE KEY UPDATE
 	token       = IF(@idemgate_won, $3, token),
 	lease_until = IF(@idemgate_won, {NOW} + $4, lease_until),
 	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at)
-RETURNING state, fence, token, lease_until`
+RETURNING ` + mysqlClaimResult
 
 // mysqlClaim is the same upsert for MySQL, which has no RETURNING. Every
 // value the caller needs is also copied into a session variable, both in
@@ -58,7 +58,11 @@ ON DUPLICATE KEY UPDATE
 	lease_until = (@idemgate_lease := IF(@idemgate_won, {NOW} + $4, lease_until)),
 	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at)`
 
-const mysqlClaimRead = `SELECT @idemgate_state, @idemgate_fence, @idemgate_token, @idemgate_lease`
+const mysqlClaimRead = `SELECT @idemgate_fence,
+	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease))`
+
+// mysqlClaimResult is claimResult (postgres.go) in MySQL's words.
+const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until))`
 
 // MySQL's UPDATE has no RETURNING, and whether it counts a matched row
 // whose values did not change depends on the client flag CLIENT_FOUND_ROWS
@@ -119,7 +123,7 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 		s.create = []string{`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    BINARY(32) NOT NULL,
 	key_text    MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-	state       TINYINT    NOT NULL CHECK (state IN (1, 2)),
+	state       TINYINT    NOT NULL,
 	fence       BIGINT     NOT NULL,
 	token       BLOB       NOT NULL,
 	lease_until BIGINT     NOT NULL,

@@ -2,8 +2,8 @@ package sqlstore
 
 import "strconv"
 
-// PostgreSQL and SQLite share the statements below but their Claim; they
-// also differ in their clock, in the name of the two-argument maximum, in
+// PostgreSQL and SQLite share the statements below (PostgreSQL has a second
+// Claim, pgClaimNoWrite); they also differ in their clock, in the name of the two-argument maximum, in
 // the DDL and in how a purge picks its batch.
 //
 // {NOW} is the database clock in epoch milliseconds, read when the
@@ -13,23 +13,38 @@ import "strconv"
 // behind a Release must see the lease the Release just ended as ended.
 // PostgreSQL therefore reads clock_timestamp(), not statement_timestamp()
 // or now(); SQLite's 'now' is fixed for one sqlite3_step, which starts once
-// the statement holds the write lock. Where a statement writes two instants
-// that must agree (lease_until and expires_at), they come from one reading
-// (the clock subquery); separate readings in one statement only ever move
-// forward, and every condition holds at the instant it was evaluated.
+// the statement holds the write lock. Separate readings in one statement
+// only ever move forward, and every condition holds at the instant it was
+// evaluated. Where a Claim writes lease_until and then expires_at from two
+// readings, expires_at can only come out later than lease_until + ttl,
+// never earlier: the record outlives its lease by at least the ttl.
+
+// claimResult is what every Claim statement answers besides the fence: the
+// record's lease as the caller ($3) sees it, packed in one number. It is 0
+// when the record is DONE, lease_until when the caller's token holds the
+// claim (a win, a takeover or a retried win) and -lease_until when another
+// token does (lease_until is epoch milliseconds, never 0). Two integer
+// columns cost the driver less than the four they stand for: about 3% of
+// PostgreSQL's throughput, measured (docs/benchmarks.md).
+const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END`
 
 // claimUpsert claims a key in one statement that returns a row in every
-// case (SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go is the same
-// idea). The INSERT creates an absent record at fence 1. On a conflict, the
-// DO UPDATE always updates the existing row, but each column keeps its old
-// value unless {WIN} holds on the old row: the record has expired, or it is
-// a claim whose lease has lapsed and that another Claim call won. RETURNING
-// then shows the record as it now stands, and the caller won exactly when
-// it is CLAIMED with the caller's token: a fresh win, a takeover, or a
-// retry of the caller's own Claim, which {WIN} leaves untouched.
+// case (PostgreSQL and SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go
+// is the same idea). The INSERT creates an absent record at fence 1. On a
+// conflict, the DO UPDATE always updates the existing row, but each column
+// keeps its old value unless {WIN} holds on the old row: the record has
+// expired, or it is a claim whose lease has lapsed and that another Claim
+// call won. RETURNING then shows the record as it now stands, and the
+// caller won exactly when it is CLAIMED with the caller's token: a fresh
+// win, a takeover, or a retry of the caller's own Claim, which {WIN} leaves
+// untouched.
 //
-// SQLite runs one writer at a time, so the update that changes nothing on
-// a duplicate costs no more than the read it replaces.
+// On PostgreSQL the update of a duplicate writes a row version that
+// changes nothing (a heap-only one: no indexed column changes). Under READ
+// COMMITTED, the default, that is the whole cost, and the statement needs
+// neither a snapshot of its own nor a retry. Under REPEATABLE READ or
+// SERIALIZABLE it is not: see pgClaimNoWrite. SQLite runs one writer at a
+// time, so there the update costs no more than the read it replaces.
 const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
 VALUES ($1, $2, 1, 1, $3, {NOW} + $4, {NOW} + $4 + {TTL})
 ON CONFLICT (key_hash) DO UPDATE SET
@@ -38,42 +53,43 @@ ON CONFLICT (key_hash) DO UPDATE SET
 	token       = CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
 	lease_until = CASE WHEN {WIN} THEN excluded.lease_until ELSE r.lease_until END,
 	expires_at  = CASE WHEN {WIN} THEN excluded.expires_at ELSE r.expires_at END
-RETURNING state, fence, token, lease_until`
+RETURNING ` + claimResult
 
 // claimWins is {WIN}: the claim in excluded takes over the record r.
 const claimWins = `(r.expires_at <= {NOW} OR (r.state = 1 AND r.lease_until <= {NOW} AND r.token <> excluded.token))`
 
-// pgClaim is PostgreSQL's Claim. The upsert writes only when the caller
-// wins ({WIN}, as in claimUpsert); when it does not, ON CONFLICT has still
-// locked the row's latest version, and kept returns that row so that the
-// statement answers in every case.
+// pgClaimNoWrite is PostgreSQL's Claim for a database that runs statements
+// under REPEATABLE READ or SERIALIZABLE (a default some teams set). There,
+// every ON CONFLICT that meets a row version its snapshot cannot see fails
+// with a serialization error; if losers wrote no-op versions, as
+// claimUpsert's do, each would invalidate the snapshots of all the other
+// contenders of a hot key, and their retries would chase each other. This
+// form writes only when the caller wins ({WIN}), so a held record stays
+// unchanged while it is held and one retry settles. A store switches to it
+// for good at its first serialization failure, which the other isolation
+// levels never raise (see Store.claimOnce).
 //
-// kept must not read the statement's snapshot, which under READ COMMITTED
-// was taken when the statement began: it would show an older version of a
-// row that another Claim has since updated (and, say, report a takeover's
-// CLAIMED record as the DONE one it replaced). FOR UPDATE makes it follow
-// the row to its latest version instead, which we already hold locked, so
-// it does not wait. One case remains: a row inserted by a concurrent Claim
-// after the snapshot was taken is invisible to kept altogether, although
-// ON CONFLICT found it. The statement then returns no row, and the store
-// runs it again (see errSnapshotRace); the new snapshot sees the row.
-//
-// Why not claimUpsert's unconditional update? Under SERIALIZABLE or
-// REPEATABLE READ (a database default some teams set), every ON CONFLICT
-// that meets a row version its snapshot cannot see fails with a
-// serialization error. If losers wrote no-op versions, each one would
-// invalidate the snapshots of all the other contenders of a hot key, and
-// the retries would chase each other; here a held record stays unchanged
-// while it is held, so one retry settles. It also spares PostgreSQL a dead
-// row version per duplicate.
-const pgClaim = `WITH claimed AS (
+// When the caller does not win, ON CONFLICT has still locked the row's
+// latest version, and kept returns that row so that the statement answers
+// in every case. kept must not read the statement's snapshot, which under
+// READ COMMITTED was taken when the statement began: it would show an older
+// version of a row that another Claim has since updated (and, say, report a
+// takeover's CLAIMED record as the DONE one it replaced). FOR UPDATE makes
+// it follow the row to its latest version instead, which we already hold
+// locked, so it does not wait. One case remains: a row inserted by a
+// concurrent Claim after the snapshot was taken is invisible to kept
+// altogether, although ON CONFLICT found it. The statement then returns no
+// row, and the store runs it again (see errSnapshotRace); the new snapshot
+// sees the row.
+const pgClaimNoWrite = `WITH claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
-	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
+	VALUES ($1, $2, 1, 1, $3, {NOW} + $4, {NOW} + $4 + {TTL})
 	ON CONFLICT (key_hash) DO UPDATE SET
-		state = 1,
-		fence = r.fence + 1,
-		token = excluded.token,
-		(lease_until, expires_at) = (SELECT clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock)
+		state       = 1,
+		fence       = r.fence + 1,
+		token       = excluded.token,
+		lease_until = excluded.lease_until,
+		expires_at  = excluded.expires_at
 	WHERE {WIN}
 	RETURNING state, fence, token, lease_until
 ), kept AS (
@@ -81,9 +97,9 @@ const pgClaim = `WITH claimed AS (
 	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM claimed)
 	FOR UPDATE
 )
-SELECT state, fence, token, lease_until FROM claimed
+SELECT ` + claimResult + ` FROM claimed
 UNION ALL
-SELECT state, fence, token, lease_until FROM kept`
+SELECT ` + claimResult + ` FROM kept`
 
 // completeUpdate marks a matching, unexpired record DONE. On a record that
 // is already DONE (a retried Complete) it changes nothing but still counts
@@ -111,17 +127,18 @@ const extendUpdate = `UPDATE {T} SET
 WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}
 RETURNING lease_until`
 
-// upsertStatements renders the shared record statements.
-func upsertStatements(claim, tbl, now, maxFunc string, ttl int64) statements {
+// upsertStatements renders the statements PostgreSQL and SQLite share, and
+// returns the renderer for the others.
+func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(string) query) {
 	x := func(tmpl string) query {
 		return numbered(expand(tmpl, "WIN", claimWins, "T", tbl, "NOW", now, "TTL", strconv.FormatInt(ttl, 10), "MAX", maxFunc))
 	}
 	return statements{
-		claim:    x(claim),
+		claim:    x(claimUpsert),
 		complete: x(completeUpdate),
 		release:  x(releaseUpdate),
 		extend:   x(extendUpdate),
-	}
+	}, x
 }
 
 // pgNow is PostgreSQL's clock in epoch milliseconds, read when evaluated.
@@ -129,7 +146,8 @@ const pgNow = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
 
 func postgresStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
-	s := upsertStatements(pgClaim, tbl, pgNow, "GREATEST", ttl)
+	s, x := upsertStatements(tbl, pgNow, "GREATEST", ttl)
+	s.claimNoWrite = x(pgClaimNoWrite)
 	// A purge locks its batch with SKIP LOCKED, so it never waits for (or
 	// blocks) a Claim in flight on a record it picked. The outer condition
 	// is checked again on the row's latest version.
@@ -149,7 +167,7 @@ WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.inde
 		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    bytea    PRIMARY KEY,
 	key_text    text     NOT NULL,
-	state       smallint NOT NULL CHECK (state IN (1, 2)),
+	state       smallint NOT NULL,
 	fence       bigint   NOT NULL,
 	token       text     NOT NULL,
 	lease_until bigint   NOT NULL,

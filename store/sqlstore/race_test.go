@@ -13,9 +13,10 @@ import (
 // TestClaimMeetsUncommittedInsert stages the race that decides between two
 // first Claims of a key: another Claim's insert is still uncommitted when
 // ours runs. Ours must wait for it and then report HeldByOther with the
-// other's lease. On PostgreSQL this is the case where the claim statement's
-// snapshot cannot see the row that ON CONFLICT found (see pgClaim), so it
-// also proves that the store runs the statement again.
+// other's lease. On PostgreSQL, for the Claim that writes only when it wins,
+// this is the case where the statement's snapshot cannot see the row that
+// ON CONFLICT found (see pgClaimNoWrite), so it also proves that the store
+// runs the statement again.
 func TestClaimMeetsUncommittedInsert(t *testing.T) {
 	for _, tc := range []struct {
 		b backend
@@ -25,9 +26,8 @@ func TestClaimMeetsUncommittedInsert(t *testing.T) {
 		// table named by the argument.
 		waiting string
 	}{
-		{postgresBackend,
-			`(extract(epoch FROM statement_timestamp()) * 1000)::bigint`,
-			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`},
+		{postgresBackend, pgNowMS, pgClaimWaiting},
+		{pgNoWriteBackend, pgNowMS, pgClaimWaiting},
 		// InnoDB's lock tables are a cache that a tight poll never lets
 		// refresh; the process list is live. A claim still running there is
 		// blocked: it would otherwise take microseconds.
@@ -39,7 +39,7 @@ func TestClaimMeetsUncommittedInsert(t *testing.T) {
 			ctx := t.Context()
 			db := tc.b.open(t, 4)
 			table := uniqueTable()
-			s := newStore(t, db, tc.b.dialect, &sqlstore.Options{Table: table})
+			s := tc.b.store(t, db, &sqlstore.Options{Table: table})
 
 			// The other Claim's row, inserted by hand in a transaction that
 			// stays open: CLAIMED, fence 1, leased for an hour.
@@ -84,6 +84,8 @@ func TestClaimMeetsUncommittedInsert(t *testing.T) {
 }
 
 const (
+	pgNowMS           = `(extract(epoch FROM statement_timestamp()) * 1000)::bigint`
+	pgClaimWaiting    = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`
 	mysqlNowMS        = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000)`
 	mysqlClaimRunning = `SELECT COUNT(*) FROM information_schema.processlist WHERE command = 'Query' AND info LIKE CONCAT('INSERT INTO %', ?, '%')`
 )

@@ -7,7 +7,7 @@ const sqliteNow = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTE
 
 func sqliteStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
-	s := upsertStatements(claimUpsert, tbl, sqliteNow, "MAX", ttl)
+	s, _ := upsertStatements(tbl, sqliteNow, "MAX", ttl)
 	// SQLite runs one writer at a time, so the batch it selects cannot
 	// change before it is deleted.
 	s.purge = numbered(expand(`DELETE FROM {T} WHERE key_hash IN (
@@ -24,7 +24,7 @@ WHERE (type = 'table' AND name = '` + t.name + `' COLLATE NOCASE)
 		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    BLOB    NOT NULL PRIMARY KEY,
 	key_text    TEXT    NOT NULL,
-	state       INTEGER NOT NULL CHECK (state IN (1, 2)),
+	state       INTEGER NOT NULL,
 	fence       INTEGER NOT NULL,
 	token       TEXT    NOT NULL,
 	lease_until INTEGER NOT NULL,

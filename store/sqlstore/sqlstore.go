@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/store"
@@ -39,6 +40,9 @@ type Store struct {
 	table    table
 	q        statements
 	prepared *stmtCache // nil: statements are sent as text
+	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
+	// once the database has shown it runs above READ COMMITTED.
+	noWrite atomic.Bool
 }
 
 var (
@@ -104,14 +108,6 @@ func keyHash(key string) []byte {
 	return h[:]
 }
 
-// row is a record as a claim statement leaves it.
-type row struct {
-	state      int64
-	fence      int64
-	token      string
-	leaseUntil int64
-}
-
 // Claim implements [store.Store]. One statement decides and writes, on the
 // database's clock (two on MySQL; see [MySQL]).
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
@@ -129,51 +125,59 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	// answer is re-affirmed by the next one, not taken for another holder.
 	token := store.ClaimToken(ctx)
 	hash := keyHash(key)
-	var r row
+	var fence, until int64
 	err = s.retry(ctx, func() error {
 		var err error
-		r, err = s.claimOnce(ctx, hash, key, token, ms)
+		fence, until, err = s.claimOnce(ctx, hash, key, token, ms)
 		return err
 	})
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
 	}
-	c := store.Claim{Key: key, Fence: r.fence}
+	c := store.Claim{Key: key, Fence: fence}
 	switch {
-	case r.state == stateClaimed && r.token == token:
-		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(r.leaseUntil)
-	case r.state == stateClaimed:
-		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(r.leaseUntil)
-	case r.state == stateDone:
-		c.Status = store.AlreadyDone
+	case until > 0:
+		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(until)
+	case until < 0:
+		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(-until)
 	default:
-		return store.Claim{}, fmt.Errorf("sqlstore: claim: record of %.40q in unknown state %d", key, r.state)
+		c.Status = store.AlreadyDone
 	}
 	return c, nil
 }
 
-// claimOnce runs the claim statement once and reads the record it left.
-func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64) (row, error) {
-	var r row
-	dest := []any{&r.state, &r.fence, &r.token, &r.leaseUntil}
+// claimOnce runs the claim statement once and returns the record's fence
+// and its lease as the caller sees it (claimResult in postgres.go).
+func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64) (fence, until int64, err error) {
+	dest := []any{&fence, &until}
 	if s.q.claimRead.text == "" {
-		err := s.queryRow(ctx, s.q.claim, dest, hash, key, token, lease)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = errSnapshotRace
+		q := s.q.claim
+		if s.noWrite.Load() {
+			q = s.q.claimNoWrite
 		}
-		return r, err
+		err := s.queryRow(ctx, q, dest, hash, key, token, lease)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			err = errSnapshotRace
+		case s.q.claimNoWrite.text != "" && pgState(err) == pgSerializationFailure:
+			// The database runs above READ COMMITTED: from now on,
+			// losers must not write (see pgClaimNoWrite).
+			s.noWrite.Store(true)
+		}
+		return fence, until, err
 	}
 	// MySQL: the upsert leaves its outcome in session variables, so both
 	// statements must run on one connection.
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return r, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease)...); err != nil {
-		return r, err
+		return 0, 0, err
 	}
-	return r, conn.QueryRowContext(ctx, s.q.claimRead.text).Scan(dest...)
+	err = conn.QueryRowContext(ctx, s.q.claimRead.text, s.q.claimRead.args(token)...).Scan(dest...)
+	return fence, until, err
 }
 
 // Complete implements [store.Store] in one statement.

@@ -18,11 +18,14 @@ const tick = 150 * time.Millisecond
 func TestConformance(t *testing.T) {
 	// The MySQL family once more, with the driver's default server-side
 	// prepared statements instead of interpolated parameters.
-	prepared := []backend{
-		{"MariaDB-prepared", sqlstore.MariaDB, mysqlConnector("")},
-		{"MySQL-prepared", sqlstore.MySQL, mysqlConnector("")},
+	// PostgreSQL once more on the Claim it switches to above READ
+	// COMMITTED.
+	more := []backend{
+		{name: "MariaDB-prepared", dialect: sqlstore.MariaDB, connector: mysqlConnector("")},
+		{name: "MySQL-prepared", dialect: sqlstore.MySQL, connector: mysqlConnector("")},
+		pgNoWriteBackend,
 	}
-	for _, b := range append(backends, prepared...) {
+	for _, b := range append(backends, more...) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conns := 16
@@ -32,7 +35,7 @@ func TestConformance(t *testing.T) {
 			db := b.open(t, conns)
 			storetest.Run(t, storetest.Config{
 				NewStore: func(t testing.TB, s storetest.Setup) store.Store {
-					return newStore(t, db, b.dialect, &sqlstore.Options{TTL: s.TTL})
+					return b.store(t, db, &sqlstore.Options{TTL: s.TTL})
 				},
 				RealClock: true,
 				Tick:      tick,

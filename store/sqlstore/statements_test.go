@@ -16,12 +16,12 @@ import (
 // interpolateParams), MySQL and MariaDB also prepare each statement: the
 // test reports those, which are round trips too.
 func TestStatementsPerMessage(t *testing.T) {
-	prepared := backend{"MariaDB-prepared", sqlstore.MariaDB, mysqlConnector("")}
-	for _, b := range append(backends, prepared) {
+	more := []backend{{name: "MariaDB-prepared", dialect: sqlstore.MariaDB, connector: mysqlConnector("")}, pgNoWriteBackend}
+	for _, b := range append(backends, more...) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			spy := &spyConnector{Connector: b.connector(t)}
-			s := newStore(t, openDB(t, spy, 1), b.dialect, nil)
+			s := b.store(t, openDB(t, spy, 1), nil)
 			ctx := t.Context()
 			claimStmts := int64(1)
 			if b.dialect == sqlstore.MySQL {
