@@ -140,7 +140,13 @@ func envelopeOf(body []byte, id string) *Message {
 		return nil
 	}
 	var w wirePush
-	if json.Unmarshal(body, &w) != nil || w.Message == nil {
+	if !scanWire(body, &w, new(wireMessage)) {
+		w = wirePush{}
+		if json.Unmarshal(body, &w) != nil {
+			return nil
+		}
+	}
+	if w.Message == nil {
 		return nil
 	}
 	d, err := w.published(body, "body", "")

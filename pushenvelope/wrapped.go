@@ -90,10 +90,21 @@ type wireMessage struct {
 // names the document in reasons ("body").
 func decodePublished(b []byte, what string) (MessagePublishedData, error) {
 	var w wirePush
-	if err := decodeJSON(b, &w, what); err != nil {
+	if err := decodeWire(b, &w, what); err != nil {
 		return MessagePublishedData{}, err
 	}
 	return w.published(b, what, "")
+}
+
+// decodeWire decodes a wrapped body into w: on the fast path when the body
+// is written as Pub/Sub writes it, with encoding/json otherwise.
+func decodeWire(b []byte, w *wirePush, what string) error {
+	m := new(wireMessage)
+	if scanWire(b, w, m) {
+		return nil
+	}
+	*w = wirePush{}
+	return decodeJSON(b, w, what)
 }
 
 // published validates w, decoded from doc. path is w's JSON path in doc

@@ -1,0 +1,212 @@
+package pushenvelope
+
+import (
+	"encoding/base64"
+	"unicode/utf8"
+)
+
+// scanWire reads a wrapped push body (or messagePublished data) written the
+// way Pub/Sub writes it, in one pass and without reflection: a JSON object
+// of known keys, each at most once, whose strings have no escapes and whose
+// deliveryAttempt is a plain non-negative integer. For such a body it fills
+// w and m exactly as encoding/json would (FuzzScanWire compares the two)
+// and returns true. For anything else it returns false, whatever it has
+// written, and the caller decodes the body with encoding/json, which
+// accepts what JSON allows (escapes, other keys, keys in any case) and
+// explains what it refuses. Decoding is about half of what a guarded
+// delivery costs in process; this path takes most of it off
+// (docs/benchmarks.md).
+func scanWire(b []byte, w *wirePush, m *wireMessage) bool {
+	s := scanner{b: b}
+	var seen uint
+	once := func(bit uint) bool { // reports a key's first appearance
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return true
+	}
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
+		case "message":
+			w.Message = m
+			return once(1) && s.message(m)
+		case "subscription":
+			return once(2) && s.str(&w.Subscription)
+		case "deliveryAttempt":
+			return once(4) && s.count(&w.DeliveryAttempt)
+		case "delivery_attempt":
+			return once(8) && s.count(&w.DeliveryAttemptSnake)
+		}
+		return false
+	})
+	return ok && seen&1 != 0 && s.end()
+}
+
+// scanner reads JSON from b[i:].
+type scanner struct {
+	b []byte
+	i int
+}
+
+// message reads the message object into m.
+func (s *scanner) message(m *wireMessage) bool {
+	var seen uint
+	once := func(bit uint) bool {
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return true
+	}
+	return s.object(func(key []byte) bool {
+		switch string(key) {
+		case "data":
+			return once(1) && s.base64(&m.Data)
+		case "attributes":
+			return once(2) && s.attributes(&m.Attributes)
+		case "messageId":
+			return once(4) && s.str(&m.MessageID)
+		case "message_id":
+			return once(8) && s.str(&m.MessageIDSnake)
+		case "publishTime":
+			return once(16) && s.str(&m.PublishTime)
+		case "publish_time":
+			return once(32) && s.str(&m.PublishTimeSnake)
+		case "orderingKey":
+			return once(64) && s.str(&m.OrderingKey)
+		case "ordering_key":
+			return once(128) && s.str(&m.OrderingKeySnake)
+		}
+		return false
+	})
+}
+
+// attributes reads an object of strings into a new map.
+func (s *scanner) attributes(out *map[string]string) bool {
+	attrs := map[string]string{}
+	ok := s.object(func(key []byte) bool {
+		if _, dup := attrs[string(key)]; dup {
+			return false
+		}
+		var v string
+		if !s.str(&v) {
+			return false
+		}
+		attrs[string(key)] = v
+		return true
+	})
+	*out = attrs
+	return ok
+}
+
+// object reads an object, calling field with each key once the scanner is
+// past its colon; field reads the value. It fails at the first malformed
+// byte or when field does.
+func (s *scanner) object(field func(key []byte) bool) bool {
+	if !s.skip('{') {
+		return false
+	}
+	if s.skip('}') {
+		return true
+	}
+	for {
+		key, ok := s.raw()
+		if !ok || !s.skip(':') || !field(key) {
+			return false
+		}
+		if s.skip('}') {
+			return true
+		}
+		if !s.skip(',') {
+			return false
+		}
+	}
+}
+
+// raw reads a string without escapes and returns its bytes.
+func (s *scanner) raw() ([]byte, bool) {
+	if !s.skip('"') {
+		return nil, false
+	}
+	for j := s.i; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			v := s.b[s.i:j]
+			s.i = j + 1
+			// encoding/json turns invalid UTF-8 into U+FFFD; leave that
+			// to it.
+			return v, utf8.Valid(v)
+		case c == '\\' || c < 0x20: // an escape, or a byte JSON forbids
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// str reads a string without escapes into out.
+func (s *scanner) str(out *string) bool {
+	v, ok := s.raw()
+	*out = string(v)
+	return ok
+}
+
+// base64 reads message.data as base64Data.UnmarshalJSON does; a string
+// that is not base64 is left to encoding/json, which names the error.
+func (s *scanner) base64(out *base64Data) bool {
+	v, ok := s.raw()
+	if !ok {
+		return false
+	}
+	d := make([]byte, base64.StdEncoding.DecodedLen(len(v)))
+	n, err := base64.StdEncoding.Decode(d, v)
+	*out = d[:n]
+	return err == nil
+}
+
+// count reads a non-negative integer of at most nine digits.
+func (s *scanner) count(out *int) bool {
+	s.space()
+	n, j := 0, s.i
+	for ; j < len(s.b) && j-s.i < 10 && '0' <= s.b[j] && s.b[j] <= '9'; j++ {
+		n = n*10 + int(s.b[j]-'0')
+	}
+	digits := j - s.i
+	if digits == 0 || digits > 9 || digits > 1 && s.b[s.i] == '0' {
+		return false
+	}
+	if j < len(s.b) { // 1.5, 1e3: a number that goes on
+		if c := s.b[j]; c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	s.i, *out = j, n
+	return true
+}
+
+// skip reads c after optional white space.
+func (s *scanner) skip(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only white space is left.
+func (s *scanner) end() bool {
+	s.space()
+	return s.i == len(s.b)
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
