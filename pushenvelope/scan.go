@@ -18,29 +18,34 @@ import (
 // (docs/benchmarks.md).
 func scanWire(b []byte, w *wirePush, m *wireMessage) bool {
 	s := scanner{b: b}
-	var seen uint
-	once := func(bit uint) bool { // reports a key's first appearance
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
-	}
+	var seen keys
 	ok := s.object(func(key []byte) bool {
 		switch string(key) {
 		case "message":
 			w.Message = m
-			return once(1) && s.message(m)
+			return seen.once(1) && s.message(m)
 		case "subscription":
-			return once(2) && s.str(&w.Subscription)
+			return seen.once(2) && s.str(&w.Subscription)
 		case "deliveryAttempt":
-			return once(4) && s.count(&w.DeliveryAttempt)
+			return seen.once(4) && s.count(&w.DeliveryAttempt)
 		case "delivery_attempt":
-			return once(8) && s.count(&w.DeliveryAttemptSnake)
+			return seen.once(8) && s.count(&w.DeliveryAttemptSnake)
 		}
 		return false
 	})
 	return ok && seen&1 != 0 && s.end()
+}
+
+// keys records which keys of an object have been read, a bit each.
+type keys uint
+
+// once reports whether the key of bit appears for the first time.
+func (k *keys) once(bit keys) bool {
+	if *k&bit != 0 {
+		return false
+	}
+	*k |= bit
+	return true
 }
 
 // scanner reads JSON from b[i:].
@@ -51,32 +56,25 @@ type scanner struct {
 
 // message reads the message object into m.
 func (s *scanner) message(m *wireMessage) bool {
-	var seen uint
-	once := func(bit uint) bool {
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
-	}
+	var seen keys
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "data":
-			return once(1) && s.base64(&m.Data)
+			return seen.once(1) && s.base64(&m.Data)
 		case "attributes":
-			return once(2) && s.attributes(&m.Attributes)
+			return seen.once(2) && s.attributes(&m.Attributes)
 		case "messageId":
-			return once(4) && s.str(&m.MessageID)
+			return seen.once(4) && s.str(&m.MessageID)
 		case "message_id":
-			return once(8) && s.str(&m.MessageIDSnake)
+			return seen.once(8) && s.str(&m.MessageIDSnake)
 		case "publishTime":
-			return once(16) && s.str(&m.PublishTime)
+			return seen.once(16) && s.str(&m.PublishTime)
 		case "publish_time":
-			return once(32) && s.str(&m.PublishTimeSnake)
+			return seen.once(32) && s.str(&m.PublishTimeSnake)
 		case "orderingKey":
-			return once(64) && s.str(&m.OrderingKey)
+			return seen.once(64) && s.str(&m.OrderingKey)
 		case "ordering_key":
-			return once(128) && s.str(&m.OrderingKeySnake)
+			return seen.once(128) && s.str(&m.OrderingKeySnake)
 		}
 		return false
 	})
