@@ -47,6 +47,12 @@
 // A delivery without a message id is not an error here: Message.ID is then
 // empty and the caller decides (the gateway refuses to run unguarded).
 //
+// A wrapped body written the way Pub/Sub writes it (known keys, each once,
+// strings without escapes) is read in one pass without reflection, about
+// three times as fast as encoding/json; any other body goes through encoding/json,
+// which accepts what JSON allows and words the errors above. Both paths give
+// the same result, which a fuzz target checks.
+//
 // # Unwrapped headers
 //
 // The write metadata option is documented as writing the message metadata

@@ -32,8 +32,11 @@
 // INSERT … RETURNING, needs a second statement per Claim to read the answer
 // back. Deadlocks, serialization failures and SQLITE_BUSY are retried
 // inside the store a bounded number of times, with the Claim's token kept,
-// so that contention on a key does not surface as errors (on PostgreSQL,
-// give the store's user READ COMMITTED, the default; see the docs).
+// so that contention on a key does not surface as errors. On PostgreSQL, a
+// store that meets a serialization failure (the database runs above READ
+// COMMITTED) switches for good to a Claim in which losers write nothing;
+// READ COMMITTED, the default, remains the level to give the store's user
+// (see the docs).
 //
 // # Drivers
 //

@@ -9,8 +9,8 @@ import (
 
 // errSnapshotRace is returned by a PostgreSQL claim statement that found
 // no row to report: the record was inserted by a concurrent Claim after the
-// statement's snapshot was taken (see pgClaim). Running the statement again
-// settles it.
+// statement's snapshot was taken (see pgClaimNoWrite). Running the
+// statement again settles it.
 var errSnapshotRace = errors.New("the record appeared after the claim's snapshot")
 
 // maxAttempts bounds how often one operation runs its statement when the
