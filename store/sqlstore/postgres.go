@@ -3,8 +3,8 @@ package sqlstore
 import "strconv"
 
 // PostgreSQL and SQLite share the statements below (PostgreSQL has a second
-// Claim, pgClaimNoWrite); they also differ in their clock, in the name of the two-argument maximum, in
-// the DDL and in how a purge picks its batch.
+// Claim, pgClaimNoWrite); they also differ in their clock, in the name of
+// the two-argument maximum, in the DDL and in how a purge picks its batch.
 //
 // {NOW} is the database clock in epoch milliseconds, read when the
 // expression is evaluated. Every decision is evaluated on a row the
@@ -37,7 +37,11 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // call won. RETURNING then shows the record as it now stands, and the
 // caller won exactly when it is CLAIMED with the caller's token: a fresh
 // win, a takeover, or a retry of the caller's own Claim, which {WIN} leaves
-// untouched.
+// untouched. The new lease is read from the clock in VALUES, before any
+// wait for a concurrent writer's row lock, while {WIN} reads it after: a
+// takeover that waited gets a lease shorter by the wait, which RETURNING
+// reports, and which still ends no earlier than the lease asked for,
+// counted from when the statement was sent.
 //
 // On PostgreSQL the update of a duplicate writes a row version that
 // changes nothing (a heap-only one: no indexed column changes). Under READ

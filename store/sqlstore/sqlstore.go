@@ -155,7 +155,7 @@ func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, l
 		if s.noWrite.Load() {
 			q = s.q.claimNoWrite
 		}
-		err := s.queryRow(ctx, q, dest, hash, key, token, lease)
+		err = s.queryRow(ctx, q, dest, hash, key, token, lease)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			err = errSnapshotRace
