@@ -2,7 +2,6 @@ package pushenvelope
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,19 +133,13 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 
 // envelopeOf returns the wrapped Message in body if body is a valid wrapped
 // envelope whose messageId is id, and nil otherwise. Raw data that is not a
-// JSON object is not parsed, and a miss costs one parse: no reason is built.
+// JSON object is not parsed, and a miss costs at most one parse.
 func envelopeOf(body []byte, id string) *Message {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil
 	}
 	var w wirePush
-	if !scanWire(body, &w, new(wireMessage)) {
-		w = wirePush{}
-		if json.Unmarshal(body, &w) != nil {
-			return nil
-		}
-	}
-	if w.Message == nil {
+	if decodeWire(body, &w, "body") != nil || w.Message == nil {
 		return nil
 	}
 	d, err := w.published(body, "body", "")

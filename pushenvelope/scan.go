@@ -9,21 +9,21 @@ import (
 // way Pub/Sub writes it, in one pass and without reflection: a JSON object
 // of known keys, each at most once, whose strings have no escapes and whose
 // deliveryAttempt is a plain non-negative integer. For such a body it fills
-// w and m exactly as encoding/json would (FuzzScanWire compares the two)
-// and returns true. For anything else it returns false, whatever it has
+// w exactly as encoding/json would (FuzzScanWire compares the two) and
+// returns true. For anything else it returns false, whatever it has
 // written, and the caller decodes the body with encoding/json, which
 // accepts what JSON allows (escapes, other keys, keys in any case) and
 // explains what it refuses. Decoding is about half of what a guarded
 // delivery costs in process; this path takes most of it off
 // (docs/benchmarks.md).
-func scanWire(b []byte, w *wirePush, m *wireMessage) bool {
+func scanWire(b []byte, w *wirePush) bool {
 	s := scanner{b: b}
 	var seen keys
 	ok := s.object(func(key []byte) bool {
 		switch string(key) {
 		case "message":
-			w.Message = m
-			return seen.once(1) && s.message(m)
+			w.Message = new(wireMessage)
+			return seen.once(1) && s.message(w.Message)
 		case "subscription":
 			return seen.once(2) && s.str(&w.Subscription)
 		case "deliveryAttempt":

@@ -95,7 +95,7 @@ func FuzzScanWire(f *testing.F) {
 // scanned runs the fast path on a fresh wirePush.
 func scanned(body []byte) (wirePush, bool) {
 	var w wirePush
-	ok := scanWire(body, &w, new(wireMessage))
+	ok := scanWire(body, &w)
 	return w, ok
 }
 

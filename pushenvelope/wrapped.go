@@ -99,8 +99,7 @@ func decodePublished(b []byte, what string) (MessagePublishedData, error) {
 // decodeWire decodes a wrapped body into w: on the fast path when the body
 // is written as Pub/Sub writes it, with encoding/json otherwise.
 func decodeWire(b []byte, w *wirePush, what string) error {
-	m := new(wireMessage)
-	if scanWire(b, w, m) {
+	if scanWire(b, w) {
 		return nil
 	}
 	*w = wirePush{}
