@@ -132,7 +132,7 @@ WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}
 RETURNING lease_until`
 
 // upsertStatements renders the statements PostgreSQL and SQLite share, and
-// returns the renderer for the others.
+// returns the renderer for their own.
 func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(string) query) {
 	x := func(tmpl string) query {
 		return numbered(expand(tmpl, "WIN", claimWins, "T", tbl, "NOW", now, "TTL", strconv.FormatInt(ttl, 10), "MAX", maxFunc))
@@ -155,10 +155,10 @@ func postgresStatements(t table, ttl int64) statements {
 	// A purge locks its batch with SKIP LOCKED, so it never waits for (or
 	// blocks) a Claim in flight on a record it picked. The outer condition
 	// is checked again on the row's latest version.
-	s.purge = numbered(expand(`DELETE FROM {T} WHERE key_hash IN (
+	s.purge = x(`DELETE FROM {T} WHERE key_hash IN (
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW}
 	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-) AND expires_at < {NOW}`, "T", tbl, "NOW", pgNow))
+) AND expires_at < {NOW}`)
 	schema := "current_schema()"
 	if t.schema != "" {
 		schema = "'" + t.schema + "'" // validated: letters, digits, '_'

@@ -7,12 +7,12 @@ const sqliteNow = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTE
 
 func sqliteStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
-	s, _ := upsertStatements(tbl, sqliteNow, "MAX", ttl)
+	s, x := upsertStatements(tbl, sqliteNow, "MAX", ttl)
 	// SQLite runs one writer at a time, so the batch it selects cannot
 	// change before it is deleted.
-	s.purge = numbered(expand(`DELETE FROM {T} WHERE key_hash IN (
+	s.purge = x(`DELETE FROM {T} WHERE key_hash IN (
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
-)`, "T", tbl, "NOW", sqliteNow))
+)`)
 	// SQLite names are case-insensitive; so is this lookup.
 	s.exists = `SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + `
 WHERE (type = 'table' AND name = '` + t.name + `' COLLATE NOCASE)
