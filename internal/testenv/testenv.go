@@ -13,7 +13,6 @@ package testenv
 
 import (
 	"context"
-
 	"fmt"
 	"net"
 	"os"
