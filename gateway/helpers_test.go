@@ -102,7 +102,8 @@ func newFixture(t testing.TB, opts gateway.Options) *fixture {
 type faulty struct {
 	store.Store
 	failClaim, failComplete, failRelease, failExtend atomic.Bool
-	releases                                         atomic.Int32
+	hangExtend                                       atomic.Bool // Extend waits for its context to end
+	releases, extends                                atomic.Int32
 }
 
 var errInjected = errors.New("injected store failure")
@@ -130,8 +131,13 @@ func (f *faulty) Release(ctx context.Context, c store.Claim) error {
 }
 
 func (f *faulty) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	f.extends.Add(1)
 	if f.failExtend.Load() {
 		return store.Claim{}, errInjected
+	}
+	if f.hangExtend.Load() {
+		<-ctx.Done()
+		return store.Claim{}, ctx.Err()
 	}
 	return f.Store.(store.Extender).Extend(ctx, c, lease)
 }

@@ -25,6 +25,12 @@ const minRenewedLease = 50 * time.Millisecond
 // run calls fn under claim c, renewing the lease while fn runs when the
 // store can. claimedAt is when the Claim was sent: the lease counts from
 // there on the local monotonic clock, which never runs ahead of the store.
+//
+// Renewal lasts exactly as long as fn: the caller's context ending (a
+// client gone, a push deadline, Receive shutting down) cancels fn's
+// context but not the renewal, because fn may go on regardless (a call
+// that takes no context), and a lapsed lease would let a redelivery run the
+// same work beside it. Only a lost claim cancels fn from here.
 func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, fn func(context.Context) error) error {
 	if g.ext == nil {
 		return fn(withClaim(ctx, c))
@@ -43,14 +49,15 @@ func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, f
 // than a third of the lease never start a goroutine.
 type renewal struct {
 	g        *Gateway
-	ctx      context.Context // the body's context: renewal ends with it
+	ctx      context.Context // the body's context, for its values and to log with
 	cancel   context.CancelCauseFunc
 	inflight sync.WaitGroup // a renew call in progress
 
 	mu       sync.Mutex // guards the fields below
 	t        *time.Timer
 	c        store.Claim
-	deadline time.Time // when the lease ends, on the local clock
+	deadline time.Time          // when the lease ends, on the local clock
+	abort    context.CancelFunc // cancels the Extend in flight, if any
 	stopped  bool
 }
 
@@ -61,11 +68,17 @@ func (r *renewal) interval() time.Duration {
 	return l/3 + time.Duration(rand.Int64N(int64(l/15)+1)) - l/30
 }
 
-// stop ends the renewals and waits for one in flight.
+// stop ends the renewals. An Extend in flight is cancelled rather than
+// waited for to its own deadline, which may be most of a lease away: the
+// body's answer must not wait on a slow store for a lease it no longer
+// needs. stop returns once that call has returned.
 func (r *renewal) stop() {
 	r.mu.Lock()
 	r.stopped = true
 	r.t.Stop()
+	if r.abort != nil {
+		r.abort()
+	}
 	r.mu.Unlock()
 	r.inflight.Wait()
 }
@@ -79,24 +92,23 @@ func (r *renewal) renew() {
 		return
 	}
 	r.inflight.Add(1)
-	c, deadline := r.c, r.deadline
-	r.mu.Unlock()
 	defer r.inflight.Done()
-
-	if r.ctx.Err() != nil {
-		return // the body was cancelled by its caller: stop renewing and let the lease run out
-	}
-	lease := r.g.opts.Lease
-	// Give up early enough to cancel the body before the lease ends.
+	c, deadline, lease := r.c, r.deadline, r.g.opts.Lease
+	// Give up early enough to cancel the body before the lease ends. The
+	// caller's cancellation does not reach Extend: see run.
 	giveUp := deadline.Add(-lease / 6)
-	sent := time.Now()
 	ectx, ecancel := context.WithDeadline(context.WithoutCancel(r.ctx), giveUp)
+	r.abort = ecancel
+	r.mu.Unlock()
+
+	sent := time.Now()
 	nc, err := r.g.ext.Extend(ectx, c, lease)
 	r.g.tel.timed(r.ctx, opExtend, sent)
 	ecancel()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.abort = nil
 	if r.stopped {
 		return
 	}
@@ -106,12 +118,17 @@ func (r *renewal) renew() {
 		r.t.Reset(r.interval())
 	case errors.Is(err, store.ErrFenced):
 		r.lost(c, fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost), err)
-	case !time.Now().Before(giveUp):
-		r.lost(c, fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost), err)
 	default:
+		// Retry sooner as the end nears, but not in ever smaller steps:
+		// below a fiftieth of the lease there is no time left to retry.
+		retry := min(lease/10, time.Until(giveUp)/2)
+		if retry < lease/50 {
+			r.lost(c, fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost), err)
+			return
+		}
 		r.g.log.LogAttrs(r.ctx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
 			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
-		r.t.Reset(min(lease/10, time.Until(giveUp)/2))
+		r.t.Reset(retry)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -13,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/internal/testenv"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -26,18 +28,19 @@ func TestMain(m *testing.M) {
 		}))
 }
 
-// These tests use a real clock: renewal is driven by timers. The "work" is a
-// wait for a real duration; the test synchronises on channels.
-
-const shortLease = 90 * time.Millisecond
+// Renewal is driven by timers, so these tests run in a synctest bubble:
+// time is fake, a lease of a minute lapses at once when every goroutine
+// waits, and the "work" is a sleep on that fake clock.
 
 func TestRenewalKeepsLongWorkClaimed(t *testing.T) {
-	st, _ := memstore.New(nil)
-	g, err := gateway.New(st, &gateway.Options{Lease: shortLease})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkLongWork(t, g, "m1", 5*shortLease, shortLease/2)
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLongWork(t, g, "m1", 5*gateway.DefaultRenewedLease, gateway.DefaultRenewedLease/2)
+	})
 }
 
 // checkLongWork runs work lasting d under g.Lock, trying a redelivery of the
@@ -72,52 +75,126 @@ func checkLongWork(t *testing.T, g *gateway.Gateway, key string, d, tick time.Du
 	}
 }
 
-func TestRenewalFailureCancelsBeforeLeaseEnds(t *testing.T) {
-	st, _ := memstore.New(nil)
-	fs := &faulty{Store: st}
-	fs.failExtend.Store(true)
-	l := &logs{}
-	g, err := gateway.New(fs, &gateway.Options{Lease: shortLease, Logger: l.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cancelledAt time.Time
-	start := time.Now()
-	err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
-		<-ctx.Done()
-		cancelledAt = time.Now()
-		if !errors.Is(context.Cause(ctx), gateway.ErrLeaseLost) {
-			t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
+// A caller that goes away (a client disconnect, the push deadline, Receive
+// shutting down) cancels the body's context, but a body inside a call that
+// takes no context runs on. Its lease must be renewed until it returns, or
+// a redelivery would win the lapsed key and run the same work beside it.
+func TestRenewalOutlivesCallerContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Nobody could reclaim yet: the lease has not ended.
-		if _, err := st.Claim(context.Background(), "m1", time.Minute); err != nil {
-			t.Error(err)
+		const lease = gateway.DefaultRenewedLease
+		ctx, cancel := context.WithCancel(t.Context())
+		var runs atomic.Int32
+		err = g.Lock(ctx, "m1", func(bctx context.Context) error {
+			runs.Add(1)
+			cancel() // the caller goes away ...
+			if bctx.Err() == nil {
+				t.Error("the caller's cancellation must reach the body's context")
+			}
+			for range 5 { // ... and the body ignores it, for five leases
+				time.Sleep(lease)
+				if err := g.Lock(context.Background(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrInProgress) {
+					t.Errorf("a redelivery while the body still runs = %v, want ErrInProgress (renewal must outlive the caller)", err)
+				}
+			}
+			return nil
+		})
+		if err != nil || runs.Load() != 1 {
+			t.Fatalf("Lock = %v (ran %d), want nil and one run", err, runs.Load())
 		}
-		return ctx.Err()
+		if err := g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+			t.Fatalf("after the body = %v, want ErrDuplicate: the work completed", err)
+		}
 	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock = %v, want the body's cancellation", err)
-	}
-	if held := cancelledAt.Sub(start); held >= shortLease {
-		t.Fatalf("body cancelled %v after the claim, want before the %v lease ends", held, shortLease)
-	}
-	if len(l.lines(t, "ERROR")) != 1 {
-		t.Fatalf("want one ERROR line for the lost claim, got %v", l.lines(t, "ERROR"))
-	}
+}
+
+func TestRenewalFailureCancelsBeforeLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failExtend.Store(true)
+		l := &logs{}
+		g, err := gateway.New(fs, &gateway.Options{Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const lease = gateway.DefaultRenewedLease
+		start := time.Now()
+		var held time.Duration
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			<-ctx.Done()
+			held = time.Since(start)
+			if !errors.Is(context.Cause(ctx), gateway.ErrLeaseLost) {
+				t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
+			}
+			// Nobody can take the key over yet: the lease has not ended.
+			if c, err := st.Claim(context.Background(), "m1", time.Minute); err != nil || c.Status != store.HeldByOther {
+				t.Errorf("Claim when the body is cancelled = %v, %v; want HeldByOther", c.Status, err)
+			}
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock = %v, want the body's cancellation", err)
+		}
+		if held >= lease || held < lease/2 {
+			t.Fatalf("body cancelled %v after the claim; want after some renewal retries and before the %v lease ends", held, lease)
+		}
+		if len(l.lines(t, "ERROR")) != 1 {
+			t.Fatalf("want one ERROR line for the lost claim, got %v", l.lines(t, "ERROR"))
+		}
+	})
 }
 
 func TestRenewalDetectsTakeover(t *testing.T) {
-	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, &gateway.Options{Lease: shortLease, Logger: (&logs{}).logger()})
-	err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
-		c, _ := gateway.ClaimFromContext(ctx)
-		if err := st.Release(context.Background(), c); err != nil { // someone else's doing
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		g, _ := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			c, _ := gateway.ClaimFromContext(ctx)
+			if err := st.Release(context.Background(), c); err != nil { // someone else's doing
+				t.Error(err)
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		if !errors.Is(err, gateway.ErrLeaseLost) {
+			t.Fatalf("Lock = %v, want ErrLeaseLost", err)
 		}
-		<-ctx.Done()
-		return context.Cause(ctx)
 	})
-	if !errors.Is(err, gateway.ErrLeaseLost) {
-		t.Fatalf("Lock = %v, want ErrLeaseLost", err)
-	}
+}
+
+// A renewal stuck on a slow store must not hold the body's answer: once the
+// body returns, the Extend in flight is cancelled, not awaited until its own
+// deadline most of a lease later.
+func TestRenewalStopDoesNotWaitForSlowExtend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.hangExtend.Store(true)
+		g, err := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var returned time.Time
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			// Past the first renewal (a third of the lease, ±10%): an
+			// Extend now hangs on the store.
+			time.Sleep(gateway.DefaultRenewedLease / 2)
+			returned = time.Now()
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Lock = %v", err)
+		}
+		if waited := time.Since(returned); waited != 0 {
+			t.Fatalf("Lock answered %v after the body returned, waiting on a hung Extend; want at once", waited)
+		}
+		if fs.extends.Load() == 0 {
+			t.Fatal("no Extend was in flight: the test proves nothing")
+		}
+	})
 }
