@@ -30,6 +30,11 @@ import (
 //	body over MaxBodyBytes             413              nack
 //
 // h's status is the verdict: it should answer non-2xx when its work failed.
+// It is held back with h's body until the claim is settled, so that a 2xx
+// reaches Pub/Sub only once the key is recorded done (flushes wait too),
+// and a handler that panics after writing a 2xx answers 500. A handler may
+// still cut the connection with panic(http.ErrAbortHandler): the claim is
+// released and nothing was sent.
 // The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
 // its emulator alike.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
@@ -105,18 +110,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		return
 	}
 
+	// h's answer is held until Lock has settled the claim: completed
+	// before a 2xx goes out, released before a failure does.
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
-				panic(p)
+				panic(p) // h asked for the connection to be cut; nothing was sent
 			}
 			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: handler panicked; the claim was released",
 				slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			if rec.status == 0 {
-				http.Error(w, "internal error", http.StatusInternalServerError)
-			}
+			http.Error(w, "internal error", http.StatusInternalServerError)
 		}
 	}()
 	err = g.Lock(ctx, key, func(ctx context.Context) error {
@@ -126,6 +131,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 		}
 		return nil
 	})
+	rec.send()
 	g.answer(ctx, w, m, key, err, start)
 }
 
@@ -196,33 +202,50 @@ func deliveryAttrs(m *pushenvelope.Message) slog.Attr {
 	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
 }
 
-// recorder notes the status the wrapped handler answers. Unwrap lets
-// http.ResponseController reach Flush, deadlines and the rest.
+// recorder holds the wrapped handler's answer back until the delivery's
+// outcome is settled, because the status is the ack: a 2xx must not reach
+// Pub/Sub before the key is recorded done, nor at all if the handler then
+// panics. The body is held in memory with it (Pub/Sub reads none of it, so
+// push handlers write little or nothing). Headers go to the real writer's
+// map at once: they are only sent with the status. Informational 1xx
+// answers pass through. Unwrap lets http.ResponseController reach deadlines
+// and the rest.
 type recorder struct {
 	http.ResponseWriter
-	status int // the final status; 0 until written
+	status int    // the final status h answered; 0 until it does
+	body   []byte // what h wrote
 }
 
 func (rw *recorder) WriteHeader(code int) {
-	if rw.status == 0 && code >= 200 {
+	if code < 200 {
+		rw.ResponseWriter.WriteHeader(code)
+	} else if rw.status == 0 {
 		rw.status = code
 	}
-	rw.ResponseWriter.WriteHeader(code)
 }
 
 func (rw *recorder) Write(b []byte) (int, error) {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
-	return rw.ResponseWriter.Write(b)
+	rw.body = append(rw.body, b...)
+	return len(b), nil
 }
 
-// Flush keeps handlers that assert http.Flusher working.
+// Flush keeps handlers that assert http.Flusher working. There is nothing
+// to flush while the answer is held.
 func (rw *recorder) Flush() {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
-	http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+// send writes the held answer, if h gave one, to the client.
+func (rw *recorder) send() {
+	if rw.status != 0 {
+		rw.ResponseWriter.WriteHeader(rw.status)
+		rw.ResponseWriter.Write(rw.body) // a client that is gone cannot hear it; Pub/Sub retries
+	}
 }
 
 func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -160,6 +163,85 @@ func TestIdempotentPanicReleases(t *testing.T) {
 		}
 	}()
 	deliver(t, abort, push("2", nil, "x"))
+}
+
+// A handler that answered 2xx and then panicked did not finish its work:
+// its delivery must not be acked. The status is held until the claim is
+// settled, so the client sees 500, however the 2xx was written.
+func TestIdempotentPanicAfter2xxIsNotAcked(t *testing.T) {
+	for name, write := range map[string]func(w http.ResponseWriter){
+		"WriteHeader": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) },
+		"Write":       func(w http.ResponseWriter) { io.WriteString(w, "ok") },
+		"Flush": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusNoContent)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Error(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			srv := httptest.NewServer(f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				write(w)
+				panic("boom after the answer")
+			})))
+			defer srv.Close()
+			resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(push("1", nil, "x")))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+					t.Fatalf("a handler that panicked after a 2xx was acked (%d)", resp.StatusCode)
+				}
+			}
+			// The claim was released: the redelivery runs.
+			h := &counting{}
+			wantStatus(t, deliver(t, f.g.Idempotent(h), push("1", nil, "x")), 200, "redelivery after the panic")
+			if h.runs.Load() != 1 {
+				t.Fatal("the redelivery did not run: the panicked claim was not released")
+			}
+		})
+	}
+}
+
+// The 2xx is the ack, so it must reach the client only after the key is
+// recorded done, even when the handler flushed it.
+func TestIdempotentAcksAfterComplete(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var events []string
+	w := &eventWriter{ResponseRecorder: httptest.NewRecorder(), events: &events}
+	g, err := gateway.New(&completeHook{Store: f.st, hook: func() { events = append(events, "Complete") }}, &gateway.Options{NoRenew: true, Logger: f.logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+	})).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(push("1", nil, "x"))))
+	if want := []string{"Complete", "WriteHeader 200"}; !slices.Equal(events, want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
+}
+
+// eventWriter notes when the status reaches the client.
+type eventWriter struct {
+	*httptest.ResponseRecorder
+	events *[]string
+}
+
+func (w *eventWriter) WriteHeader(code int) {
+	*w.events = append(*w.events, "WriteHeader "+strconv.Itoa(code))
+	w.ResponseRecorder.WriteHeader(code)
+}
+
+// completeHook calls hook when a Complete returns.
+type completeHook struct {
+	store.Store
+	hook func()
+}
+
+func (s *completeHook) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	defer s.hook()
+	return s.Store.Complete(ctx, c)
 }
 
 func TestIdempotentStoreDown(t *testing.T) {
