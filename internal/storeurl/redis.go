@@ -95,10 +95,8 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 	st, err := redisstore.New(checkCtx, client, opts)
 	if err != nil {
 		client.Close()
-		if ee := (*redisstore.EvictionError)(nil); errors.As(err, &ee) {
-			err = fmt.Errorf("%w (in the store URL: allow_eviction=true)", err)
-		}
-		return nil, err
+		// Past the ping, New can fail only in its eviction check.
+		return nil, fmt.Errorf("%w (allow_eviction=true in the store URL skips this check)", err)
 	}
 	return &Opened{Store: st, Close: client.Close}, nil
 }

@@ -134,4 +134,24 @@ func TestOpenRedisEviction(t *testing.T) {
 		}
 	}
 	openRedisURL(t, "redis://"+addr+"?allow_eviction=true&prefix=evicting:", check, "evicting:")
+
+	// A user the server denies INFO gets the same way out.
+	if err := check.Do(t.Context(), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://noinfo:pw@" + addr
+	o, err := storeurl.Open(t.Context(), url)
+	if err == nil {
+		o.Close()
+		t.Fatal("Open as a user denied INFO = nil error, want one")
+	}
+	for _, want := range []string{"INFO", "allow_eviction=true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open as a user denied INFO: error = %q, want it to mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), ":pw@") {
+		t.Errorf("Open error %q reveals the password", err)
+	}
+	openRedisURL(t, url+"?allow_eviction=true&prefix=noinfo:", check, "noinfo:")
 }
