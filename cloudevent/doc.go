@@ -7,7 +7,7 @@
 //
 //	func init() {
 //		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
-//		st, err := redisstore.New(rdb, nil) // any shared store.Store
+//		st, err := redisstore.New(context.Background(), rdb, nil) // any shared store.Store
 //		if err != nil {
 //			log.Fatal(err)
 //		}

@@ -8,7 +8,7 @@
 // another delivery, a store outage, a missing key) is nacked so that Pub/Sub
 // delivers it again, or eventually to the subscription's dead-letter topic.
 //
-//	st, _ := redisstore.New(rdb, nil) // shared by every instance
+//	st, _ := redisstore.New(ctx, rdb, nil) // shared by every instance
 //	g, _ := gateway.New(st, nil)
 //	sub := client.Subscriber("orders-sub")
 //	err := sub.Receive(ctx, pull.Wrap(g, func(ctx context.Context, m *pubsub.Message) error {

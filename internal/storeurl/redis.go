@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,18 +14,21 @@ import (
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
-// redisPingTimeout bounds the connection check at open.
-const redisPingTimeout = 10 * time.Second
+// redisCheckTimeout bounds the checks at open: the ping, then the
+// maxmemory-policy of every master.
+const redisCheckTimeout = 10 * time.Second
 
 // openRedis opens
 //
 //	redis://[user:pass@]host:port[/db][?param=…]              one server (rediss:// for TLS)
 //	redis+cluster://[user:pass@]host:port,host:port…[?param=…] Redis Cluster (rediss+cluster://)
 //
-// The parameters prefix (key namespace) and ttl (a Go duration) configure
-// the store; every other parameter is a go-redis client option, such as
+// The parameters prefix (key namespace), ttl (a Go duration) and
+// allow_eviction (a boolean, redisstore.Options.AllowEviction) configure the
+// store; every other parameter is a go-redis client option, such as
 // dial_timeout or pool_size, as redis.ParseURL and redis.ParseClusterURL
-// accept them. The server is pinged before the store is returned.
+// accept them. The server is pinged, and then redisstore.New checks its
+// maxmemory-policy, before the store is returned.
 func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 	shown := redactURL(rawURL)
 	scheme, rest, _ := strings.Cut(rawURL, "://")
@@ -82,16 +86,17 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 		client = redis.NewClient(o)
 	}
 
-	st, err := redisstore.New(client, opts)
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	checkCtx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()
-	if err := client.Ping(pingCtx).Err(); err != nil {
+	if err := client.Ping(checkCtx).Err(); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", shown, err)
+	}
+	st, err := redisstore.New(checkCtx, client, opts)
+	if err != nil {
+		client.Close()
+		// Past the ping, New can fail only in its eviction check.
+		return nil, fmt.Errorf("%w (allow_eviction=true in the store URL skips this check)", err)
 	}
 	return &Opened{Store: st, Close: client.Close}, nil
 }
@@ -100,7 +105,7 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 func redisStoreOptions(q url.Values) (*redisstore.Options, error) {
 	o := &redisstore.Options{}
 	for name, vs := range q {
-		if (name == "prefix" || name == "ttl") && len(vs) != 1 {
+		if (name == "prefix" || name == "ttl" || name == "allow_eviction") && len(vs) != 1 {
 			return nil, fmt.Errorf("parameter %q given %d times", name, len(vs))
 		}
 	}
@@ -118,6 +123,14 @@ func redisStoreOptions(q url.Values) (*redisstore.Options, error) {
 		}
 		o.TTL = ttl
 		q.Del("ttl")
+	}
+	if q.Has("allow_eviction") {
+		allow, err := strconv.ParseBool(q.Get("allow_eviction"))
+		if err != nil {
+			return nil, fmt.Errorf("parameter allow_eviction: %q is not a boolean", q.Get("allow_eviction"))
+		}
+		o.AllowEviction = allow
+		q.Del("allow_eviction")
 	}
 	return o, nil
 }

@@ -89,6 +89,8 @@ func TestOpenRedisErrors(t *testing.T) {
 		{"redis://" + addr + "?ttl=soon", "parameter ttl"},
 		{"redis://" + addr + "?ttl=-1m", "must be positive"},
 		{"redis://" + addr + "?prefix=a&prefix=b", `"prefix" given 2 times`},
+		{"redis://" + addr + "?allow_eviction=maybe", "parameter allow_eviction"},
+		{"redis://" + addr + "?allow_eviction=1&allow_eviction=0", `"allow_eviction" given 2 times`},
 		{"redis://" + addr + "?no_such_option=1", "no_such_option"},
 		{"redis+cluster://" + addr + "/2", "no database number"},
 		{"redis://user:s3cret@127.0.0.1:1?max_retries=-1&dial_timeout=1s", "cannot reach"},
@@ -107,4 +109,49 @@ func TestOpenRedisErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenRedisEviction checks that a Redis that may evict records is
+// refused with the URL's way out in the message, and accepted with it. The
+// server is private: its policy is changed with CONFIG SET.
+func TestOpenRedisEviction(t *testing.T) {
+	addr := testenv.Private(t, "redis", testenv.StartRedis).Addr
+	check := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { check.Close() })
+	if err := check.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{"redis://" + addr, "redis://" + addr + "?allow_eviction=false"} {
+		o, err := storeurl.Open(t.Context(), url)
+		if err == nil {
+			o.Close()
+			t.Fatalf("Open(%q) on maxmemory-policy volatile-lru = nil error, want a refusal", url)
+		}
+		for _, want := range []string{"volatile-lru", "allow_eviction=true"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Open(%q) error = %q, want it to mention %q", url, err, want)
+			}
+		}
+	}
+	openRedisURL(t, "redis://"+addr+"?allow_eviction=true&prefix=evicting:", check, "evicting:")
+
+	// A user the server denies INFO gets the same way out.
+	if err := check.Do(t.Context(), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://noinfo:pw@" + addr
+	o, err := storeurl.Open(t.Context(), url)
+	if err == nil {
+		o.Close()
+		t.Fatal("Open as a user denied INFO = nil error, want one")
+	}
+	for _, want := range []string{"INFO", "allow_eviction=true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open as a user denied INFO: error = %q, want it to mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), ":pw@") {
+		t.Errorf("Open error %q reveals the password", err)
+	}
+	openRedisURL(t, url+"?allow_eviction=true&prefix=noinfo:", check, "noinfo:")
 }

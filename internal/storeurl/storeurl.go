@@ -2,7 +2,8 @@
 // IDEMGATE_STORE:
 //
 //	memory://                                      in-process (the default)
-//	redis://[user:pass@]host:port/db[?prefix=…&ttl=…]  Redis (rediss:// for TLS)
+//	redis://[user:pass@]host:port/db[?prefix=…&ttl=…&allow_eviction=true]
+//	                                               Redis (rediss:// for TLS)
 //	redis+cluster://host1:port,host2:port          Redis Cluster (rediss+cluster:// for TLS)
 //	postgres://user@host:port/db?…[&table=…]       PostgreSQL
 //	mysql://user:pass@tcp(host:port)/db[?table=…]  MySQL / MariaDB

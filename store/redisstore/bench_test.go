@@ -39,7 +39,7 @@ func benchSetup(b *testing.B) (idemgate, baseline message) {
 	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: benchWorkers})
 	b.Cleanup(func() { client.Close() })
 	prefix := uniquePrefix(b)
-	s, err := redisstore.New(client, &redisstore.Options{Prefix: prefix, TTL: benchTTL, Grace: -1})
+	s, err := redisstore.New(b.Context(), client, &redisstore.Options{Prefix: prefix, TTL: benchTTL, Grace: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

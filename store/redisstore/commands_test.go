@@ -89,7 +89,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	rec := &recorder{}
 	client.AddHook(cmdHook(rec.add))
-	s, err := redisstore.New(client, nil)
+	s, err := redisstore.New(t.Context(), client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 // Package redisstore is a [store.Store] and [store.Extender] on Redis,
-// Memorystore and Redis Cluster, through any go-redis [redis.UniversalClient].
+// Memorystore and Redis Cluster, through a go-redis [redis.UniversalClient]:
+// one server, a Sentinel failover client or a cluster client (not a
+// [redis.Ring]).
 //
 //	client := redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379"})
-//	st, err := redisstore.New(client, &redisstore.Options{TTL: 24 * time.Hour})
+//	st, err := redisstore.New(ctx, client, &redisstore.Options{TTL: 24 * time.Hour})
 //
 // # Records
 //
@@ -54,8 +56,12 @@
 // # Requirements
 //
 // Redis 6.2 or later (for SET … PXAT) or Valkey, self-run or on Memorystore
-// (for Redis, for Redis Cluster or for Valkey). Run it with
-// maxmemory-policy noeviction: an evicted record is forgotten, so a
-// duplicate runs again or a second holder gets in. docs/stores/redis.md
-// explains this and the other operational rules.
+// (for Redis, for Redis Cluster or for Valkey), with maxmemory-policy
+// noeviction: an evicted record is forgotten, so a duplicate runs again or a
+// second holder gets in. [New] reads the policy of the server, or of every
+// master of a cluster, and refuses any other unless [Options.AllowEviction]
+// accepts the risk. It refuses a [redis.Ring] outright: a Ring hands a
+// shard's keys to another shard while the first is marked down, and the
+// records stay behind. docs/stores/redis.md explains these and the other
+// operational rules.
 package redisstore

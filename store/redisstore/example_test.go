@@ -18,7 +18,9 @@ func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "localhost:6379")})
 	defer client.Close()
 
-	s, err := redisstore.New(client, &redisstore.Options{
+	ctx := context.Background()
+	// New checks that Redis never evicts (maxmemory-policy noeviction).
+	s, err := redisstore.New(ctx, client, &redisstore.Options{
 		Prefix: "example-" + rand.Text() + ":", // a fresh namespace for each run
 		TTL:    24 * time.Hour,                 // suppress duplicates for a day
 	})
@@ -26,7 +28,6 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	ctx := context.Background()
 	c, err := s.Claim(ctx, "order-42", time.Minute)
 	if err != nil {
 		log.Fatal(err)

@@ -17,6 +17,8 @@ import (
 func TestNewRejectsBadConfig(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { client.Close() })
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, HeartbeatFrequency: time.Hour})
+	t.Cleanup(func() { ring.Close() })
 	tests := []struct {
 		name   string
 		client redis.UniversalClient
@@ -26,10 +28,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"nil client", nil, nil, "nil client"},
 		{"negative TTL", client, &redisstore.Options{TTL: -time.Second}, "negative TTL"},
 		{"brace in prefix with HashTag", client, &redisstore.Options{Prefix: "app{x}:", HashTag: true}, "contains '{'"},
+		// A Ring re-shards keys when a shard is marked down, whatever the
+		// eviction policy, so AllowEviction does not let it in.
+		{"ring", ring, nil, "*redis.Ring is not supported"},
+		{"ring with AllowEviction", ring, &redisstore.Options{AllowEviction: true}, "*redis.Ring is not supported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := redisstore.New(tt.client, tt.opts)
+			s, err := redisstore.New(t.Context(), tt.client, tt.opts)
 			if err == nil {
 				t.Fatalf("New = %v, nil; want an error", s)
 			}
@@ -41,16 +47,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestNewDoesNotMutateOptions(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { client.Close() })
+	client := newClient(t)
 	opts := &redisstore.Options{}
-	if _, err := redisstore.New(client, opts); err != nil {
+	if _, err := redisstore.New(t.Context(), client, opts); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(&redisstore.Options{}, opts); diff != "" {
 		t.Errorf("New changed the caller's options (-want +got):\n%s", diff)
 	}
-	if _, err := redisstore.New(client, nil); err != nil {
+	if _, err := redisstore.New(t.Context(), client, nil); err != nil {
 		t.Errorf("New with nil options: %v", err)
 	}
 }
@@ -86,7 +91,7 @@ func TestKeyNames(t *testing.T) {
 func TestDefaultPrefix(t *testing.T) {
 	client := newClient(t)
 	ctx := t.Context()
-	s, err := redisstore.New(client, nil)
+	s, err := redisstore.New(t.Context(), client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestServerStopped(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { admin.Close() })
-	s, err := redisstore.New(client, nil)
+	s, err := redisstore.New(t.Context(), client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,15 @@ type Options struct {
 	// none: Redis deletes the record at expiresAt exactly, which halves the
 	// memory held by completed records.
 	Grace time.Duration
+
+	// AllowEviction accepts a Redis whose maxmemory-policy may evict
+	// records, and skips the check New makes. It costs the guarantee: an
+	// evicted done record lets the next delivery of its message run the work
+	// again, and an evicted claim lets a second holder in, at fence 1, while
+	// the first is still working. Set it only where that is acceptable, or
+	// where the policy is noeviction but the server refuses INFO. Default
+	// false: New refuses every policy but noeviction.
+	AllowEviction bool
 }
 
 const (
@@ -65,13 +74,22 @@ var (
 	_ store.Extender = (*Store)(nil)
 )
 
-// New returns a Store that keeps its records through client, which may be a
-// *redis.Client, *redis.ClusterClient, a Sentinel failover client or a
-// *redis.Ring. A nil opts means the defaults. New does no I/O; the client is
-// the caller's to close.
-func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+// New returns a Store that keeps its records through client: a
+// *redis.Client, a Sentinel failover client or a *redis.ClusterClient. A
+// *redis.Ring is refused, since it moves keys between shards. A nil opts
+// means the defaults.
+//
+// Unless [Options.AllowEviction] is set, New reads the maxmemory-policy of
+// the server, or of every master of a cluster, with INFO memory, and
+// refuses any policy but noeviction with an [*EvictionError]; a server that
+// cannot answer fails New too. The check sees the policy at construction
+// only. The client is the caller's to close.
+func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
+	}
+	if _, ok := client.(*redis.Ring); ok {
+		return nil, errRing
 	}
 	var o Options
 	if opts != nil {
@@ -94,6 +112,11 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		o.Grace = 0
 	case o.Grace == 0:
 		o.Grace = o.TTL
+	}
+	if !o.AllowEviction {
+		if err := checkEviction(ctx, client); err != nil {
+			return nil, err
+		}
 	}
 	return &Store{
 		client:  client,

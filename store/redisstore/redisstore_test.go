@@ -57,7 +57,7 @@ func uniquePrefix(t testing.TB) string {
 // newStore returns a store on client.
 func newStore(t testing.TB, client redis.UniversalClient, opts *redisstore.Options) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(client, opts)
+	s, err := redisstore.New(t.Context(), client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
