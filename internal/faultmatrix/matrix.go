@@ -165,6 +165,14 @@ type Surface struct {
 	// under testing/synctest).
 	Cell func(t *testing.T, delay time.Duration, test func(t *testing.T, h *Harness))
 
+	// SparseOverlap limits the check of invariant 2 (a second copy while
+	// the first body runs, after time moved past the lease) to the cells
+	// where the body's run differs from that of ok/none: the outlives row,
+	// and the none and slow columns. The other faults strike before or
+	// after the body. For surfaces whose lease renews on the real clock, so
+	// that each check costs real time; a fake clock checks every cell.
+	SparseOverlap bool
+
 	// PanicAllowed reports whether p may come out of the surface when the
 	// handler behaves as b: what the surface documents.
 	PanicAllowed func(b Behaviour, p any) bool
