@@ -24,18 +24,23 @@ func Run(t *testing.T, s Surface) {
 				if f.Slow {
 					delay = s.SlowDelay
 				}
-				s.Cell(t, delay, func(t *testing.T, h *Harness) {
-					c := &cell{t: t, s: &s, h: h, b: b, f: f, tally: &tally{}}
-					c.run()
-				})
+				s.Cell(t, delay, func(t *testing.T, h *Harness) { Check(t, &s, h, b, f) })
 			})
 		}
 	}
 }
 
+// Check runs the cell b/f of s in the world h, reporting to t. Run calls
+// it for every cell; it is exported for the tests of the checker itself.
+func Check(t testing.TB, s *Surface, h *Harness, b Behaviour, f Fault) {
+	t.Helper()
+	c := &cell{t: t, s: s, h: h, b: b, f: f, tally: &tally{}}
+	c.run()
+}
+
 // cell is the state of one cell's check.
 type cell struct {
-	t     *testing.T
+	t     testing.TB
 	s     *Surface
 	h     *Harness
 	b     Behaviour
