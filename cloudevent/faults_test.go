@@ -43,12 +43,7 @@ func TestFaultMatrix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := faultstore.New(mem, &faultstore.Options{Delay: delay})
-			log := &faultmatrix.Log{}
-			g, err := gateway.New(st, &gateway.Options{Logger: log.Logger(), Lease: matrixLease})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, st, log := faultmatrix.NewGateway(t, mem, delay, gateway.Options{Lease: matrixLease})
 			d := &ceDriver{t: t, key: key, deliveries: map[string]*ceDelivery{}}
 			d.base = serveFunction(t, d.observe(cloudevent.Wrap(g, d.function, nil)))
 			test(t, &faultmatrix.Harness{

@@ -15,9 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/faultmatrix"
-	"github.com/idemgate/idemgate/internal/faultstore"
 	"github.com/idemgate/idemgate/pull"
-	"github.com/idemgate/idemgate/store/memstore"
 )
 
 // TestFaultMatrix runs the pull surface through the fault matrix. Each cell
@@ -34,16 +32,7 @@ func TestFaultMatrix(t *testing.T) {
 		SlowDelay: gateway.DefaultRenewedLease / 20,
 		Cell: func(t *testing.T, delay time.Duration, test func(*testing.T, *faultmatrix.Harness)) {
 			synctest.Test(t, func(t *testing.T) {
-				mem, err := memstore.New(nil) // its clock is the bubble's
-				if err != nil {
-					t.Fatal(err)
-				}
-				st := faultstore.New(mem, &faultstore.Options{Delay: delay})
-				log := &faultmatrix.Log{}
-				g, err := gateway.New(st, &gateway.Options{Logger: log.Logger()})
-				if err != nil {
-					t.Fatal(err)
-				}
+				g, st, log := faultmatrix.NewGateway(t, nil, delay, gateway.Options{})
 				d := &pullDriver{t: t, g: g, key: key}
 				test(t, &faultmatrix.Harness{
 					Store: st, Key: key, Lease: g.Lease(), Log: log,

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/faultmatrix"
-	"github.com/idemgate/idemgate/internal/faultstore"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
@@ -38,20 +37,15 @@ func lockSurface(bug bugs) faultmatrix.Surface {
 		PanicAllowed: func(b faultmatrix.Behaviour, p any) bool { return b.Panics() && p == faultmatrix.PanicValue },
 		Cell: func(t *testing.T, delay time.Duration, test func(*testing.T, *faultmatrix.Harness)) {
 			synctest.Test(t, func(t *testing.T) {
-				mem, err := memstore.New(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var inner store.Store = mem
+				var inner store.Store // a fresh memstore
 				if bug.releaseNothing {
+					mem, err := memstore.New(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
 					inner = releaseNothing{mem}
 				}
-				st := faultstore.New(inner, &faultstore.Options{Delay: delay})
-				log := &faultmatrix.Log{}
-				g, err := gateway.New(st, &gateway.Options{Logger: log.Logger(), NoRenew: bug.noRenew, Lease: time.Minute})
-				if err != nil {
-					t.Fatal(err)
-				}
+				g, st, log := faultmatrix.NewGateway(t, inner, delay, gateway.Options{NoRenew: bug.noRenew, Lease: time.Minute})
 				test(t, &faultmatrix.Harness{
 					Store: st, Key: "k", Lease: g.Lease(), Log: log, Advance: time.Sleep, Patience: time.Hour,
 					Deliver: func(ctx context.Context, b faultmatrix.Behaviour, body *faultmatrix.Body) faultmatrix.Outcome {

@@ -30,7 +30,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/faultstore"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
 )
 
 // Behaviour is a row: what the handler does once its body may go on.
@@ -113,6 +116,7 @@ type Outcome struct {
 	Detail string
 }
 
+// String renders o for the cell's report, e.g. "nack (503)".
 func (o Outcome) String() string {
 	verdict := "nack"
 	if o.Acked {
@@ -176,4 +180,27 @@ type Surface struct {
 	// PanicAllowed reports whether p may come out of the surface when the
 	// handler behaves as b: what the surface documents.
 	PanicAllowed func(b Behaviour, p any) bool
+}
+
+// NewGateway returns a gateway over a faultstore over inner, whose every
+// operation is delayed by delay each way, and the Log the gateway writes
+// to (opts.Logger is replaced). A nil inner means a fresh memstore on the
+// default clock, which is fake inside a testing/synctest bubble.
+func NewGateway(t testing.TB, inner store.Store, delay time.Duration, opts gateway.Options) (*gateway.Gateway, *faultstore.Store, *Log) {
+	t.Helper()
+	if inner == nil {
+		mem, err := memstore.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner = mem
+	}
+	st := faultstore.New(inner, &faultstore.Options{Delay: delay})
+	log := &Log{}
+	opts.Logger = log.Logger()
+	g, err := gateway.New(st, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, st, log
 }
