@@ -3,6 +3,7 @@ package faultmatrix
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -125,6 +126,19 @@ func (l *Log) WithAttrs([]slog.Attr) slog.Handler { return l }
 
 // WithGroup implements slog.Handler; the group is dropped.
 func (l *Log) WithGroup(string) slog.Handler { return l }
+
+// HasMessage reports whether a line at level whose message contains part
+// was logged.
+func (l *Log) HasMessage(level slog.Level, part string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if line.level == level && strings.Contains(line.msg, part) {
+			return true
+		}
+	}
+	return false
+}
 
 // Has reports whether a line at level with the given outcome was logged.
 func (l *Log) Has(level slog.Level, outcome string) bool {

