@@ -39,7 +39,9 @@ func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, f
 	defer cancel(nil)
 	r := &renewal{g: g, ctx: bctx, cancel: cancel, c: c, deadline: claimedAt.Add(g.opts.Lease)}
 	r.mu.Lock()
-	r.t = time.AfterFunc(r.interval(), r.renew)
+	// The first renewal counts from the Claim's sending, as the lease does,
+	// so that a slow Claim leaves the renewal its full margin.
+	r.t = time.AfterFunc(r.interval()-time.Since(claimedAt), r.renew)
 	r.mu.Unlock()
 	defer r.stop()
 	return fn(withClaim(bctx, c))
