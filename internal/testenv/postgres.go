@@ -110,7 +110,8 @@ func pingPostgres(ctx context.Context, dsn string) error {
 // refuses to run as root; under root, the server runs as the system user
 // postgres, dir is given to that user, and the directories between dir and
 // the system's temporary directory (a test's private t.TempDir) are made
-// traversable by others.
+// traversable by others. It returns once the server accepts sessions, not
+// merely connections, or fails after 30 s.
 func StartPostgres(dir string) (*Server, error) {
 	bin, err := postgresBin()
 	if err != nil {
