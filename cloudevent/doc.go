@@ -49,8 +49,12 @@
 // returns an error that carries a *cehttp.Result (package
 // github.com/cloudevents/sdk-go/v2/protocol/http) for the SDK and that
 // matches [gateway.ErrInProgress], [gateway.ErrStore], [gateway.ErrNoKey] or
-// [pushenvelope.ErrNotPush] with errors.Is. fn's own errors come back
-// unchanged.
+// [pushenvelope.ErrNotPush] with errors.Is. With the gateway's
+// Options.HideKeys set, nothing in that error holds the raw key: an
+// *gateway.InProgressError carries the key's digest (the one the logs show)
+// as its Key, and other causes keep their text, with the key replaced by
+// the digest, and their errors.Is matches, but no longer their types.
+// fn's own errors come back unchanged.
 //
 // Without retries enabled on the trigger (gcloud functions deploy --retry),
 // every nack drops the event: see docs/cloudfunctions.md for deployment,

@@ -171,18 +171,18 @@ func (w *wrapper) refused(ctx context.Context, e event.Event, m *pushenvelope.Me
 		w.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: key held by another delivery; asking for a retry",
 			slog.String("outcome", gateway.OutcomeInProgress), eventAttrs(e, m), w.keyAttr(key),
 			slog.Time("holder_lease_until", inProgress.LeaseUntil))
-		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", err)
+		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", hideKey(w.g, key, err))
 	case errors.Is(err, gateway.ErrNoKey):
 		if keyErr == nil { // the key function answered, but the store refuses the key
 			keyErr = err
 		}
 		w.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
 			slog.String("outcome", gateway.OutcomeNoKey), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", keyErr))
-		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", errors.Join(err, keyErr))
+		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", hideKey(w.g, key, errors.Join(err, keyErr)))
 	default: // gateway.ErrStore; anything else Lock may add is treated alike
 		w.log.LogAttrs(ctx, slog.LevelError, "idemgate: store failed; asking for a retry",
 			slog.String("outcome", gateway.OutcomeStoreError), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", err))
-		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", err)
+		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", hideKey(w.g, key, err))
 	}
 }
 

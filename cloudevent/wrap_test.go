@@ -295,3 +295,83 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestWrapHideKeys checks that with the gateway's HideKeys, neither the error
+// Wrap hands to functions-framework for a held key nor the answer the
+// framework sends holds the raw key; the digest the logs use stands in.
+func TestWrapHideKeys(t *testing.T) {
+	const key = "customer-4711@example.com" // the event id, so the key
+	st, err := memstore.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := st.Claim(t.Context(), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	g, err := gateway.New(st, &gateway.Options{HideKeys: true, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := cloudevent.Wrap(g, newBody(nil).run, nil)
+	handed := make(chan error, 1) // what the framework got
+	base := serveFunction(t, func(ctx context.Context, e event.Event) error {
+		err := wrapped(ctx, e)
+		handed <- err
+		return err
+	})
+
+	code, answer := deliver(t, binaryRequest(base, message{id: key, data: "x"}))
+	got := <-handed
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d (%q), want 503 for a held key", code, answer)
+	}
+	if strings.Contains(answer, key) {
+		t.Errorf("the framework answered %q, which holds the raw key", answer)
+	}
+	var texts []string
+	for e := range errorTree(got) {
+		texts = append(texts, e.Error(), fmt.Sprintf("%+v", e))
+	}
+	for _, text := range texts {
+		if strings.Contains(text, key) {
+			t.Errorf("the error handed to the framework holds the raw key: %q", text)
+		}
+	}
+	digest := g.KeyAttr(key).Value.String()
+	var ip *gateway.InProgressError
+	if !errors.As(got, &ip) || ip.Key != digest || !ip.LeaseUntil.Equal(held.LeaseUntil) {
+		t.Fatalf("errors.As(*InProgressError) on %v: got %+v, want Key %q (the digest) and the holder's lease end", got, ip, digest)
+	}
+	if !strings.Contains(logs.String(), digest) || strings.Contains(logs.String(), `"key":`) {
+		t.Errorf("the log must name the key by the same digest %q, and never by a \"key\" attribute:\n%s", digest, logs.String())
+	}
+}
+
+// errorTree yields err and every error reachable from it through Unwrap.
+func errorTree(err error) func(yield func(error) bool) {
+	return func(yield func(error) bool) {
+		var walk func(error) bool
+		walk = func(e error) bool {
+			if e == nil {
+				return true
+			}
+			if !yield(e) {
+				return false
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				return walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, inner := range u.Unwrap() {
+					if !walk(inner) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(err)
+	}
+}

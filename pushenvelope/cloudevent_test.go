@@ -73,15 +73,44 @@ func TestParseCloudEventReasons(t *testing.T) {
 	}
 }
 
-func TestParseCloudEventWinsOverPushHeaders(t *testing.T) {
-	// A CloudEvent that also carries a message id header is still a CloudEvent.
-	h := http.Header{
+func TestParsePushHeaderWinsOverCloudEventHeaders(t *testing.T) {
+	// An unwrapped push sends every attribute as a header, so CloudEvents
+	// headers next to Pub/Sub's message id header are attributes: the
+	// delivery is the unwrapped message "m-7", never a CloudEvent, whatever
+	// the body looks like.
+	binaryAttrs := http.Header{
 		"Ce-Specversion": {"1.0"}, "Ce-Type": {pushenvelope.MessagePublishedType}, "Ce-Id": {"e-1"},
-		"X-Goog-Pubsub-Message-Id": {"other"},
 	}
-	m, err := pushenvelope.Parse(h, []byte(`{"message":{"data":"aGk="}}`))
-	if err != nil || m.Form != pushenvelope.CloudEventBinary || m.ID != "e-1" {
-		t.Fatalf("Parse = %+v, %v; want the binary CloudEvent e-1", m, err)
+	tests := []struct {
+		name   string
+		header http.Header
+		body   string
+	}{
+		{"ce attributes, body a messagePublished data", binaryAttrs, `{"message":{"data":"aGk="}}`},
+		{"ce attributes, body not JSON", binaryAttrs, `plain text`},
+		{"ce attributes, empty body", binaryAttrs, ``},
+		{"cloudevents content type, body a structured event", http.Header{"Content-Type": {"application/cloudevents+json"}},
+			`{"specversion":"1.0","type":"` + pushenvelope.MessagePublishedType + `","id":"e-2","data":{"message":{"data":"aGk="}}}`},
+		{"cloudevents content type, body not JSON", http.Header{"Content-Type": {"Application/CloudEvents+JSON; charset=utf-8"}}, `<xml/>`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.header.Clone()
+			h.Set("X-Goog-Pubsub-Message-Id", "m-7")
+			m, err := pushenvelope.Parse(h, []byte(tt.body))
+			checkInvariants(t, m, err)
+			if err != nil {
+				t.Fatalf("Parse = %v; an unwrapped push with CloudEvents-like attributes must decode", err)
+			}
+			if m.Form != pushenvelope.Unwrapped || m.ID != "m-7" || string(m.Data) != tt.body {
+				t.Fatalf("Parse = %+v; want the unwrapped message m-7 with the body as its data", m)
+			}
+			for k, vs := range tt.header {
+				if name := strings.ToLower(k); strings.HasPrefix(name, "ce-") && m.Attributes[name] != vs[0] {
+					t.Errorf("Attributes[%q] = %q, want %q: a ce-* header on an unwrapped push is an attribute", name, m.Attributes[name], vs[0])
+				}
+			}
+		})
 	}
 }
 

@@ -102,17 +102,12 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 // documentation lists the rules. Errors wrap ErrNotPush and say in one line
 // why the request is not a delivery.
 func Parse(h http.Header, body []byte) (*Message, error) {
-	// 1. Binary CloudEvent: its attributes travel as ce-* headers.
-	if _, ok := h[headerSpecVersion]; ok {
-		return parseBinaryEvent(h, body)
-	}
-	// 2. Structured CloudEvent: announced by its media type.
-	if isStructuredEvent(h.Get("Content-Type")) {
-		return parseStructuredEvent(body)
-	}
-	// 3. Unwrapped push with write metadata: the message id header. Its body
-	// is the raw data, so it is taken as a wrapped body only when it is a
-	// wrapped envelope of that very message.
+	// 1. Unwrapped push with write metadata: the message id header. It
+	// comes first because every attribute of such a message arrives as a
+	// header too, so an attribute named ce-specversion or content-type must
+	// not turn raw data into a CloudEvent; Pub/Sub's own metadata header
+	// names the form. The body is the raw data, so it is taken as a wrapped
+	// body only when it is a wrapped envelope of that very message.
 	if ids, ok := h[headerMessageID]; ok {
 		id := ""
 		if len(ids) > 0 {
@@ -122,6 +117,14 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 			return m, nil
 		}
 		return parseUnwrapped(h, id, body)
+	}
+	// 2. Binary CloudEvent: its attributes travel as ce-* headers.
+	if _, ok := h[headerSpecVersion]; ok {
+		return parseBinaryEvent(h, body)
+	}
+	// 3. Structured CloudEvent: announced by its media type.
+	if isStructuredEvent(h.Get("Content-Type")) {
+		return parseStructuredEvent(body)
 	}
 	// 4. Wrapped push: a JSON object with a message object.
 	d, err := decodePublished(body, "body")

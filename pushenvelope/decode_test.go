@@ -109,6 +109,23 @@ var fixtureCases = map[string]struct {
 		Attributes: map[string]string{}, PublishTime: at("2024-11-05T14:03:24Z"),
 		Subscription: "projects/acme-orders/subscriptions/relay-unwrapped", Form: pushenvelope.Unwrapped,
 	}},
+	// An attribute named like a CloudEvents header stays an attribute: the
+	// Pub/Sub metadata header decides the form.
+	"unwrapped-ce-attributes.http": {want: &pushenvelope.Message{
+		ID: "13244001928374654", Data: []byte(`{"order_id":"A-1044","amount_cents":4500,"currency":"EUR"}`),
+		Attributes: map[string]string{
+			"ce-specversion": "1.0", "ce-type": "com.acme.order.created", "order_id": "A-1044",
+		},
+		PublishTime: at("2024-11-05T14:03:25Z"), Subscription: unwrapSub, Form: pushenvelope.Unwrapped,
+	}},
+	// So does a Content-Type attribute that names the structured CloudEvent
+	// media type: the data is whatever the publisher sent.
+	"unwrapped-cloudevents-content-type.http": {want: &pushenvelope.Message{
+		ID:         "13244001928374655",
+		Data:       []byte(`{"specversion":"1.0","type":"com.acme.order.created","source":"/erp","id":"e-17","data":{"order_id":"A-1045"}}`),
+		Attributes: map[string]string{"source": "erp"}, PublishTime: at("2024-11-05T14:03:26Z"),
+		Subscription: unwrapSub, Form: pushenvelope.Unwrapped,
+	}},
 	"cloudevent-binary.http": {want: &pushenvelope.Message{
 		ID: "8374650912345", Data: []byte(invoiceJSON), Attributes: map[string]string{"tenant": "t-9"},
 		PublishTime: at("2025-03-01T10:15:00.25Z"), Subscription: eventarcSub, Source: topicSource,

@@ -29,14 +29,17 @@
 //
 // [Parse] picks the form from the first rule that matches:
 //
-//  1. a Ce-Specversion header: binary CloudEvent. Its Ce-Type must be
-//     [MessagePublishedType];
-//  2. Content-Type application/cloudevents+json (parameters ignored):
-//     structured CloudEvent, same type rule;
-//  3. an X-Goog-Pubsub-Message-Id header: unwrapped, except when the body is
+//  1. an X-Goog-Pubsub-Message-Id header: unwrapped, except when the body is
 //     a wrapped envelope of that same message id, which is taken as wrapped
 //     (raw data that merely looks like an envelope names another message or
-//     none, and stays data);
+//     none, and stays data). This rule comes first because an unwrapped push
+//     turns every attribute into a header: a message with an attribute
+//     ce-specversion, or content-type application/cloudevents+json, is still
+//     an unwrapped message, and Pub/Sub's metadata header says so;
+//  2. a Ce-Specversion header: binary CloudEvent. Its Ce-Type must be
+//     [MessagePublishedType];
+//  3. Content-Type application/cloudevents+json (parameters ignored):
+//     structured CloudEvent, same type rule;
 //  4. otherwise the body must be a JSON object with a "message" object:
 //     wrapped.
 //
@@ -78,6 +81,8 @@
 //     X-Goog-*, X-Forwarded-*, …), and an attribute spelled like one of them
 //     is lost (Google's own example publishes a Content-Type attribute to
 //     set the request's content type): read it from the request;
+//   - Ce-* headers are kept: Pub/Sub adds none to an unwrapped push, so they
+//     are attributes named like CloudEvents headers (ce-specversion, ce-type…);
 //   - a header seen several times contributes its first value.
 //
 // Without write metadata an unwrapped push carries no message id at all and

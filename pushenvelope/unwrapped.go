@@ -76,9 +76,10 @@ func headerAttributes(h http.Header) map[string]string {
 // transportHeader reports whether a lowercased header name belongs to HTTP,
 // to tracing, or to Google's front ends and Pub/Sub's own metadata, rather
 // than to a message attribute. Authorization is among them, so a bearer token
-// never ends up in Attributes (and in logs that print them).
+// never ends up in Attributes (and in logs that print them). Ce-* names are
+// not: on an unwrapped push only attributes can carry them.
 func transportHeader(name string) bool {
-	for _, p := range [...]string{"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-forwarded-", "x-serverless-", "ce-"} {
+	for _, p := range [...]string{"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-forwarded-", "x-serverless-"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -56,7 +56,9 @@ func findPostgres() (string, error) {
 	if Listening("127.0.0.1:5432") {
 		for _, u := range []string{"postgres", "root"} {
 			dsn := postgresURL(u, "127.0.0.1:5432", "test")
-			err := pingPostgres(dsn)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := pingPostgres(ctx, dsn)
+			cancel()
 			if err == nil {
 				return dsn, nil
 			}
@@ -76,9 +78,7 @@ func postgresURL(user, addr, db string) string {
 
 // pingPostgres connects to dsn. When only the database is missing, it
 // creates it through the maintenance database "postgres".
-func pingPostgres(dsn string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+func pingPostgres(ctx context.Context, dsn string) error {
 	c, err := pgconn.Connect(ctx, dsn)
 	if err == nil {
 		return c.Close(ctx)
@@ -110,7 +110,8 @@ func pingPostgres(dsn string) error {
 // refuses to run as root; under root, the server runs as the system user
 // postgres, dir is given to that user, and the directories between dir and
 // the system's temporary directory (a test's private t.TempDir) are made
-// traversable by others.
+// traversable by others. It returns once the server accepts sessions, not
+// merely connections, or fails after 30 s.
 func StartPostgres(dir string) (*Server, error) {
 	bin, err := postgresBin()
 	if err != nil {
@@ -143,7 +144,10 @@ func StartPostgres(dir string) (*Server, error) {
 		return nil, fmt.Errorf("initdb: %v: %s", err, tail(out))
 	}
 	server := append(prefix[:len(prefix):len(prefix)], filepath.Join(bin, "postgres"))
-	s, err := startOnFreePort(dir, 30*time.Second, server[0], func(port int) []string {
+	const readyWithin = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	s, err := startOnFreePort(dir, readyWithin, server[0], func(port int) []string {
 		return append(server[1:len(server):len(server)],
 			"-D", data, "-p", itoa(port), "-k", dir,
 			"-c", "listen_addresses=127.0.0.1",
@@ -153,11 +157,56 @@ func StartPostgres(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pingPostgres(postgresURL("postgres", s.Addr, "test")); err != nil {
+	if err := awaitPostgres(ctx, postgresURL("postgres", s.Addr, "test"), s.done); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// awaitPostgres pings dsn until the server accepts the connection. The
+// postmaster listens before it accepts sessions: until crash recovery or
+// startup ends it answers every connection with SQLSTATE 57P03, which
+// [postgresNotReady] recognises; those answers are retried until ctx ends
+// or exited closes (the server process is gone). Any other error is final.
+func awaitPostgres(ctx context.Context, dsn string, exited <-chan struct{}) error {
+	for {
+		err := pingPostgres(ctx, dsn)
+		if err == nil || !postgresNotReady(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres still not accepting connections: %w", errors.Join(ctx.Err(), err))
+		case <-exited:
+			return fmt.Errorf("postgres exited while starting up: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// postgresNotReady reports whether err carries a server answer meaning
+// "not ready yet, try again": SQLSTATE 57P03 (cannot_connect_now), which
+// PostgreSQL sends while it starts up ("the database system is starting
+// up", "… is not yet accepting connections", "… is in recovery mode").
+// The decision rests on the SQLSTATE alone, never on message text, and
+// looks at every server error in err's tree, so a 57P03 met while
+// creating the missing database counts too. Everything else, network
+// errors and timeouts included, is not a readiness answer.
+func postgresNotReady(err error) bool {
+	switch e := err.(type) {
+	case *pgconn.PgError:
+		return e.Code == "57P03" // cannot_connect_now
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if postgresNotReady(inner) {
+				return true
+			}
+		}
+	case interface{ Unwrap() error }:
+		return postgresNotReady(e.Unwrap())
+	}
+	return false
 }
 
 // traversable adds search permission for others to dir and to its parents
