@@ -24,7 +24,8 @@ const (
 	// store.Extender: the gateway renews it while the work runs, so it
 	// only bounds how long a crashed holder blocks its key.
 	DefaultRenewedLease = time.Minute
-	// DefaultSettleTimeout bounds each Complete and Release.
+	// DefaultSettleTimeout bounds each Complete, with its retries, and
+	// each Release.
 	DefaultSettleTimeout = 10 * time.Second
 	// DefaultMaxBodyBytes is the largest push body the HTTP surface reads.
 	DefaultMaxBodyBytes = 16 << 20
@@ -46,7 +47,8 @@ type Options struct {
 
 	// SettleTimeout bounds each Complete and Release, which run on a
 	// context that ignores the caller's cancellation so that a cancelled
-	// request still settles its claim. Default DefaultSettleTimeout.
+	// request still settles its claim. A failed Complete is tried again
+	// within it. Default DefaultSettleTimeout.
 	SettleTimeout time.Duration
 
 	// Logger receives the gateway's log lines. Default slog.Default().

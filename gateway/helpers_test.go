@@ -102,7 +102,8 @@ func newFixture(t testing.TB, opts gateway.Options) *fixture {
 type faulty struct {
 	store.Store
 	failClaim, failComplete, failRelease, failExtend atomic.Bool
-	hangExtend                                       atomic.Bool // Extend waits for its context to end
+	hangExtend                                       atomic.Bool  // Extend waits for its context to end
+	completeFailures                                 atomic.Int32 // so many Completes fail
 	releases, extends                                atomic.Int32
 }
 
@@ -116,7 +117,7 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (st
 }
 
 func (f *faulty) Complete(ctx context.Context, c store.Claim) (bool, error) {
-	if f.failComplete.Load() {
+	if f.failComplete.Load() || f.completeFailures.Add(-1) >= 0 {
 		return false, errInjected
 	}
 	return f.Store.Complete(ctx, c)

@@ -97,24 +97,52 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time
 }
 
 // complete records c as done and returns the outcome. Failures are logged,
-// never returned: the work already happened.
+// never returned: the work already happened. A failed Complete is tried
+// again until SettleTimeout, with growing pauses: it is idempotent (the
+// same fence on a DONE record answers true, so a lost reply is harmless),
+// and work done but not recorded is the one failure that no redelivery can
+// mend.
 func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	ok, err := g.st.Complete(sctx, c)
+	tries := 1
+	for wait := firstCompleteRetry; err != nil && pause(sctx, wait); wait = min(2*wait, time.Second) {
+		ok, err = g.st.Complete(sctx, c)
+		tries++
+	}
 	g.tel.timed(ctx, opComplete, start)
 	sctx.stop()
 	switch {
 	case err != nil:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeCompleteError), slog.Any("error", err))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeCompleteError), slog.Int("attempts", tries), slog.Any("error", err))
 		return OutcomeCompleteError
 	case !ok:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeFencedOut))
 		return OutcomeFencedOut
+	case tries > 1:
+		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: work recorded as done after failed attempts",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Int("attempts", tries))
 	}
 	return OutcomeWon
+}
+
+// firstCompleteRetry is the pause before Complete is tried again; each
+// later pause doubles, up to a second.
+const firstCompleteRetry = 50 * time.Millisecond
+
+// pause waits d, and reports false, at once, if ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // release gives c up so that a retry can run. Failures are logged: the

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
@@ -174,18 +175,46 @@ func TestLockFencedOutAfterSuccessAcksAndLogs(t *testing.T) {
 }
 
 func TestLockCompleteFailureAcksAndLogs(t *testing.T) {
-	st, _ := memstore.New(nil)
-	fs := &faulty{Store: st}
-	fs.failComplete.Store(true)
-	l := &logs{}
-	g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger(), NoRenew: true})
-	if err := g.Lock(t.Context(), "m1", func(context.Context) error { return nil }); err != nil {
-		t.Fatalf("Lock with a failing Complete = %v, want nil", err)
-	}
-	lines := l.lines(t, "ERROR")
-	if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeCompleteError {
-		t.Fatalf("ERROR lines = %v, want one complete_error line", lines)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failComplete.Store(true)
+		l := &logs{}
+		g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger(), NoRenew: true})
+		start := time.Now()
+		if err := g.Lock(t.Context(), "m1", func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Lock with a failing Complete = %v, want nil", err)
+		}
+		if took := time.Since(start); took != gateway.DefaultSettleTimeout {
+			t.Errorf("Lock gave up on Complete after %v, want the SettleTimeout, %v", took, gateway.DefaultSettleTimeout)
+		}
+		lines := l.lines(t, "ERROR")
+		if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeCompleteError || lines[0]["attempts"].(float64) < 10 {
+			t.Fatalf("ERROR lines = %v, want one complete_error line after many attempts", lines)
+		}
+	})
+}
+
+// Complete is idempotent, so a failed one is tried again: work done must
+// not stay unrecorded because of one dropped connection.
+func TestLockCompleteRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.completeFailures.Store(2)
+		l := &logs{}
+		g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger(), NoRenew: true})
+		var runs atomic.Int32
+		if err := g.Lock(t.Context(), "m1", counter(&runs)); err != nil {
+			t.Fatalf("Lock = %v, want nil", err)
+		}
+		if err := g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrDuplicate) {
+			t.Fatalf("redelivery = %v, want ErrDuplicate: the third Complete recorded the work", err)
+		}
+		if warns := l.lines(t, "WARN"); len(warns) != 1 || warns[0]["attempts"] != 3.0 || len(l.lines(t, "ERROR")) != 0 {
+			t.Fatalf("WARN lines %v, ERROR lines %v; want one WARN after 3 attempts and no ERROR", warns, l.lines(t, "ERROR"))
+		}
+	})
 }
 
 func TestLockClaimFailureIsReturned(t *testing.T) {

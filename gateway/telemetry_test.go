@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -90,14 +91,16 @@ func TestTelemetry(t *testing.T) {
 }
 
 func TestHideKeys(t *testing.T) {
-	st, _ := memstore.New(nil)
-	fs := &faulty{Store: st}
-	fs.failComplete.Store(true)
-	l := &logs{}
-	g, _ := gateway.New(fs, &gateway.Options{HideKeys: true, Logger: l.logger(), NoRenew: true})
-	g.Lock(t.Context(), "alice@example.com", counter(new(atomic.Int32)))
-	lines := l.lines(t, "ERROR")
-	if len(lines) != 1 || lines[0]["key"] != nil || lines[0]["key_digest"] == nil {
-		t.Fatalf("ERROR lines = %v, want a key_digest and no key", lines)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failComplete.Store(true)
+		l := &logs{}
+		g, _ := gateway.New(fs, &gateway.Options{HideKeys: true, Logger: l.logger(), NoRenew: true})
+		g.Lock(t.Context(), "alice@example.com", counter(new(atomic.Int32)))
+		lines := l.lines(t, "ERROR")
+		if len(lines) != 1 || lines[0]["key"] != nil || lines[0]["key_digest"] == nil {
+			t.Fatalf("ERROR lines = %v, want a key_digest and no key", lines)
+		}
+	})
 }
