@@ -173,3 +173,22 @@ func TestClaimDecidesOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestSQLiteClockFixedPerStep confirms what SQLite's Claim relies on
+// without a sub-select of its own: 'now' is read once per sqlite3_step, so
+// every reading in one statement is the same, however long it runs.
+func TestSQLiteClockFixedPerStep(t *testing.T) {
+	db := sqliteBackend.open(t, 1)
+	const now = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
+	start := time.Now()
+	var lo, hi, n int64
+	err := db.QueryRowContext(t.Context(), `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 30000)
+SELECT min(`+now+`), max(`+now+`), count(*) FROM c`).Scan(&lo, &hi, &n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows, two readings each, in %v", n, time.Since(start))
+	if lo != hi {
+		t.Errorf("readings of 'now' in one statement range over %d ms, want one instant", hi-lo)
+	}
+}

@@ -13,11 +13,17 @@ import "strconv"
 // behind a Release must see the lease the Release just ended as ended.
 // PostgreSQL therefore reads clock_timestamp(), not statement_timestamp()
 // or now(); SQLite's 'now' is fixed for one sqlite3_step, which starts once
-// the statement holds the write lock. Separate readings in one statement
-// only ever move forward, and every condition holds at the instant it was
-// evaluated. Where a Claim writes lease_until and then expires_at from two
-// readings, expires_at can only come out later than lease_until + ttl,
-// never earlier: the record outlives its lease by at least the ttl.
+// the statement holds the write lock (TestSQLiteClockFixedPerStep).
+//
+// Because PostgreSQL's clock moves between two readings in one statement, a
+// statement must decide once: one reading, one verdict, and every column
+// it writes follows that verdict and counts its instants from that reading
+// (the Claim below reads the clock in a sub-select, once). Complete,
+// Release and Extend test the clock in their WHERE and write an instant in
+// their SET, two readings that PostgreSQL cannot share without taking the
+// first before the row lock; their one clock verdict, "the record has not
+// expired", is taken first and the instant they write is at most a few
+// microseconds later, within the same lock.
 
 // claimResult is what every Claim statement answers besides the fence: the
 // record's lease as the caller ($3) sees it, packed in one number. It is 0
