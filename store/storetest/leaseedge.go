@@ -38,7 +38,7 @@ const (
 	edgeKeys    = 3
 	edgeWorkers = 4 // per key
 	// edgeSteps is the lease, in clock steps, on a fake clock.
-	edgeSteps = 12
+	edgeSteps = 10
 	// edgeSpread varies the leases: the i-th Claim of a worker asks for
 	// the lease plus i%edgeSpread clock steps (milliseconds on a real
 	// clock).
@@ -46,7 +46,7 @@ const (
 	// edgeTakeovers is how many takeovers of each key end the race: more
 	// on a fake clock, where they cost no waiting.
 	edgeTakeoversReal = 5
-	edgeTakeoversFake = 8
+	edgeTakeoversFake = 6
 	edgeBudget        = 30 * time.Second
 	// edgeZombies caps the taken-over holders whose Complete and Extend
 	// are tried once the race is over, per key.
