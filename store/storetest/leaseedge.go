@@ -32,7 +32,9 @@ import (
 // passes inside an operation that reads it more than once. On a real clock
 // the leases are Config.EdgeLease long. The case runs until every key has
 // been taken over edgeTakeovers times, or edgeBudget has passed; it fails
-// if a key was never taken over.
+// if a key was never taken over. A Claim that fails (a store may give up
+// under contention) breaks no rule, but its outcome is unknown, so the
+// checks that need every winner seen are skipped for its key.
 
 const (
 	edgeKeys    = 3
@@ -58,6 +60,10 @@ type edgeKey struct {
 	name string
 	// seen is the highest fence of any call that has returned.
 	seen atomic.Int64
+	// errs counts Claims that returned an error: a store may give up
+	// under contention (the Google stores retry five times), and such a
+	// call may still have won, unseen.
+	errs atomic.Int64
 	mu   sync.Mutex // guards the fields below
 	wins map[int64]edgeWin
 	held []store.Claim
@@ -169,7 +175,7 @@ func leaseEdgeTakeovers(e *env) error {
 			return k.err
 		}
 		if len(k.wins) < 2 {
-			return fmt.Errorf("key %q was never taken over in %v of racing Claims with %v leases: the case tested nothing", k.name, edgeBudget, lease)
+			return fmt.Errorf("key %q was never taken over in %v of racing Claims with %v leases (%d Claims failed): the case tested nothing", k.name, edgeBudget, lease, k.errs.Load())
 		}
 		if err := edgeAfter(e, k, tolerance); err != nil {
 			return err
@@ -185,7 +191,8 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 	floor := k.seen.Load()
 	c, err := e.s.Claim(ctx, k.name, lease)
 	if err != nil {
-		return fmt.Errorf("Claim(%q) racing at the lease edge: %w", k.name, err)
+		k.errs.Add(1)
+		return nil
 	}
 	defer k.saw(c.Fence)
 	switch c.Status {
@@ -215,7 +222,8 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 	floor = k.seen.Load()
 	r, err := e.s.Claim(ctx, k.name, lease)
 	if err != nil {
-		return fmt.Errorf("retried Claim(%q) at the lease edge: %w", k.name, err)
+		k.errs.Add(1)
+		return nil
 	}
 	defer k.saw(r.Fence)
 	switch {
@@ -249,10 +257,10 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 	for _, h := range k.held {
 		w, ok := k.wins[h.Fence]
-		if !ok {
+		if !ok && k.errs.Load() == 0 {
 			return violated("Claim(%q) = HeldByOther fence %d, a fence that no Claim won: the record mixes two claims", k.name, h.Fence)
 		}
-		if !h.LeaseUntil.Equal(w.LeaseUntil) {
+		if ok && !h.LeaseUntil.Equal(w.LeaseUntil) {
 			return violated("Claim(%q) = HeldByOther fence %d LeaseUntil %v, but the Claim that won fence %d got LeaseUntil %v: the record mixes two claims",
 				k.name, h.Fence, h.LeaseUntil, w.Fence, w.LeaseUntil)
 		}
@@ -283,6 +291,9 @@ func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 		if _, err := x.Extend(e.ctx, z.Claim, long); !errors.Is(err, store.ErrFenced) {
 			return violated("Extend by the holder of fence %d of %q, taken over by fence %d = %v, want ErrFenced", f, k.name, top, err)
 		}
+	}
+	if k.errs.Load() > 0 {
+		return nil // a failed Claim may have taken the last winner over
 	}
 	// Nobody took the last winner's key over: its late Complete commits.
 	return e.complete(k.wins[top].Claim, true, fmt.Sprintf("Complete by the last winner of %q (fence %d), never taken over, must return true", k.name, top))
