@@ -20,6 +20,15 @@
 // clock; for them set RealClock and the suite waits for short real leases
 // (Config.Tick) to pass instead.
 //
+// The LeaseEdgeTakeovers case races Claims on keys whose holders never
+// complete, with leases so short that each lapses while other Claims are in
+// flight (Config.EdgeLease on a real clock; on a fake one the clock steps
+// on every reading). It checks that every takeover is decided once, on one
+// clock reading that every field of the record follows: no two winners
+// share a fence, fences only rise, a HeldByOther reports the lease of the
+// claim that won its fence, a takeover's lease starts no earlier than the
+// lease it replaced ended, and a holder taken over is fenced out.
+//
 // The Linearizable case then checks the rules together under concurrency:
 // several clients call Claim, Complete, Release and Extend on a few hot keys
 // at once, and the recorded history must be linearizable against the
