@@ -110,9 +110,11 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // The verdict, in the WHERE, and the new lease and expiry, in the SET, are
 // two sub-selects, each reading the clock once after the row lock, in that
 // order: PostgreSQL offers no way for them to share a reading. The outcome
-// is still that of one reading, the second: a takeover allowed at the first
-// reading is allowed at any later one (a lapsed lease stays lapsed, an
-// expired record stays expired), and the row is locked in between.
+// is still that of one reading. A refusal reads the clock once (the SET is
+// not evaluated); a takeover is that of the second reading, because a
+// takeover allowed at the first is allowed at any later one (a lapsed lease
+// stays lapsed, an expired record stays expired) and the row is locked in
+// between.
 const pgClaimNoWrite = `WITH claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
 	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
