@@ -38,7 +38,7 @@ import (
 
 const (
 	edgeKeys    = 3
-	edgeWorkers = 4 // per key
+	edgeWorkers = 3 // per key
 	// edgeSteps is the lease, in clock steps, on a fake clock.
 	edgeSteps = 10
 	// edgeSpread varies the leases: the i-th Claim of a worker asks for
@@ -47,8 +47,8 @@ const (
 	edgeSpread = 5
 	// edgeTakeovers is how many takeovers of each key end the race: more
 	// on a fake clock, where they cost no waiting.
-	edgeTakeoversReal = 5
-	edgeTakeoversFake = 6
+	edgeTakeoversReal = 3
+	edgeTakeoversFake = 4
 	edgeBudget        = 30 * time.Second
 	// edgeZombies caps the taken-over holders whose Complete and Extend
 	// are tried once the race is over, per key.
