@@ -23,6 +23,9 @@ import (
 //     began had already seen;
 //   - a HeldByOther whose LeaseUntil is not the lease of the claim that
 //     won its fence (the old holder with the new lease);
+//   - a takeover whose lease began before the lease it replaced ended
+//     (the takeover decided on one reading, its lease counted from an
+//     earlier one);
 //   - a retried Claim with a winner's token that re-affirms its fence with
 //     another lease;
 //   - a holder taken over whose Complete still succeeds, or whose Extend is
