@@ -23,6 +23,12 @@ const mysqlNow = `((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMEST
 // just written, so both come from one reading of the clock. (MySQL 8 warns
 // that assigning user variables inside expressions is deprecated; it has no
 // replacement for this, and MariaDB does not deprecate it.)
+//
+// The takeover test reads the clock twice and the new lease once more, all
+// under the row lock, so the statement still decides as on one reading: a
+// refusal as on the first (the record was alive and held then), a takeover
+// as on the last (a lapsed lease stays lapsed). TestClaimDecidesOnce checks
+// it on a clock that steps on every reading.
 
 // mysqlClaimWins is {WIN}: the caller ($3) takes over the existing record,
 // whose columns the bare names denote.

@@ -13,11 +13,17 @@ import "strconv"
 // behind a Release must see the lease the Release just ended as ended.
 // PostgreSQL therefore reads clock_timestamp(), not statement_timestamp()
 // or now(); SQLite's 'now' is fixed for one sqlite3_step, which starts once
-// the statement holds the write lock. Separate readings in one statement
-// only ever move forward, and every condition holds at the instant it was
-// evaluated. Where a Claim writes lease_until and then expires_at from two
-// readings, expires_at can only come out later than lease_until + ttl,
-// never earlier: the record outlives its lease by at least the ttl.
+// the statement holds the write lock (TestSQLiteClockFixedPerStep).
+//
+// Because PostgreSQL's clock moves between two readings in one statement, a
+// statement must decide once: one reading, one verdict, and every column
+// it writes follows that verdict and counts its instants from that reading
+// (the Claim below reads the clock in a sub-select, once). Complete,
+// Release and Extend test the clock in their WHERE and write an instant in
+// their SET, two readings that PostgreSQL cannot share without taking the
+// first before the row lock; their one clock verdict, "the record has not
+// expired", is taken first and the instant they write is at most a few
+// microseconds later, within the same lock.
 
 // claimResult is what every Claim statement answers besides the fence: the
 // record's lease as the caller ($3) sees it, packed in one number. It is 0
@@ -30,18 +36,27 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 
 // claimUpsert claims a key in one statement that returns a row in every
 // case (PostgreSQL and SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go
-// is the same idea). The INSERT creates an absent record at fence 1. On a
-// conflict, the DO UPDATE always updates the existing row, but each column
-// keeps its old value unless {WIN} holds on the old row: the record has
-// expired, or it is a claim whose lease has lapsed and that another Claim
-// call won. RETURNING then shows the record as it now stands, and the
-// caller won exactly when it is CLAIMED with the caller's token: a fresh
-// win, a takeover, or a retry of the caller's own Claim, which {WIN} leaves
-// untouched. The new lease is read from the clock in VALUES, before any
-// wait for a concurrent writer's row lock, while {WIN} reads it after: a
-// takeover that waited gets a lease shorter by the wait, which RETURNING
-// reports, and which still ends no earlier than the lease asked for,
-// counted from when the statement was sent.
+// is the same idea). The INSERT creates an absent record at fence 1, its
+// lease and expiry from one reading of the clock. On a conflict, the DO
+// UPDATE always updates the existing row, and decides once: the sub-select
+// reads the clock once (clock.ms), after the row lock, and every column
+// follows the one verdict {WIN} takes on that reading, the new lease and
+// expiry counting from it too. {WIN} holds when the record has expired, or
+// is a claim whose lease has lapsed and that another Claim call won; else
+// every column keeps its value. RETURNING then shows the record as it now
+// stands, and the caller won exactly when it is CLAIMED with the caller's
+// token: a fresh win, a takeover, or a retry of the caller's own Claim,
+// which {WIN} leaves untouched. (The INSERT's reading, taken before any
+// wait for the row lock, is discarded on a conflict.)
+//
+// Deciding per column instead, CASE WHEN {WIN} in each assignment, would
+// read the clock once per column on PostgreSQL, whose clock_timestamp()
+// moves between readings: a lease lapsing between two of them left a row
+// half old claim, half new (the old fence with the new token, say: two
+// owners of one fence). TestClaimDecidesOnce stages exactly that on a
+// clock that steps on every reading. The sub-select is a volatile one, so
+// the planner evaluates it once per row rather than inlining it into each
+// column.
 //
 // On PostgreSQL the update of a duplicate writes a row version that
 // changes nothing (a heap-only one: no indexed column changes). Under READ
@@ -49,18 +64,24 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // neither a snapshot of its own nor a retry. Under REPEATABLE READ or
 // SERIALIZABLE it is not: see pgClaimNoWrite. SQLite runs one writer at a
 // time, so there the update costs no more than the read it replaces.
+// (SQLite needs the WHERE of the INSERT's SELECT to parse ON CONFLICT as
+// the upsert's.)
 const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
-VALUES ($1, $2, 1, 1, $3, {NOW} + $4, {NOW} + $4 + {TTL})
-ON CONFLICT (key_hash) DO UPDATE SET
-	state       = CASE WHEN {WIN} THEN 1 ELSE r.state END,
-	fence       = CASE WHEN {WIN} THEN r.fence + 1 ELSE r.fence END,
-	token       = CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
-	lease_until = CASE WHEN {WIN} THEN excluded.lease_until ELSE r.lease_until END,
-	expires_at  = CASE WHEN {WIN} THEN excluded.expires_at ELSE r.expires_at END
+SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock WHERE true
+ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at) = (
+	SELECT
+		CASE WHEN {WIN} THEN 1 ELSE r.state END,
+		CASE WHEN {WIN} THEN r.fence + 1 ELSE r.fence END,
+		CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
+		CASE WHEN {WIN} THEN clock.ms + $4 ELSE r.lease_until END,
+		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END
+	FROM (SELECT {NOW} AS ms) AS clock
+)
 RETURNING ` + claimResult
 
-// claimWins is {WIN}: the claim in excluded takes over the record r.
-const claimWins = `(r.expires_at <= {NOW} OR (r.state = 1 AND r.lease_until <= {NOW} AND r.token <> excluded.token))`
+// claimWins is {WIN}: the claim in excluded takes over the record r at the
+// instant clock.ms.
+const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <= clock.ms AND r.token <> excluded.token))`
 
 // pgClaimNoWrite is PostgreSQL's Claim for a database that runs statements
 // under REPEATABLE READ or SERIALIZABLE (a default some teams set). There,
@@ -85,16 +106,22 @@ const claimWins = `(r.expires_at <= {NOW} OR (r.state = 1 AND r.lease_until <= {
 // altogether, although ON CONFLICT found it. The statement then returns no
 // row, and the store runs it again (see errSnapshotRace); the new snapshot
 // sees the row.
+//
+// The verdict, in the WHERE, and the new lease and expiry, in the SET, are
+// two sub-selects, each reading the clock once after the row lock, in that
+// order: PostgreSQL offers no way for them to share a reading. The outcome
+// is still that of one reading. A refusal reads the clock once (the SET is
+// not evaluated); a takeover is that of the second reading, because a
+// takeover allowed at the first is allowed at any later one (a lapsed lease
+// stays lapsed, an expired record stays expired) and the row is locked in
+// between.
 const pgClaimNoWrite = `WITH claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
-	VALUES ($1, $2, 1, 1, $3, {NOW} + $4, {NOW} + $4 + {TTL})
-	ON CONFLICT (key_hash) DO UPDATE SET
-		state       = 1,
-		fence       = r.fence + 1,
-		token       = excluded.token,
-		lease_until = excluded.lease_until,
-		expires_at  = excluded.expires_at
-	WHERE {WIN}
+	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
+	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at) = (
+		SELECT 1, r.fence + 1, excluded.token, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
+	)
+	WHERE (SELECT {WIN} FROM (SELECT {NOW} AS ms) AS clock)
 	RETURNING state, fence, token, lease_until
 ), kept AS (
 	SELECT state, fence, token, lease_until FROM {T}

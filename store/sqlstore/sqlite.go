@@ -3,6 +3,9 @@ package sqlstore
 // sqliteNow is SQLite's clock in epoch milliseconds. julianday('now') is
 // kept internally as whole milliseconds, so rounding recovers them exactly;
 // it works on every SQLite version, unlike unixepoch('subsec') (3.42).
+// 'now' is one instant for a whole sqlite3_step, so every reading in one
+// statement agrees (TestSQLiteClockFixedPerStep): a statement decides on
+// one reading even where its text reads the clock twice.
 const sqliteNow = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
 
 func sqliteStatements(t table, ttl int64) statements {

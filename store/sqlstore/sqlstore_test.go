@@ -39,6 +39,7 @@ func TestConformance(t *testing.T) {
 				},
 				RealClock: true,
 				Tick:      tick,
+				EdgeLease: 2 * time.Millisecond,
 			})
 		})
 	}

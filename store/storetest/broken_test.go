@@ -24,6 +24,7 @@ type bugs struct {
 	acceptsBadKeys       bool
 	noExtend             bool
 	keepsTokenOnRelease  bool
+	perFieldClaim        bool
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -77,6 +78,9 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		}
 		s.m[s.key(key)] = r
 	}
+	if s.bugs.perFieldClaim {
+		return s.claimPerField(key, token, lease), nil
+	}
 	now := s.now()
 	r, ok := read()
 	expired := ok && !now.Before(r.expiry) && !(r.done && s.bugs.doneNeverExpires)
@@ -93,6 +97,47 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	r.expiry = r.leaseUntil.Add(s.ttl)
 	write(r)
 	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil}, nil
+}
+
+// claimPerField is a Claim that tests for a takeover once per field, each
+// time on a fresh reading of the clock, as an upsert that repeats the test
+// in every column would. Called with s.mu held.
+func (s *model) claimPerField(key, token string, lease time.Duration) store.Claim {
+	fresh := s.now().Add(lease) // the new claim's lease, read first
+	r, ok := s.m[key]
+	if !ok {
+		r = rec{fence: 1, token: token, leaseUntil: fresh, expiry: fresh.Add(s.ttl)}
+		s.m[key] = r
+		return store.Claim{Key: key, Status: store.Won, Fence: 1, Token: token, LeaseUntil: fresh}
+	}
+	wins := func() bool {
+		now := s.now()
+		return !now.Before(r.expiry) || (!r.done && !now.Before(r.leaseUntil) && r.token != token)
+	}
+	next := r
+	if wins() {
+		next.done = false
+	}
+	if wins() {
+		next.fence = r.fence + 1
+	}
+	if wins() {
+		next.token = token
+	}
+	if wins() {
+		next.leaseUntil = fresh
+	}
+	if wins() {
+		next.expiry = fresh.Add(s.ttl)
+	}
+	s.m[key] = next
+	switch {
+	case next.done:
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: next.fence}
+	case next.token == token:
+		return store.Claim{Key: key, Status: store.Won, Fence: next.fence, Token: token, LeaseUntil: next.leaseUntil}
+	}
+	return store.Claim{Key: key, Status: store.HeldByOther, Fence: next.fence, LeaseUntil: next.leaseUntil}
 }
 
 func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
@@ -218,6 +263,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"accepts invalid keys", bugs{acceptsBadKeys: true}, []string{"InvalidKeys"}},
 		{"no Extender", bugs{noExtend: true}, []string{"Extend", "ExtendFenced"}},
 		{"re-affirms a released claim", bugs{keepsTokenOnRelease: true}, []string{"ReleasedTokenNotReaffirmed"}},
+		{"decides a takeover per field", bugs{perFieldClaim: true}, []string{"LeaseEdgeTakeovers"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

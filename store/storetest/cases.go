@@ -38,6 +38,7 @@ var cases = []testCase{
 	{"UnusualKeys", longTTL, unusualKeysDistinct},
 	{"InvalidKeys", longTTL, invalidKeys},
 	{"CancelledContext", longTTL, cancelledContext},
+	{"LeaseEdgeTakeovers", longTTL, leaseEdgeTakeovers},
 	{"Linearizable", longTTL, linearizable},
 }
 

@@ -20,6 +20,15 @@
 // clock; for them set RealClock and the suite waits for short real leases
 // (Config.Tick) to pass instead.
 //
+// The LeaseEdgeTakeovers case races Claims on keys whose holders never
+// complete, with leases so short that each lapses while other Claims are in
+// flight (Config.EdgeLease on a real clock; on a fake one the clock steps
+// on every reading). It checks that every takeover is decided once, on one
+// clock reading that every field of the record follows: no two winners
+// share a fence, fences only rise, a HeldByOther reports the lease of the
+// claim that won its fence, a takeover's lease starts no earlier than the
+// lease it replaced ended, and a holder taken over is fenced out.
+//
 // The Linearizable case then checks the rules together under concurrency:
 // several clients call Claim, Complete, Release and Extend on a few hot keys
 // at once, and the recorded history must be linearizable against the
@@ -64,6 +73,12 @@ type Config struct {
 	// Tick is the short lease and ttl used with a real clock: it must be
 	// longer than one store operation. Default 150ms.
 	Tick time.Duration
+	// EdgeLease is the lease of the LeaseEdgeTakeovers case on a real
+	// clock: make it as short as the store honours, so that leases lapse
+	// while claims race and takeovers happen at the lease's edge. The case
+	// asserts only safety, so a lease shorter than one operation is fine.
+	// Default Tick.
+	EdgeLease time.Duration
 	// LinearizabilityOps caps the calls the Linearizable case records
 	// across all its clients. Default 400. The case also stops starting
 	// calls after two seconds, so a slow store records fewer.
@@ -130,13 +145,16 @@ func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) error {
 
 // env is what a case works with: one store and a clock that can be moved.
 type env struct {
-	t     testing.TB
-	ctx   context.Context
-	s     store.Store
-	real  bool
-	tick  time.Duration
-	mu    sync.Mutex // guards fake
-	fake  time.Time
+	t    testing.TB
+	ctx  context.Context
+	s    store.Store
+	real bool
+	tick time.Duration
+	mu   sync.Mutex // guards fake and step
+	fake time.Time
+	// step moves the fake clock forward on every reading, so that time
+	// passes inside a store operation that reads the clock more than once.
+	step  time.Duration
 	cfg   Config
 	ttlOf ttlKind
 	// keepFiles allows a failure to write files that outlive the test.
@@ -170,7 +188,9 @@ func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
 func (e *env) now() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.fake
+	t := e.fake
+	e.fake = e.fake.Add(e.step)
+	return t
 }
 
 // pass lets d go by on the store's clock. On a real clock this is a wait for

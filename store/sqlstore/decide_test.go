@@ -1,0 +1,194 @@
+package sqlstore_test
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+// A stepping clock moves one millisecond forward on every reading, so a test
+// can place the instant a lease lapses between two readings of one
+// statement, and can count the readings.
+type steppingClock struct {
+	expr string // the clock, as a SQL expression
+	// set makes the next reading return ms; last returns the latest
+	// reading.
+	set  func(t *testing.T, ms int64)
+	last func(t *testing.T) int64
+}
+
+// pgSteppingClock is a sequence read by a volatile function, in a schema
+// of its own.
+func pgSteppingClock(t *testing.T, db *sql.DB) steppingClock {
+	schema := uniqueTable()
+	for _, ddl := range []string{
+		`CREATE SCHEMA ` + schema,
+		`CREATE SEQUENCE ` + schema + `.tick`,
+		`CREATE FUNCTION ` + schema + `.now() RETURNS bigint VOLATILE LANGUAGE sql AS $$ SELECT nextval('` + schema + `.tick') $$`,
+	} {
+		if _, err := db.ExecContext(t.Context(), ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
+	return steppingClock{
+		expr: schema + `.now()`,
+		set: func(t *testing.T, ms int64) {
+			if _, err := db.ExecContext(t.Context(), `SELECT setval('`+schema+`.tick', $1, false)`, ms); err != nil {
+				t.Fatal(err)
+			}
+		},
+		last: func(t *testing.T) int64 {
+			var ms int64
+			if err := db.QueryRowContext(t.Context(), `SELECT last_value FROM `+schema+`.tick`).Scan(&ms); err != nil {
+				t.Fatal(err)
+			}
+			return ms
+		},
+	}
+}
+
+// mysqlSteppingClock is a session variable, incremented where it is read:
+// db must hold one connection.
+func mysqlSteppingClock(t *testing.T, db *sql.DB) steppingClock {
+	return steppingClock{
+		expr: `(@igt_clock := @igt_clock + 1)`,
+		set: func(t *testing.T, ms int64) {
+			if _, err := db.ExecContext(t.Context(), `SET @igt_clock = ?`, ms-1); err != nil {
+				t.Fatal(err)
+			}
+		},
+		last: func(t *testing.T) int64 {
+			var ms int64
+			if err := db.QueryRowContext(t.Context(), `SELECT @igt_clock`).Scan(&ms); err != nil {
+				t.Fatal(err)
+			}
+			return ms
+		},
+	}
+}
+
+// row is a record as the table holds it.
+type row struct {
+	state, fence          int64
+	token                 string
+	leaseUntil, expiresAt int64
+}
+
+// TestClaimDecidesOnce runs the real Claim statement against a record whose
+// holder's lease lapses while the statement runs: the stepping clock is
+// placed k readings before the lapse, for every k up to well past the
+// statement's readings. Whatever k, the statement must decide once: either
+// the caller takes the record over and every column is the new claim's
+// (fence bumped, the caller's token, a lease and expiry counted from a
+// reading at which the old lease had lapsed), or it is held and the row is
+// untouched. A statement that tests for a takeover in each column
+// separately, on a clock read each time, writes a row that is half the old
+// claim and half the new one at some k.
+func TestClaimDecidesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		b     backend
+		clock func(*testing.T, *sql.DB) steppingClock
+	}{
+		{postgresBackend, pgSteppingClock},
+		{pgNoWriteBackend, pgSteppingClock},
+		{mariadbBackend, mysqlSteppingClock},
+		{mysqlBackend, mysqlSteppingClock},
+	} {
+		t.Run(tc.b.name, func(t *testing.T) {
+			t.Parallel()
+			const (
+				lapse = int64(1_000_000_000) // the holder's leaseUntil
+				ttl   = int64(3_600_000)
+				lease = int64(1000)
+			)
+			db := tc.b.open(t, 1)
+			table := uniqueTable()
+			s := tc.b.store(t, db, &sqlstore.Options{Table: table, TTL: time.Duration(ttl) * time.Millisecond})
+			clock := tc.clock(t, db)
+			sqlstore.UseClock(s, clock.expr)
+			ph := func(q string) string { // MySQL's placeholders
+				if tc.b.dialect == sqlstore.PostgreSQL {
+					return q
+				}
+				return strings.NewReplacer("$1", "?", "$2", "?", "$3", "?").Replace(q)
+			}
+			read := func(key string) row {
+				var r row
+				err := db.QueryRowContext(t.Context(), ph(`SELECT state, fence, token, lease_until, expires_at FROM `+table+` WHERE key_text = $1`), key).
+					Scan(&r.state, &r.fence, &r.token, &r.leaseUntil, &r.expiresAt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			holder := row{state: 1, fence: 5, token: "holder", leaseUntil: lapse, expiresAt: lapse + ttl}
+			var won, held int
+			for k := range int64(24) {
+				key := fmt.Sprintf("k%d", k)
+				h := sha256.Sum256([]byte(key))
+				if _, err := db.ExecContext(t.Context(), ph(`INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ($1, $2, 1, 5, 'holder', $3, `+fmt.Sprint(lapse+ttl)+`)`),
+					h[:], key, lapse); err != nil {
+					t.Fatal(err)
+				}
+				clock.set(t, lapse-k)
+				token := fmt.Sprintf("contender-%d", k)
+				c, err := s.Claim(store.WithClaimToken(t.Context(), token), key, time.Duration(lease)*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last, got := clock.last(t), read(key)
+				switch c.Status {
+				case store.Won:
+					won++
+					from := got.leaseUntil - lease // the reading the new lease counts from
+					want := row{state: 1, fence: holder.fence + 1, token: token, leaseUntil: c.LeaseUntil.UnixMilli(), expiresAt: c.LeaseUntil.UnixMilli() + ttl}
+					if c.Fence != want.fence || got != want {
+						t.Errorf("k=%d: Claim = Won fence %d lease %d, row %+v; want the new claim in every column, %+v (a takeover decides once)", k, c.Fence, c.LeaseUntil.UnixMilli(), got, want)
+					}
+					if from < lapse || from != last {
+						t.Errorf("k=%d: Won lease counts from reading %d, want the statement's last reading %d, at which the old lease (until %d) had lapsed", k, from, last, lapse)
+					}
+				case store.HeldByOther:
+					held++
+					if c.Fence != holder.fence || c.LeaseUntil.UnixMilli() != lapse || got != holder {
+						t.Errorf("k=%d: Claim = HeldByOther fence %d lease %d, row %+v; want the holder's claim untouched, %+v", k, c.Fence, c.LeaseUntil.UnixMilli(), got, holder)
+					}
+					if last >= lapse {
+						t.Errorf("k=%d: HeldByOther although the statement read the clock at %d, past the holder's lease %d", k, last, lapse)
+					}
+				default:
+					t.Errorf("k=%d: Claim = %v, want Won or HeldByOther", k, c.Status)
+				}
+			}
+			if won == 0 || held == 0 {
+				t.Errorf("%d takeovers and %d HeldByOther over the positions of the lapse; want both", won, held)
+			}
+		})
+	}
+}
+
+// TestSQLiteClockFixedPerStep confirms what SQLite's Claim relies on
+// without a sub-select of its own: 'now' is read once per sqlite3_step, so
+// every reading in one statement is the same, however long it runs.
+func TestSQLiteClockFixedPerStep(t *testing.T) {
+	db := sqliteBackend.open(t, 1)
+	const now = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
+	start := time.Now()
+	var lo, hi, n int64
+	err := db.QueryRowContext(t.Context(), `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 30000)
+SELECT min(`+now+`), max(`+now+`), count(*) FROM c`).Scan(&lo, &hi, &n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows, two readings each, in %v", n, time.Since(start))
+	if lo != hi {
+		t.Errorf("readings of 'now' in one statement range over %d ms, want one instant", hi-lo)
+	}
+}
