@@ -20,7 +20,6 @@ type echoServer struct {
 	got  chan string
 }
 
-//
 // It also checks, once everything t started has been cleaned up, that no
 // goroutine of the proxy or the server is left behind.
 func newEchoServer(t *testing.T) *echoServer {
