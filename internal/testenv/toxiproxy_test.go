@@ -20,8 +20,9 @@ type echoServer struct {
 	got  chan string
 }
 
-// It also checks, once everything t started has been cleaned up, that no
-// goroutine of the proxy or the server is left behind.
+// newEchoServer starts one for t. It also checks, once everything t
+// started has been cleaned up, that no goroutine of the proxy or the
+// server is left behind.
 func newEchoServer(t *testing.T) *echoServer {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
