@@ -38,7 +38,7 @@ type proxied struct {
 	dials atomic.Int32
 }
 
-func newProxied(t *testing.T, b backend) *proxied {
+func newProxied(t testing.TB, b backend) *proxied {
 	t.Helper()
 	pr := &proxied{}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
