@@ -103,16 +103,16 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("Idemgate", func(b *testing.B) { run(b, idemgate) })
 	b.Run("Baseline", func(b *testing.B) { run(b, baseline) })
 	// Ratio alternates the two in rounds (benchratio.Compare).
-	b.Run("Ratio", func(b *testing.B) { compare(b, benchWorkers*64, idemgate, baseline) })
+	b.Run("Ratio", func(b *testing.B) { compare(b, benchWorkers, benchWorkers*64, idemgate, baseline) })
 }
 
-// compare runs benchratio.Compare on the two ways to handle a message, in
-// rounds of round messages.
-func compare(b *testing.B, round int, idemgate, baseline message) {
+// compare runs benchratio.Compare on the two ways to handle a message,
+// with workers goroutines in rounds of round messages.
+func compare(b *testing.B, workers, round int, idemgate, baseline message) {
 	keyed := func(handle message) benchratio.Work {
 		return func(ctx context.Context, i int64) error { return handle(ctx, "r"+strconv.FormatInt(i, 10)) }
 	}
-	benchratio.Compare(b, benchWorkers, round, keyed(idemgate), keyed(baseline))
+	benchratio.Compare(b, workers, round, keyed(idemgate), keyed(baseline))
 }
 
 // BenchmarkLatency handles messages one at a time and reports the median
