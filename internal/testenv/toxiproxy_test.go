@@ -90,19 +90,32 @@ func roundTrip(c net.Conn, r *bufio.Reader, line string) (string, error) {
 	return r.ReadString('\n')
 }
 
-func TestProxyPassesData(t *testing.T) {
+// proxiedEcho starts an echo server and a proxy to it for t, and opens a
+// connection through the proxy.
+func proxiedEcho(t *testing.T) (*echoServer, *Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
 	e := newEchoServer(t)
 	p := NewProxy(t, e.addr)
 	c, r := dial(t, p.Addr)
-	if got, err := roundTrip(c, r, "hello\n"); got != "hello\n" || err != nil {
-		t.Fatalf("round trip through the proxy = %q, %v; want the echo", got, err)
+	return e, p, c, r
+}
+
+// checkEchoes checks that a new connection to addr gets line echoed.
+func checkEchoes(t *testing.T, addr, line, when string) {
+	t.Helper()
+	c, r := dial(t, addr)
+	if got, err := roundTrip(c, r, line); got != line || err != nil {
+		t.Errorf("round trip %s = %q, %v; want the echo", when, got, err)
 	}
 }
 
+func TestProxyPassesData(t *testing.T) {
+	_, p, _, _ := proxiedEcho(t)
+	checkEchoes(t, p.Addr, "hello\n", "through the proxy")
+}
+
 func TestProxyLatency(t *testing.T) {
-	e := newEchoServer(t)
-	p := NewProxy(t, e.addr)
-	c, r := dial(t, p.Addr)
+	_, p, c, r := proxiedEcho(t)
 	const d = 5 * time.Millisecond
 	p.Latency(t, Upstream, d)
 	p.Latency(t, Downstream, d)
@@ -118,9 +131,7 @@ func TestProxyLatency(t *testing.T) {
 }
 
 func TestProxyLimitDataLosesTheReply(t *testing.T) {
-	e := newEchoServer(t)
-	p := NewProxy(t, e.addr)
-	c, r := dial(t, p.Addr)
+	e, p, c, r := proxiedEcho(t)
 	x := p.LimitData(t, Downstream, 0)
 	_, err := roundTrip(c, r, "applied\n")
 	if got := <-e.got; got != "applied\n" {
@@ -131,16 +142,11 @@ func TestProxyLimitDataLosesTheReply(t *testing.T) {
 	}
 	x.Remove()
 	x.Remove() // a second Remove does nothing
-	c2, r2 := dial(t, p.Addr)
-	if got, err := roundTrip(c2, r2, "again\n"); got != "again\n" || err != nil {
-		t.Errorf("round trip after Remove = %q, %v; want the echo", got, err)
-	}
+	checkEchoes(t, p.Addr, "again\n", "after Remove")
 }
 
 func TestProxyResetPeerDropsTheRequest(t *testing.T) {
-	e := newEchoServer(t)
-	p := NewProxy(t, e.addr)
-	c, r := dial(t, p.Addr)
+	e, p, c, r := proxiedEcho(t)
 	if _, err := roundTrip(c, r, "before\n"); err != nil { // an open connection
 		t.Fatal(err)
 	}
@@ -157,9 +163,7 @@ func TestProxyResetPeerDropsTheRequest(t *testing.T) {
 }
 
 func TestProxyTimeoutHoldsData(t *testing.T) {
-	e := newEchoServer(t)
-	p := NewProxy(t, e.addr)
-	c, r := dial(t, p.Addr)
+	e, p, c, r := proxiedEcho(t)
 	x := p.Timeout(t, Downstream, 0)
 	c.Write([]byte("silent\n"))
 	<-e.got // the request went through; its reply does not come back
@@ -170,16 +174,11 @@ func TestProxyTimeoutHoldsData(t *testing.T) {
 	x.Remove()
 	// Toxiproxy closes the connections a timeout toxic held when it is
 	// removed; new ones pass.
-	c2, r2 := dial(t, p.Addr)
-	if got, err := roundTrip(c2, r2, "heard\n"); got != "heard\n" || err != nil {
-		t.Errorf("round trip after Remove = %q, %v; want the echo", got, err)
-	}
+	checkEchoes(t, p.Addr, "heard\n", "after Remove")
 }
 
 func TestProxyCutAndRestore(t *testing.T) {
-	e := newEchoServer(t)
-	p := NewProxy(t, e.addr)
-	c, r := dial(t, p.Addr)
+	_, p, c, r := proxiedEcho(t)
 	if _, err := roundTrip(c, r, "before\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +191,5 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Error("dialling the proxy after Cut succeeded, want a refusal")
 	}
 	p.Restore(t)
-	c2, r2 := dial(t, p.Addr)
-	if got, err := roundTrip(c2, r2, "after\n"); got != "after\n" || err != nil {
-		t.Errorf("round trip after Restore = %q, %v; want the echo", got, err)
-	}
+	checkEchoes(t, p.Addr, "after\n", "after Restore")
 }
