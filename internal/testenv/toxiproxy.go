@@ -196,3 +196,16 @@ func (l *preciseLatency) Pipe(stub *toxics.ToxicStub) {
 // GetBufferSize lets chunks queue behind the one being delayed, as
 // Toxiproxy's latency toxic does.
 func (l *preciseLatency) GetBufferSize() int { return 1024 }
+
+// NetworkDelay is a one-way delay for the network benchmarks.
+type NetworkDelay struct {
+	Name   string // a sub-benchmark name
+	OneWay time.Duration
+}
+
+// NetworkDelays returns the one-way delays the network benchmarks put
+// between a client and its server: 250µs, a round trip within a cloud
+// zone, and 2ms, one across the zones of a region with some queueing.
+func NetworkDelays() []NetworkDelay {
+	return []NetworkDelay{{"250us", 250 * time.Microsecond}, {"2ms", 2 * time.Millisecond}}
+}
