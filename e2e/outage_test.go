@@ -31,10 +31,10 @@ const outageFor = 3 * time.Second
 //     and fsyncs it before answering is SIGKILLed, so clients get
 //     connection refused, and started again on the same port: a crash and
 //     restart of the store process itself, with nothing lost.
-//   - datastore: the processes reach the emulator through a TCP proxy that
-//     is cut (every connection reset, new ones refused) and mended: a
-//     network partition, as a client of the managed service would see an
-//     outage. The emulator keeps its data only in memory, so it is not
+//   - datastore: the processes reach the emulator through a Toxiproxy
+//     proxy (testenv.NewProxy) that is cut (every connection reset, new
+//     ones refused) and restored: a network partition, as a client of the
+//     managed service would see an outage. The emulator keeps its data only in memory, so it is not
 //     restarted.
 func TestStoreOutage(t *testing.T) {
 	t.Parallel()
@@ -45,9 +45,9 @@ func TestStoreOutage(t *testing.T) {
 	})
 	t.Run("datastore", func(t *testing.T) {
 		t.Parallel()
-		c := newCable(t, testenv.DatastoreEmulatorHost(t))
-		storeOutage(t, "datastore://idemgate-e2e?namespace="+unique(t), []string{"DATASTORE_EMULATOR_HOST=" + c.Addr},
-			func() { c.setCut(true) }, func() { c.setCut(false) })
+		p := testenv.NewProxy(t, testenv.DatastoreEmulatorHost(t))
+		storeOutage(t, "datastore://idemgate-e2e?namespace="+unique(t), []string{"DATASTORE_EMULATOR_HOST=" + p.Addr},
+			p.Cut, func() { p.Restore(t) })
 	})
 }
 

@@ -36,7 +36,12 @@ type message func(ctx context.Context, key string) error
 
 // benchSetup returns the two ways to handle a message on one client.
 func benchSetup(b *testing.B) (idemgate, baseline message) {
-	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: benchWorkers})
+	return benchSetupAt(b, testenv.RedisAddr(b))
+}
+
+// benchSetupAt is benchSetup with a client of the server at addr.
+func benchSetupAt(b *testing.B, addr string) (idemgate, baseline message) {
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: benchWorkers})
 	b.Cleanup(func() { client.Close() })
 	prefix := uniquePrefix(b)
 	s, err := redisstore.New(b.Context(), client, &redisstore.Options{Prefix: prefix, TTL: benchTTL, Grace: -1})
@@ -98,12 +103,16 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("Idemgate", func(b *testing.B) { run(b, idemgate) })
 	b.Run("Baseline", func(b *testing.B) { run(b, baseline) })
 	// Ratio alternates the two in rounds (benchratio.Compare).
-	b.Run("Ratio", func(b *testing.B) {
-		keyed := func(handle message) benchratio.Work {
-			return func(ctx context.Context, i int64) error { return handle(ctx, "r"+strconv.FormatInt(i, 10)) }
-		}
-		benchratio.Compare(b, benchWorkers, benchWorkers*64, keyed(idemgate), keyed(baseline))
-	})
+	b.Run("Ratio", func(b *testing.B) { compare(b, benchWorkers, benchWorkers*64, idemgate, baseline) })
+}
+
+// compare runs benchratio.Compare on the two ways to handle a message,
+// with workers goroutines in rounds of round messages.
+func compare(b *testing.B, workers, round int, idemgate, baseline message) {
+	keyed := func(handle message) benchratio.Work {
+		return func(ctx context.Context, i int64) error { return handle(ctx, "r"+strconv.FormatInt(i, 10)) }
+	}
+	benchratio.Compare(b, workers, round, keyed(idemgate), keyed(baseline))
 }
 
 // BenchmarkLatency handles messages one at a time and reports the median

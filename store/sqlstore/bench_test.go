@@ -37,7 +37,12 @@ func BenchmarkMySQL(b *testing.B)      { benchmarkMessages(b, mysqlBackend, benc
 func BenchmarkSQLite(b *testing.B) { benchmarkMessages(b, sqliteBackend, 1) }
 
 func benchmarkMessages(b *testing.B, be backend, conns int) {
-	db := be.open(b, conns)
+	benchmarkMessagesOn(b, be, be.open(b, conns), benchWorkers, 32*benchWorkers)
+}
+
+// benchmarkMessagesOn compares the two guards on db, with workers
+// goroutines in rounds of round messages.
+func benchmarkMessagesOn(b *testing.B, be backend, db *sql.DB, workers, round int) {
 	s := newStore(b, db, be.dialect, nil)
 	base := newBaseline(b, db, be.dialect)
 	prefix := rand.Text()[:10] + "-"
@@ -61,7 +66,7 @@ func benchmarkMessages(b *testing.B, be backend, conns int) {
 		return err
 	}
 	b.Run("Ratio", func(b *testing.B) {
-		benchratio.Compare(b, benchWorkers, 32*benchWorkers, idemgate, baseline)
+		benchratio.Compare(b, workers, round, idemgate, baseline)
 	})
 }
 
