@@ -19,8 +19,9 @@ demo:
 test:
 	$(GO) test -race -count=1 -timeout 12m ./...
 
-## lint: go vet and staticcheck
+## lint: go vet, staticcheck, and go.mod as go mod tidy would write it
 lint: $(STATICCHECK)
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 

@@ -44,7 +44,7 @@ var proxiedStores = map[string]func(t *testing.T) proxiedStore{
 		admin := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 		t.Cleanup(func() { admin.Close() })
 		prefix := "idemgate-netfault-" + rand.Text() + ":"
-		st, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
+		st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,9 @@ func TestNetFaultCompleteReset(t *testing.T) {
 				l := &logs{}
 				// No renewal: its Extend calls would share the wire with the
 				// Complete the test cuts, and move the lease it waits out.
-				g, err := gateway.New(ps.st, &gateway.Options{Lease: netLease, NoRenew: true, SettleTimeout: 5 * time.Second, Logger: l.logger()})
+				// The toxic stays until Lock returns, so every retry of the
+				// Complete within the SettleTimeout meets it too.
+				g, err := gateway.New(ps.st, &gateway.Options{Lease: netLease, NoRenew: true, SettleTimeout: time.Second, Logger: l.logger()})
 				if err != nil {
 					t.Fatal(err)
 				}
