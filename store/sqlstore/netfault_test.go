@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,18 +30,16 @@ import (
 var faultBackends = []backend{postgresBackend, mariadbBackend}
 
 // proxied is a connector of backend b whose connections go through a new
-// proxy, and counts them.
+// proxy.
 type proxied struct {
 	proxy *testenv.Proxy
 	c     driver.Connector
-	dials atomic.Int32
 }
 
 func newProxied(t testing.TB, b backend) *proxied {
 	t.Helper()
 	pr := &proxied{}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
-		pr.dials.Add(1)
 		var d net.Dialer
 		return d.DialContext(ctx, network, pr.proxy.Addr)
 	}
@@ -55,7 +52,11 @@ func newProxied(t testing.TB, b backend) *proxied {
 		pr.proxy = testenv.NewProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
 		cfg.Fallbacks = nil
 		cfg.DialFunc = dial
-		pr.c = stdlib.GetConnector(*cfg)
+		// pgx's database/sql driver pings a connection idle for a second
+		// before reusing it; on a loaded machine that ping, not the
+		// statement under test, would meet the toxic.
+		noPing := stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return false })
+		pr.c = stdlib.GetConnector(*cfg, noPing)
 	case sqlstore.MariaDB, sqlstore.MySQL:
 		dsn := testenv.MySQLDSN(t)
 		if strings.Contains(dsn, "?") {
@@ -102,8 +103,9 @@ func readSQLRecord(t *testing.T, db *sql.DB, table, key string) sqlRecord {
 
 // TestNetFaultLostClaimReply loses the reply of a Claim that the database
 // committed. Neither the drivers (pgx, go-sql-driver/mysql) nor the store
-// run a statement again once it was sent: the Claim fails, and the caller
-// retries. A caller that fixed the claim token with store.WithClaimToken
+// run a statement again once it was sent (database/sql may move a
+// statement that never left to a new connection, which the proxy also
+// cuts): the Claim fails, and the caller retries. A caller that fixed the claim token with store.WithClaimToken
 // gets its claim re-affirmed (Won, same fence, the record untouched), and
 // any other Claim meets HeldByOther: the lost reply never makes a second
 // owner.
@@ -129,12 +131,8 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 			token := rand.Text()
 			tctx := store.WithClaimToken(ctx, token)
 			lost := pr.proxy.LimitData(t, testenv.Downstream, 0)
-			dials := pr.dials.Load()
 			if c, err := s.Claim(tctx, "k", time.Minute); err == nil {
 				t.Fatalf("Claim whose reply was reset = %v, nil; want an error", c.Status)
-			}
-			if n := pr.dials.Load() - dials; n != 0 {
-				t.Errorf("the failed Claim opened %d connections; want none: a statement whose reply was lost is not sent again", n)
 			}
 			rec := readSQLRecord(t, direct, table, "k")
 			if rec.state != 1 || rec.fence != 1 || rec.token != token {
