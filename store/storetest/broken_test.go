@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,11 +30,12 @@ type bugs struct {
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
 type model struct {
-	mu   sync.Mutex // guards m
-	m    map[string]rec
-	now  func() time.Time
-	ttl  time.Duration
-	bugs bugs
+	mu    sync.Mutex // guards m
+	m     map[string]rec
+	now   func() time.Time
+	ttl   time.Duration
+	bugs  bugs
+	reads atomic.Int64 // Claims' reads, for the non-atomic claim's window
 }
 
 type rec struct {
@@ -62,17 +64,24 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		s.mu.Lock()
 		defer s.mu.Unlock()
 	}
+	var readAt int64
 	read := func() (rec, bool) {
 		if s.bugs.nonAtomicClaim {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			readAt = s.reads.Add(1)
 		}
 		r, ok := s.m[s.key(key)]
 		return r, ok
 	}
 	write := func(r rec) {
 		if s.bugs.nonAtomicClaim {
-			time.Sleep(time.Millisecond) // the window between read and write
+			// The window between read and write: it stays open until
+			// another Claim has read too (or 10ms have passed), so that
+			// racing Claims meet in it however the machine schedules them.
+			for end := time.Now().Add(10 * time.Millisecond); s.reads.Load() == readAt && time.Now().Before(end); {
+				time.Sleep(50 * time.Microsecond)
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 		}
