@@ -48,10 +48,11 @@ func Example_lock() {
 
 func Example_push() {
 	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, &gateway.Options{
+	g, _ := gateway.New(st, nil) // one Gateway for every route
+	orders := g.Route(gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
-	http.Handle("POST /orders", g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+	http.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
 	}))
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/pushenvelope"
@@ -61,13 +63,63 @@ func ExampleGateway_Mutex() {
 
 func ExampleGateway_Push() {
 	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, &gateway.Options{
+	g, _ := gateway.New(st, nil)
+	orders := g.Route(gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
-	http.Handle("POST /orders", g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+	http.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
 	}))
 	// log.Fatal(http.ListenAndServe(":8080", nil))
+}
+
+func ExampleGateway_Idempotent() {
+	st, _ := memstore.New(nil)
+	g, _ := gateway.New(st, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		m, _ := pushenvelope.FromContext(r.Context())
+		fmt.Printf("order %s placed\n", m.Data)
+	})
+	srv := httptest.NewServer(g.Idempotent(mux)) // the whole mux; health checks pass through
+	defer srv.Close()
+
+	health, _ := srv.Client().Get(srv.URL + "/healthz")
+	health.Body.Close()
+	fmt.Println("GET /healthz:", health.StatusCode)
+	push := `{"message":{"messageId":"m-1","data":"NDI="},"subscription":"projects/p/subscriptions/orders"}`
+	for range 2 { // Pub/Sub delivers the message twice
+		resp, _ := srv.Client().Post(srv.URL+"/", "application/json", strings.NewReader(push))
+		resp.Body.Close()
+		fmt.Println("POST /:", resp.StatusCode)
+	}
+	// Output:
+	// GET /healthz: 200
+	// order 42 placed
+	// POST /: 200
+	// POST /: 204
+}
+
+func ExampleGateway_Route() {
+	st, _ := memstore.New(nil)
+	g, _ := gateway.New(st, nil) // one Gateway for every route
+	orders := g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	place := func(ctx context.Context, m *pushenvelope.Message) error {
+		fmt.Println("placing order", m.Attributes["order_id"], "from message", m.ID)
+		return nil
+	}
+	h := orders.Push(place)
+	for _, id := range []string{"m-1", "m-2"} { // a producer republished order 7
+		body := `{"message":{"messageId":"` + id + `","attributes":{"order_id":"7"}}}`
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)))
+		fmt.Println(id, "answered", rec.Code)
+	}
+	// Output:
+	// placing order 7 from message m-1
+	// m-1 answered 200
+	// m-2 answered 204
 }
 
 func ExampleClaimFromContext() {

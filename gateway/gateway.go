@@ -89,7 +89,8 @@ type Options struct {
 	// name, e.g. "redisstore".
 	StoreName string
 
-	// The fields below configure the HTTP surface (Idempotent and Push).
+	// The fields below configure the HTTP surface (Idempotent and Push):
+	// they are the defaults of every route, which Route can override.
 
 	// Key resolves the idempotency key of a push delivery. Default
 	// KeyFromMessageID.
@@ -171,6 +172,39 @@ func envTrue(v string) bool {
 		return true
 	}
 	return false
+}
+
+// RouteOptions are the settings of one push route. A zero field means the
+// Gateway's own (Options.Key, AllowUnguarded, MaxBodyBytes).
+type RouteOptions struct {
+	// Key resolves the idempotency key of the route's deliveries.
+	Key KeyFunc
+	// AllowUnguarded runs the route's handler unguarded when no key can be
+	// resolved, instead of answering 500.
+	AllowUnguarded bool
+	// MaxBodyBytes is the largest push body the route accepts; larger ones
+	// get 413.
+	MaxBodyBytes int64
+}
+
+// Route returns a Gateway for one push route, for its Idempotent and Push:
+// it shares g's store, lease, renewal, logger, telemetry, HideKeys and
+// Disabled, and takes the route's settings from o where they are set. It
+// is cheap, so that one Gateway serves every route of a service:
+//
+//	mux.Handle("POST /orders", g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}).Push(placeOrder))
+func (g *Gateway) Route(o RouteOptions) *Gateway {
+	r := *g
+	if o.Key != nil {
+		r.opts.Key = o.Key
+	}
+	if o.AllowUnguarded {
+		r.opts.AllowUnguarded = true
+	}
+	if o.MaxBodyBytes > 0 {
+		r.opts.MaxBodyBytes = o.MaxBodyBytes
+	}
+	return &r
 }
 
 // Lease returns the lease the gateway claims keys for.

@@ -14,7 +14,12 @@ import (
 )
 
 // Idempotent wraps h, a handler of Pub/Sub push deliveries, so that its
-// work runs at most once per key. It decodes the delivery (see package
+// work runs at most once per key. h may be a whole mux: GET, HEAD and
+// OPTIONS requests, which are never push deliveries, go to h untouched, so
+// health checks keep answering; other methods but POST get 405. Every POST
+// is taken for a push delivery, so wrap the mux only when all its POST
+// routes receive pushes; otherwise wrap each push route's handler, with
+// the route's own key function through Route. It decodes the delivery (see package
 // pushenvelope; h reads the same body, and finds the Message with
 // pushenvelope.FromContext), resolves the key with Options.Key, runs h under
 // Lock and answers Pub/Sub:
@@ -66,8 +71,13 @@ type statusError struct{ code int }
 func (e statusError) Error() string { return "handler answered " + strconv.Itoa(e.code) }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		h.ServeHTTP(w, r) // never a push delivery: health checks and the like
+		return
+	default:
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST")
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}

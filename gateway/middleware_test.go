@@ -81,8 +81,42 @@ func TestIdempotentOutcomes(t *testing.T) {
 	wantStatus(t, deliver(t, srv, push("", nil, "x")), 500, "no messageId fails closed")
 
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	wantStatus(t, rec, 405, "GET")
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/", strings.NewReader(push("3", nil, "x"))))
+	wantStatus(t, rec, 405, "PUT")
+	if h.runs.Load() != 3 {
+		t.Fatalf("handler ran %d times, want 3", h.runs.Load())
+	}
+}
+
+// A wrapped mux keeps its health checks: GET, HEAD and OPTIONS are never
+// push deliveries and reach the handler untouched, with no claim.
+func TestIdempotentPassesNonPushMethods(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		var claimed bool
+		rec := httptest.NewRecorder()
+		f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, claimed = gateway.ClaimFromContext(r.Context())
+			w.WriteHeader(http.StatusTeapot)
+		})).ServeHTTP(rec, httptest.NewRequest(method, "/healthz", nil))
+		if rec.Code != http.StatusTeapot || claimed {
+			t.Errorf("%s: status %d, claimed %v; want the handler's own 418, unclaimed", method, rec.Code, claimed)
+		}
+	}
+}
+
+// Route settings apply to that route only; the rest is the gateway's.
+func TestRoute(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxBodyBytes: 1 << 10})
+	orders := f.g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	h := &counting{}
+	byOrder, byMessage := orders.Idempotent(h), f.g.Idempotent(h)
+	wantStatus(t, deliver(t, byOrder, push("1", map[string]string{"order_id": "7"}, "x")), 200, "order 7")
+	wantStatus(t, deliver(t, byOrder, push("2", map[string]string{"order_id": "7"}, "x")), 204, "order 7 republished under a new id")
+	wantStatus(t, deliver(t, byMessage, push("2", map[string]string{"order_id": "7"}, "x")), 200, "the gateway's own key: message 2 is new")
+	wantStatus(t, deliver(t, byOrder, push("3", map[string]string{"order_id": "8"}, strings.Repeat("x", 2<<10))), 413, "the gateway's body limit holds on the route")
+	big := f.g.Route(gateway.RouteOptions{MaxBodyBytes: 4 << 10}).Idempotent(h)
+	wantStatus(t, deliver(t, big, push("4", nil, strings.Repeat("x", 2<<10))), 200, "the route's own body limit")
 	if h.runs.Load() != 3 {
 		t.Fatalf("handler ran %d times, want 3", h.runs.Load())
 	}

@@ -30,21 +30,13 @@ func prefixed(prefix string, k gateway.KeyFunc) gateway.KeyFunc {
 // guard; it exists only to measure the guard's cost (docs/benchmarks.md).
 func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
 	sup := example.NewSupplier(cfg.SupplierURL, log)
-	gw := func(k gateway.KeyFunc) (*gateway.Gateway, error) {
-		return gateway.New(st, &gateway.Options{Key: k, Lease: cfg.Lease, Logger: log})
-	}
-	byMessage, err := gw(prefixed("msg:", gateway.KeyFromMessageID))
+	g, err := gateway.New(st, &gateway.Options{Lease: cfg.Lease, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	byOrder, err := gw(gateway.KeyFromAttribute("order_id"))
-	if err != nil {
-		return nil, err
-	}
-	byUpdate, err := gw(prefixed("po-update:", gateway.KeyFromMessageID))
-	if err != nil {
-		return nil, err
-	}
+	byMessage := g.Route(gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
+	byOrder := g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	byUpdate := g.Route(gateway.RouteOptions{Key: prefixed("po-update:", gateway.KeyFromMessageID)})
 
 	send := func(ctx context.Context, m *pushenvelope.Message) error {
 		return sup.Send(ctx, keyOf(ctx, m), m.Data, m.Attributes)
@@ -58,7 +50,7 @@ func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) 
 			return nil
 		}
 		key := keyOf(ctx, m)
-		return byUpdate.Mutex(ctx, "po:"+po, func(ctx context.Context) error {
+		return g.Mutex(ctx, "po:"+po, func(ctx context.Context) error {
 			return sup.Send(ctx, key, m.Data, m.Attributes)
 		})
 	}
