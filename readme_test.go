@@ -62,7 +62,7 @@ func Example_cloudFunction() {
 	g, _ := gateway.New(st, nil)
 	// In your function package's init:
 	functions.CloudEvent("OnOrder", cloudevent.Wrap(g, shipOrder, &cloudevent.Options{
-		Key: cloudevent.KeyFromAttribute("order_id"), // or the event id (= messageId), the default
+		Key: gateway.KeyFromAttribute("order_id"), // or the event id (= messageId), the default
 	}))
 }
 

@@ -23,11 +23,14 @@
 //		return ship(ctx, m.Attributes["order_id"], m.Data)
 //	}
 //
-// The key is the event id by default; for an event of type
-// google.cloud.pubsub.topic.v1.messagePublished, the messageId. [KeyFromAttribute]
-// and [KeyFromMessage] key on the decoded Pub/Sub message instead, with the
-// same keys as the HTTP middleware's key functions, so that a function and a
-// push endpoint sharing a store dedupe each other.
+// Keys come from a [gateway.KeyFunc], the one key function type of push,
+// CloudEvents and pull, applied to the event's message (see
+// [Options].Key). The default, gateway.KeyFromMessageID, is the messageId of
+// a google.cloud.pubsub.topic.v1.messagePublished event (which is also its
+// event id) and the event id of any other; gateway.KeyFromAttribute keys on
+// a Pub/Sub attribute. The keys are the ones the HTTP middleware computes
+// for the same message, so a function and a push endpoint sharing a store
+// dedupe each other.
 //
 // # What the caller sees
 //

@@ -1,6 +1,8 @@
 package cloudevent_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -10,68 +12,47 @@ import (
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
-func TestKeyFuncs(t *testing.T) {
-	msg := &pushenvelope.Message{ID: "m-1", Attributes: map[string]string{"order_id": "o-1"}}
-	withID := pubsubEvent(t, "m-1", nil)
+// Wrap keys every event with a gateway.KeyFunc, the key function type of
+// push and pull too: a Pub/Sub event through its decoded message, so that a
+// function and a push endpoint sharing a store agree on keys; any other
+// event through a message of its own id, source and data.
+func TestWrapKeys(t *testing.T) {
+	pubsub := pubsubEvent(t, "m-1", map[string]string{"order_id": "o-1"})
+	pushed := &pushenvelope.Message{ID: "m-1", Attributes: map[string]string{"order_id": "o-1"}}
 	storage := event.New()
 	storage.SetID("e-1")
+	storage.SetSource("//storage.googleapis.com/projects/_/buckets/b")
 	storage.SetType("google.cloud.storage.object.v1.finalized")
 
 	tests := []struct {
 		name    string
-		key     cloudevent.KeyFunc
+		key     gateway.KeyFunc
 		event   event.Event
-		msg     *pushenvelope.Message
-		want    string
+		want    string // the key the function ran under; "" for none
 		wantErr bool
 	}{
-		{"id", cloudevent.KeyFromID, withID, msg, "m-1", false},
-		{"id of another event type", cloudevent.KeyFromID, storage, nil, "e-1", false},
-		{"no id", cloudevent.KeyFromID, event.New(), nil, "", true},
-		{"attribute", cloudevent.KeyFromAttribute("order_id"), withID, msg, "order_id:o-1", false},
-		{"missing attribute", cloudevent.KeyFromAttribute("tenant"), withID, msg, "", true},
-		{"attribute of another event type", cloudevent.KeyFromAttribute("order_id"), storage, nil, "", true},
-		{"message key", cloudevent.KeyFromMessage(gateway.KeyFromMessageID), withID, msg, "m-1", false},
-		{"message key of another event type", cloudevent.KeyFromMessage(gateway.KeyFromMessageID), storage, nil, "", true},
+		{"default, Pub/Sub event", nil, pubsub, must(gateway.KeyFromMessageID(pushed)), false},
+		{"default, another event type", nil, storage, "e-1", false},
+		{"attribute", gateway.KeyFromAttribute("order_id"), pubsub, must(gateway.KeyFromAttribute("order_id")(pushed)), false},
+		{"missing attribute", gateway.KeyFromAttribute("tenant"), pubsub, "", true},
+		{"attribute of another event type", gateway.KeyFromAttribute("order_id"), storage, "", true},
+		{"source of another event type", func(m *pushenvelope.Message) (string, error) { return m.Source + "/" + m.ID, nil }, storage, "//storage.googleapis.com/projects/_/buckets/b/e-1", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.key(tt.event, tt.msg)
+			var got string
+			fn := cloudevent.Wrap(newGateway(t, nil), func(ctx context.Context, e event.Event) error {
+				c, _ := gateway.ClaimFromContext(ctx)
+				got = c.Key
+				return nil
+			}, &cloudevent.Options{Key: tt.key, Logger: quiet()})
+			err := fn(t.Context(), tt.event)
 			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Fatalf("key = %q, %v; want %q (error: %v)", got, err, tt.want, tt.wantErr)
+				t.Fatalf("ran under key %q, Wrap answered %v; want key %q (failing closed: %v)", got, err, tt.want, tt.wantErr)
+			}
+			if tt.wantErr && !errors.Is(err, gateway.ErrNoKey) {
+				t.Fatalf("Wrap answered %v; want an error wrapping gateway.ErrNoKey", err)
 			}
 		})
 	}
-}
-
-func TestKeysMatchTheHTTPMiddleware(t *testing.T) {
-	// A function and a push endpoint sharing a store must agree on keys.
-	msg := &pushenvelope.Message{ID: "m-1", Attributes: map[string]string{"order_id": "o-1"}}
-	e := pubsubEvent(t, "m-1", nil)
-	pairs := map[string][2]func() (string, error){
-		"message id": {
-			func() (string, error) { return cloudevent.KeyFromID(e, msg) },
-			func() (string, error) { return gateway.KeyFromMessageID(msg) },
-		},
-		"attribute": {
-			func() (string, error) { return cloudevent.KeyFromAttribute("order_id")(e, msg) },
-			func() (string, error) { return gateway.KeyFromAttribute("order_id")(msg) },
-		},
-	}
-	for name, p := range pairs {
-		ce, err1 := p[0]()
-		push, err2 := p[1]()
-		if err1 != nil || err2 != nil || ce != push {
-			t.Errorf("%s: cloudevent key %q (%v), HTTP key %q (%v); want equal", name, ce, err1, push, err2)
-		}
-	}
-}
-
-func TestKeyFromMessageRejectsNil(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("KeyFromMessage(nil) did not panic at construction")
-		}
-	}()
-	cloudevent.KeyFromMessage(nil)
 }

@@ -16,8 +16,14 @@ import (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of each event. Default KeyFromID.
-	Key KeyFunc
+	// Key resolves the idempotency key of each event, from its message: the
+	// decoded Pub/Sub message of a messagePublished event, or, for any other
+	// event, a message holding the event's id, source and data, with no
+	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one key function type of push, CloudEvents and
+	// pull, so a function and a push endpoint sharing a store agree on keys.
+	// Default gateway.KeyFromMessageID: the messageId, which for a Pub/Sub
+	// event is also the event id, and otherwise the event id.
+	Key gateway.KeyFunc
 
 	// AllowUnguarded runs the function unguarded when no key can be
 	// resolved, instead of failing the event (500). Default false: fail
@@ -67,7 +73,7 @@ func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts 
 		w.opts = *opts
 	}
 	if w.opts.Key == nil {
-		w.opts.Key = KeyFromID
+		w.opts.Key = gateway.KeyFromMessageID
 	}
 	if w.opts.Logger == nil {
 		w.opts.Logger = g.Logger()
@@ -89,6 +95,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	start := time.Now()
 
 	// 1. A Pub/Sub event: decode its message once, for the key and for fn.
+	// Any other event stands as a message of its own for the key function.
 	var m *pushenvelope.Message
 	if e.Type() == pushenvelope.MessagePublishedType {
 		var err error
@@ -102,7 +109,11 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	}
 
 	// 2. The key. Without one, fail closed unless told otherwise.
-	key, keyErr := w.opts.Key(e, m)
+	km := m
+	if km == nil {
+		km = &pushenvelope.Message{ID: e.ID(), Data: e.Data(), Source: e.Source(), Attributes: map[string]string{}}
+	}
+	key, keyErr := w.opts.Key(km)
 	if keyErr == nil && key == "" {
 		keyErr = errors.New("the key function returned an empty key")
 	}

@@ -103,7 +103,7 @@ func TestWrapOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: cloudevent.KeyFromAttribute("order_id"), Logger: slog.New(logs)})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: slog.New(logs)})
 
 	// A live holder: another delivery claimed order o-2 and is still running.
 	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute); err != nil {
@@ -216,7 +216,7 @@ func TestWrapDisabledGatewayRunsUnkeyedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBody(nil)
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: cloudevent.KeyFromAttribute("order_id"), Logger: quiet()})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: quiet()})
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("disabled gateway, no key: %v, want nil", err)
 	}
@@ -229,7 +229,7 @@ func TestWrapCopiesOptions(t *testing.T) {
 	opts := &cloudevent.Options{Logger: quiet()}
 	b := newBody(nil)
 	fn := cloudevent.Wrap(newGateway(t, nil), b.run, opts)
-	opts.Key = cloudevent.KeyFromAttribute("order_id") // too late to matter
+	opts.Key = gateway.KeyFromAttribute("order_id") // too late to matter
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("Wrap used the caller's later change to Options: %v", err)
 	}

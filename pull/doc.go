@@ -16,9 +16,11 @@
 //	}, &pull.Options{Subscription: sub.String()}))
 //
 // The handler must not Ack or Nack the message; the callback does, after the
-// outcome is recorded in the store. [KeyFromAttribute] keys on a business
-// attribute instead, with the same keys as gateway.KeyFromAttribute, so push
-// and pull consumers sharing a store agree.
+// outcome is recorded in the store. Keys come from a [gateway.KeyFunc], the
+// one key function type of push, CloudEvents and pull: it sees the pulled
+// message as a *pushenvelope.Message, so gateway.KeyFromAttribute keys on a
+// business attribute here exactly as it does over push, and push and pull
+// consumers sharing a store agree.
 //
 // Pull subscriptions can enable exactly-once delivery. The callback then
 // waits (up to [Options].AckTimeout) for Pub/Sub to confirm each ack and

@@ -71,7 +71,7 @@ func TestEmulator(t *testing.T) {
 			}
 			done.inc(order)
 			return nil
-		}, &pull.Options{Logger: slog.New(logs.handler()), Subscription: sub.Name, Key: pull.KeyFromAttribute("order_id"), InProgressDelay: 10 * time.Millisecond}))
+		}, &pull.Options{Logger: slog.New(logs.handler()), Subscription: sub.Name, Key: gateway.KeyFromAttribute("order_id"), InProgressDelay: 10 * time.Millisecond}))
 	}()
 	logs.wait(t, "an ack of every message", func(recs []logRecord) bool {
 		for _, id := range ids {

@@ -2,7 +2,7 @@ package pull_test
 
 import (
 	"context"
-	"fmt"
+
 	"log"
 	"log/slog"
 	"os/signal"
@@ -51,23 +51,10 @@ func ExampleWrap() {
 		return nil // an error nacks the message: it is delivered again
 	}
 	err = sub.Receive(ctx, pull.Wrap(g, ship, &pull.Options{
-		Key:          pull.KeyFromAttribute("order_id"),
+		Key:          gateway.KeyFromAttribute("order_id"),
 		Subscription: sub.String(),
 	}))
 	if err != nil {
 		log.Fatal(err)
 	}
-}
-
-func ExampleKeyFromAttribute() {
-	key := pull.KeyFromAttribute("order_id")
-
-	k, err := key(&pubsub.Message{ID: "1", Attributes: map[string]string{"order_id": "42"}})
-	fmt.Println(k, err)
-
-	_, err = key(&pubsub.Message{ID: "2"})
-	fmt.Println(err)
-	// Output:
-	// order_id:42 <nil>
-	// the message has no "order_id" attribute
 }

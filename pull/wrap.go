@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pushenvelope"
 )
 
 // Defaults of Options.
@@ -28,9 +29,11 @@ const (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of a message. Default
-	// KeyFromMessageID.
-	Key KeyFunc
+	// Key resolves the idempotency key of a message, from the message as
+	// pushenvelope describes a push delivery (see messageOf), so that one key
+	// function serves push, CloudEvents and pull alike. Default
+	// gateway.KeyFromMessageID.
+	Key gateway.KeyFunc
 
 	// AllowUnguarded runs fn unguarded when no key can be resolved, instead
 	// of nacking the message. Default false (fail closed: the message is
@@ -104,7 +107,7 @@ func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) er
 		h.opts = *opts
 	}
 	if h.opts.Key == nil {
-		h.opts.Key = KeyFromMessageID
+		h.opts.Key = gateway.KeyFromMessageID
 	}
 	if h.opts.AckTimeout == 0 {
 		h.opts.AckTimeout = DefaultAckTimeout
@@ -144,7 +147,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 		}
 	}()
 
-	key, keyErr := h.opts.Key(m)
+	key, keyErr := h.opts.Key(messageOf(m))
 	if keyErr == nil && key == "" {
 		keyErr = errors.New("the key function returned an empty key")
 	}
@@ -227,5 +230,27 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// messageOf is m as a key function sees it: the fields a pull and a push
+// delivery of one message share, so that both get the same key. Its Form
+// is zero: a pulled message came in none of the push forms.
+func messageOf(m *pubsub.Message) *pushenvelope.Message {
+	attempt := 0
+	if m.DeliveryAttempt != nil {
+		attempt = *m.DeliveryAttempt
+	}
+	attrs := m.Attributes
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	return &pushenvelope.Message{
+		ID:              m.ID,
+		Data:            m.Data,
+		Attributes:      attrs,
+		PublishTime:     m.PublishTime.UTC(),
+		OrderingKey:     m.OrderingKey,
+		DeliveryAttempt: attempt,
 	}
 }

@@ -214,7 +214,7 @@ func TestNoKeyFailsClosed(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: pull.KeyFromAttribute("order_id")}))
+	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
 	f.logs.waitOutcome(t, gateway.OutcomeNoKey, id, 2) // nacked, so delivered again
 	stop()
 	if n := runs.Load(); n != 0 {
@@ -233,7 +233,7 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: pull.KeyFromAttribute("order_id"), AllowUnguarded: true}))
+	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true}))
 	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -253,7 +253,7 @@ func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	}
 	id := f.publish("order without id")
 	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil },
-		&pull.Options{Logger: f.logger(), Key: pull.KeyFromAttribute("order_id")}))
+		&pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
 	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -287,7 +287,7 @@ func TestHideKeys(t *testing.T) {
 	f := newFixture(t, setup{hideKeys: true})
 	id := f.publish("order 1", "email", "ann@example.com")
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return errors.New("no") },
-		&pull.Options{Key: pull.KeyFromAttribute("email")})) // logs through the gateway's logger
+		&pull.Options{Key: gateway.KeyFromAttribute("email")})) // logs through the gateway's logger
 	f.logs.waitOutcome(t, gateway.OutcomeFailed, id, 1)
 	stop()
 	r := matching(f.logs.records(), gateway.OutcomeFailed, id)[0]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -14,8 +15,12 @@ import (
 )
 
 // messageKey is "msg:" and the messageId, the key example-run gives the same
-// message on its POST / route.
+// message on its POST / route. An event that is not a Pub/Sub message (its
+// message has no Form) has no key: the function fails it closed.
 func messageKey(m *pushenvelope.Message) (string, error) {
+	if m.Form == 0 {
+		return "", fmt.Errorf("not a Pub/Sub message (source %q)", m.Source)
+	}
 	id, err := gateway.KeyFromMessageID(m)
 	if err != nil {
 		return "", err
@@ -43,5 +48,5 @@ func newOnOrder(st store.Store, cfg example.Config, log *slog.Logger) (func(cont
 		}
 		return sup.Send(ctx, key, m.Data, m.Attributes)
 	}
-	return cloudevent.Wrap(g, send, &cloudevent.Options{Key: cloudevent.KeyFromMessage(messageKey), Logger: log}), nil
+	return cloudevent.Wrap(g, send, &cloudevent.Options{Key: messageKey, Logger: log}), nil
 }
