@@ -95,12 +95,26 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 	}
 }
 
+// The headers and media type that select a form (canonical header names,
+// as net/http stores them).
+const (
+	// headerMessageID is Pub/Sub's write-metadata header on an unwrapped push.
+	headerMessageID = "X-Goog-Pubsub-Message-Id"
+	// headerSpecVersion marks a binary-mode CloudEvent.
+	headerSpecVersion = "Ce-Specversion"
+	// structuredMediaType is the Content-Type of a structured-mode CloudEvent.
+	structuredMediaType = "application/cloudevents+json"
+)
+
 // Parse decodes a delivery from its headers and body. It never panics.
 // The returned Message's Data may share memory with body.
 //
 // The form is chosen from the headers first and the body second; the package
 // documentation lists the rules. Errors wrap ErrNotPush and say in one line
 // why the request is not a delivery.
+//
+// This is the one place the form is decided; each form's file (wrapped.go,
+// unwrapped.go, cloudevent.go) then decodes it.
 func Parse(h http.Header, body []byte) (*Message, error) {
 	// 1. Unwrapped push with write metadata: the message id header. It
 	// comes first because every attribute of such a message arrives as a
@@ -113,7 +127,7 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 		if len(ids) > 0 {
 			id = ids[0]
 		}
-		if m := envelopeOf(body, id); m != nil {
+		if m := wrappedEnvelope(body, id); m != nil {
 			return m, nil
 		}
 		return parseUnwrapped(h, id, body)
@@ -122,41 +136,15 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 	if _, ok := h[headerSpecVersion]; ok {
 		return parseBinaryEvent(h, body)
 	}
-	// 3. Structured CloudEvent: announced by its media type.
-	if isStructuredEvent(h.Get("Content-Type")) {
-		return parseStructuredEvent(body)
-	}
-	// 4. Wrapped push: a JSON object with a message object.
-	d, err := decodePublished(body, "body")
-	if err != nil {
-		return nil, err
-	}
-	return d.toMessage(Wrapped, "", ""), nil
-}
-
-// envelopeOf returns the wrapped Message in body if body is a valid wrapped
-// envelope whose messageId is id, and nil otherwise. Raw data that is not a
-// JSON object is not parsed, and a miss costs at most one parse.
-func envelopeOf(body []byte, id string) *Message {
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil
-	}
-	var w wirePush
-	if decodeWire(body, &w, "body") != nil || w.Message == nil {
-		return nil
-	}
-	d, err := w.published(body, "body", "")
-	if err != nil || d.Message.MessageID != id {
-		return nil
-	}
-	return d.toMessage(Wrapped, "", "")
-}
-
-// mediaType returns the media type of a Content-Type value, without its
-// parameters; compare it with strings.EqualFold.
-func mediaType(ct string) string {
+	// 3. Structured CloudEvent: announced by its media type, parameters
+	// ignored.
+	ct := h.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	return strings.TrimSpace(ct)
+	if strings.EqualFold(strings.TrimSpace(ct), structuredMediaType) {
+		return parseStructuredEvent(body)
+	}
+	// 4. Wrapped push: a JSON object with a message object.
+	return parseWrapped(body)
 }
