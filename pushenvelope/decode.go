@@ -112,16 +112,14 @@ const (
 // The form is chosen from the headers first and the body second; the package
 // documentation lists the rules. Errors wrap ErrNotPush and say in one line
 // why the request is not a delivery.
-//
-// This is the one place the form is decided; each form's file (wrapped.go,
-// unwrapped.go, cloudevent.go) then decodes it.
 func Parse(h http.Header, body []byte) (*Message, error) {
-	// 1. Unwrapped push with write metadata: the message id header. It
-	// comes first because every attribute of such a message arrives as a
-	// header too, so an attribute named ce-specversion or content-type must
-	// not turn raw data into a CloudEvent; Pub/Sub's own metadata header
-	// names the form. The body is the raw data, so it is taken as a wrapped
-	// body only when it is a wrapped envelope of that very message.
+	// The one place the form is decided; each form's file (wrapped.go,
+	// unwrapped.go, cloudevent.go) then decodes it. The numbers are the
+	// rules of the package documentation, which says why they come in this
+	// order.
+	// 1. Unwrapped push: Pub/Sub's message id header, even next to
+	// CloudEvents headers (attributes of an unwrapped message); its body is
+	// the raw data, unless it is the wrapped envelope of that very message.
 	if ids, ok := h[headerMessageID]; ok {
 		id := ""
 		if len(ids) > 0 {
@@ -136,8 +134,7 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 	if _, ok := h[headerSpecVersion]; ok {
 		return parseBinaryEvent(h, body)
 	}
-	// 3. Structured CloudEvent: announced by its media type, parameters
-	// ignored.
+	// 3. Structured CloudEvent: its media type, parameters ignored.
 	ct := h.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
