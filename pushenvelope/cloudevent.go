@@ -3,22 +3,18 @@ package pushenvelope
 import (
 	"encoding/base64"
 	"net/http"
-	"strings"
 )
 
 // MessagePublishedType is the CloudEvent type of a Pub/Sub message, the only
 // type this package decodes.
 const MessagePublishedType = "google.cloud.pubsub.topic.v1.messagePublished"
 
-// structuredMediaType is the Content-Type of a structured-mode CloudEvent.
-const structuredMediaType = "application/cloudevents+json"
-
-// The binary-mode attribute headers this package reads (canonical form).
+// The binary-mode attribute headers read once the form is known (canonical
+// form); Ce-Specversion, which selects the form, is in decode.go.
 const (
-	headerSpecVersion = "Ce-Specversion"
-	headerType        = "Ce-Type"
-	headerID          = "Ce-Id"
-	headerSource      = "Ce-Source"
+	headerType   = "Ce-Type"
+	headerID     = "Ce-Id"
+	headerSource = "Ce-Source"
 )
 
 // FromMessagePublishedData decodes the data of a CloudEvent of type
@@ -28,11 +24,11 @@ const (
 // CloudEventBinary; a caller that knows the event arrived structured may set
 // it. Errors wrap ErrNotPush.
 func FromMessagePublishedData(id, source string, data []byte) (*Message, error) {
-	d, err := decodePublished(data, "CloudEvent data")
+	m, err := readPublished(data, "CloudEvent data")
 	if err != nil {
 		return nil, err
 	}
-	return d.toMessage(CloudEventBinary, id, source), nil
+	return fromEvent(m, CloudEventBinary, id, source), nil
 }
 
 // parseBinaryEvent decodes a binary-mode CloudEvent: attributes in ce-*
@@ -41,15 +37,11 @@ func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
 	if t := h.Get(headerType); t != MessagePublishedType {
 		return nil, notPush("CloudEvent type %q is not %s", t, MessagePublishedType)
 	}
-	d, err := decodePublished(body, "CloudEvent data")
-	if err != nil {
-		return nil, err
-	}
-	return d.toMessage(CloudEventBinary, h.Get(headerID), h.Get(headerSource)), nil
+	return FromMessagePublishedData(h.Get(headerID), h.Get(headerSource), body)
 }
 
 // structuredEvent is a structured-mode CloudEvent (JSON event format). The
-// data is decoded in the same pass as the envelope.
+// data is decoded in the same encoding/json pass as the envelope.
 type structuredEvent struct {
 	SpecVersion string    `json:"specversion"`
 	Type        string    `json:"type"`
@@ -57,10 +49,6 @@ type structuredEvent struct {
 	Source      string    `json:"source"`
 	Data        *wirePush `json:"data"`
 	DataBase64  *string   `json:"data_base64"`
-}
-
-func isStructuredEvent(contentType string) bool {
-	return strings.EqualFold(mediaType(contentType), structuredMediaType)
 }
 
 // parseStructuredEvent decodes a structured-mode CloudEvent whose data is the
@@ -79,23 +67,35 @@ func parseStructuredEvent(body []byte) (*Message, error) {
 		return nil, notPush("CloudEvent has both data and data_base64")
 	}
 	var (
-		d   MessagePublishedData
+		m   *Message
 		err error
 	)
 	switch {
 	case ev.Data != nil:
-		d, err = ev.Data.published(body, "CloudEvent data", "data.")
+		m, err = ev.Data.message(body, "CloudEvent data", "data.")
 	case ev.DataBase64 != nil:
 		raw, derr := base64.StdEncoding.DecodeString(*ev.DataBase64)
 		if derr != nil {
 			return nil, notPush("CloudEvent data_base64 is not base64 (%v)", derr)
 		}
-		d, err = decodePublished(raw, "CloudEvent data_base64")
+		m, err = readPublished(raw, "CloudEvent data_base64")
 	default:
 		return nil, notPush("CloudEvent has no data")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return d.toMessage(CloudEventStructured, ev.ID, ev.Source), nil
+	return fromEvent(m, CloudEventStructured, ev.ID, ev.Source), nil
+}
+
+// fromEvent completes a Message read from messagePublished data with the
+// event's attributes: the message's own messageId wins when present
+// (Pub/Sub sets the event id to it, so they match in practice) and the
+// event id stands in when the data carries none.
+func fromEvent(m *Message, form Form, id, source string) *Message {
+	if m.ID == "" {
+		m.ID = id
+	}
+	m.Source, m.Form = source, form
+	return m
 }

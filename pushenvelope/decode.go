@@ -95,6 +95,17 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 	}
 }
 
+// The headers and media type that select a form (canonical header names,
+// as net/http stores them).
+const (
+	// headerMessageID is Pub/Sub's write-metadata header on an unwrapped push.
+	headerMessageID = "X-Goog-Pubsub-Message-Id"
+	// headerSpecVersion marks a binary-mode CloudEvent.
+	headerSpecVersion = "Ce-Specversion"
+	// structuredMediaType is the Content-Type of a structured-mode CloudEvent.
+	structuredMediaType = "application/cloudevents+json"
+)
+
 // Parse decodes a delivery from its headers and body. It never panics.
 // The returned Message's Data may share memory with body.
 //
@@ -102,18 +113,19 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 // documentation lists the rules. Errors wrap ErrNotPush and say in one line
 // why the request is not a delivery.
 func Parse(h http.Header, body []byte) (*Message, error) {
-	// 1. Unwrapped push with write metadata: the message id header. It
-	// comes first because every attribute of such a message arrives as a
-	// header too, so an attribute named ce-specversion or content-type must
-	// not turn raw data into a CloudEvent; Pub/Sub's own metadata header
-	// names the form. The body is the raw data, so it is taken as a wrapped
-	// body only when it is a wrapped envelope of that very message.
+	// The one place the form is decided; each form's file (wrapped.go,
+	// unwrapped.go, cloudevent.go) then decodes it. The numbers are the
+	// rules of the package documentation, which says why they come in this
+	// order.
+	// 1. Unwrapped push: Pub/Sub's message id header, even next to
+	// CloudEvents headers (attributes of an unwrapped message); its body is
+	// the raw data, unless it is the wrapped envelope of that very message.
 	if ids, ok := h[headerMessageID]; ok {
 		id := ""
 		if len(ids) > 0 {
 			id = ids[0]
 		}
-		if m := envelopeOf(body, id); m != nil {
+		if m := wrappedEnvelope(body, id); m != nil {
 			return m, nil
 		}
 		return parseUnwrapped(h, id, body)
@@ -122,41 +134,14 @@ func Parse(h http.Header, body []byte) (*Message, error) {
 	if _, ok := h[headerSpecVersion]; ok {
 		return parseBinaryEvent(h, body)
 	}
-	// 3. Structured CloudEvent: announced by its media type.
-	if isStructuredEvent(h.Get("Content-Type")) {
-		return parseStructuredEvent(body)
-	}
-	// 4. Wrapped push: a JSON object with a message object.
-	d, err := decodePublished(body, "body")
-	if err != nil {
-		return nil, err
-	}
-	return d.toMessage(Wrapped, "", ""), nil
-}
-
-// envelopeOf returns the wrapped Message in body if body is a valid wrapped
-// envelope whose messageId is id, and nil otherwise. Raw data that is not a
-// JSON object is not parsed, and a miss costs at most one parse.
-func envelopeOf(body []byte, id string) *Message {
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil
-	}
-	var w wirePush
-	if decodeWire(body, &w, "body") != nil || w.Message == nil {
-		return nil
-	}
-	d, err := w.published(body, "body", "")
-	if err != nil || d.Message.MessageID != id {
-		return nil
-	}
-	return d.toMessage(Wrapped, "", "")
-}
-
-// mediaType returns the media type of a Content-Type value, without its
-// parameters; compare it with strings.EqualFold.
-func mediaType(ct string) string {
+	// 3. Structured CloudEvent: its media type, parameters ignored.
+	ct := h.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	return strings.TrimSpace(ct)
+	if strings.EqualFold(strings.TrimSpace(ct), structuredMediaType) {
+		return parseStructuredEvent(body)
+	}
+	// 4. Wrapped push: a JSON object with a message object.
+	return parseWrapped(body)
 }

@@ -11,7 +11,7 @@ import (
 // deliveryAttempt is a plain non-negative integer. For such a body it fills
 // w exactly as encoding/json would (FuzzScanWire compares the two) and
 // returns true. For anything else it returns false, whatever it has
-// written, and the caller decodes the body with encoding/json, which
+// written, and readWire decodes the body with encoding/json, which
 // accepts what JSON allows (escapes, other keys, keys in any case) and
 // explains what it refuses. Decoding is about half of what a guarded
 // delivery costs in process; this path takes most of it off

@@ -8,12 +8,12 @@ import (
 )
 
 // The headers a push subscription with payload unwrapping and write metadata
-// adds, in the canonical form net/http stores them in. The message id,
-// subscription, publish time and ordering key are Pub/Sub's; the ordering key
-// is also read under the shorter name, second; Pub/Sub documents no delivery
-// attempt header for this form, and the one here is the name relays use.
+// adds besides the message id, which selects the form (decode.go), in the
+// canonical form net/http stores them in. The subscription, publish time and
+// ordering key are Pub/Sub's; the ordering key is also read under the
+// shorter name, second; Pub/Sub documents no delivery attempt header for
+// this form, and the one here is the name relays use.
 const (
-	headerMessageID        = "X-Goog-Pubsub-Message-Id"
 	headerSubscription     = "X-Goog-Pubsub-Subscription-Name"
 	headerPublishTime      = "X-Goog-Pubsub-Publish-Time"
 	headerOrderingKey      = "X-Goog-Pubsub-Ordering-Key"

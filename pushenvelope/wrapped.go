@@ -5,69 +5,44 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"time"
 )
 
-// PubsubMessage is a Pub/Sub message in the JSON form that wrapped push
-// bodies and messagePublished CloudEvents carry (the REST PubsubMessage).
-//
-// Marshalling writes the camelCase names. Unmarshalling also accepts the
-// snake_case twins (message_id, publish_time, ordering_key) that push bodies
-// carry next to them, and fails when two spellings of one field disagree.
-type PubsubMessage struct {
-	Data        []byte            `json:"data,omitempty"` // base64 in JSON
-	Attributes  map[string]string `json:"attributes,omitempty"`
-	MessageID   string            `json:"messageId,omitempty"`
-	PublishTime time.Time         `json:"publishTime,omitzero"` // RFC 3339, UTC after decoding
-	OrderingKey string            `json:"orderingKey,omitempty"`
+// parseWrapped decodes a wrapped push body.
+func parseWrapped(body []byte) (*Message, error) {
+	m, err := readPublished(body, "body")
+	if err != nil {
+		return nil, err
+	}
+	m.Form = Wrapped
+	return m, nil
 }
 
-// MessagePublishedData is the data of a CloudEvent of type
-// [MessagePublishedType], {"message": {...}, "subscription": "projects/P/subscriptions/S"}.
-// It is also the body of a wrapped push, which may add deliveryAttempt.
-// Unmarshalling accepts the same spellings as [PubsubMessage] (and
-// delivery_attempt) and requires a message object.
-type MessagePublishedData struct {
-	Message         PubsubMessage `json:"message"`
-	Subscription    string        `json:"subscription,omitempty"`
-	DeliveryAttempt int           `json:"deliveryAttempt,omitempty"`
-}
-
-// UnmarshalJSON decodes either spelling of each field. Errors wrap ErrNotPush.
-func (d *MessagePublishedData) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
+// wrappedEnvelope returns the wrapped Message in body if body is a valid
+// wrapped envelope whose messageId is id, and nil otherwise (Parse's rule
+// 1). Raw data that is not a JSON object is not parsed, and a miss costs at
+// most one parse.
+func wrappedEnvelope(body []byte, id string) *Message {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil
 	}
-	out, err := decodePublished(b, "JSON")
-	if err != nil {
-		return err
-	}
-	*d = out
-	return nil
-}
-
-// UnmarshalJSON decodes either spelling of each field. Errors wrap ErrNotPush.
-func (m *PubsubMessage) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
+	var w wirePush
+	if readWire(body, &w, "body") != nil || w.Message == nil {
 		return nil
 	}
-	var w wireMessage
-	if err := decodeJSON(b, &w, "JSON"); err != nil {
-		return err
+	m, err := w.message(body, "body", "")
+	if err != nil || m.ID != id {
+		return nil
 	}
-	out, err := w.fold("")
-	if err != nil {
-		return err
-	}
-	*m = out
-	return nil
+	m.Form = Wrapped
+	return m
 }
 
-// wirePush is what a wrapped body (and messagePublished data) looks like on
-// the wire. It has a field for each spelling, so one encoding/json pass reads
-// either; published then checks that twins agree.
+// wirePush is a wrapped body (and messagePublished data, the same JSON) as
+// it is on the wire, the one representation both readers fill: scanWire on
+// the fast path, encoding/json otherwise. It has a field for each spelling,
+// so one pass reads either; message then checks that twins agree.
 type wirePush struct {
 	Message              *wireMessage `json:"message"` // nil when absent or null
 	Subscription         string       `json:"subscription"`
@@ -75,6 +50,7 @@ type wirePush struct {
 	DeliveryAttemptSnake int          `json:"delivery_attempt"`
 }
 
+// wireMessage is the message object of a wirePush.
 type wireMessage struct {
 	Data             base64Data        `json:"data"`
 	Attributes       map[string]string `json:"attributes"`
@@ -86,19 +62,21 @@ type wireMessage struct {
 	OrderingKeySnake string            `json:"ordering_key"`
 }
 
-// decodePublished decodes a wrapped body or messagePublished data; what
-// names the document in reasons ("body").
-func decodePublished(b []byte, what string) (MessagePublishedData, error) {
+// readPublished decodes a wrapped body or messagePublished data into a
+// Message whose Form the caller sets; what names the document in reasons
+// ("body").
+func readPublished(doc []byte, what string) (*Message, error) {
 	var w wirePush
-	if err := decodeWire(b, &w, what); err != nil {
-		return MessagePublishedData{}, err
+	if err := readWire(doc, &w, what); err != nil {
+		return nil, err
 	}
-	return w.published(b, what, "")
+	return w.message(doc, what, "")
 }
 
-// decodeWire decodes a wrapped body into w: on the fast path when the body
-// is written as Pub/Sub writes it, with encoding/json otherwise.
-func decodeWire(b []byte, w *wirePush, what string) error {
+// readWire decodes a wrapped body into w: in one pass when the body is
+// written the way Pub/Sub writes it, with encoding/json otherwise. This is
+// the one place the fast path is taken.
+func readWire(b []byte, w *wirePush, what string) error {
 	if scanWire(b, w) {
 		return nil
 	}
@@ -106,25 +84,26 @@ func decodeWire(b []byte, w *wirePush, what string) error {
 	return decodeJSON(b, w, what)
 }
 
-// published validates w, decoded from doc. path is w's JSON path in doc
-// ("data." in a structured CloudEvent), so reasons name fields as the sender
-// wrote them.
-func (w *wirePush) published(doc []byte, what, path string) (MessagePublishedData, error) {
+// message validates w, decoded from doc, and returns its Message. path is
+// w's JSON path in doc ("data." in a structured CloudEvent), so reasons name
+// fields as the sender wrote them.
+func (w *wirePush) message(doc []byte, what, path string) (*Message, error) {
 	if w.Message == nil {
-		return MessagePublishedData{}, noMessage(doc, what, path)
+		return nil, noMessage(doc, what, path)
 	}
-	msg, err := w.Message.fold(path + "message.")
-	if err != nil {
-		return MessagePublishedData{}, err
+	m := &Message{Subscription: w.Subscription}
+	if err := w.Message.fold(m, path+"message."); err != nil {
+		return nil, err
 	}
 	attempt, err := twin(w.DeliveryAttempt, w.DeliveryAttemptSnake, path, "deliveryAttempt", "delivery_attempt")
 	if err != nil {
-		return MessagePublishedData{}, err
+		return nil, err
 	}
 	if attempt < 0 {
-		return MessagePublishedData{}, notPush("%sdeliveryAttempt is negative", path)
+		return nil, notPush("%sdeliveryAttempt is negative", path)
 	}
-	return MessagePublishedData{Message: msg, Subscription: w.Subscription, DeliveryAttempt: attempt}, nil
+	m.DeliveryAttempt = attempt
+	return m, nil
 }
 
 // noMessage tells a null message from a missing one. It runs on the error
@@ -147,29 +126,37 @@ func noMessage(doc []byte, what, path string) error {
 	return notPush("%s has no message object", what)
 }
 
-// fold merges the twin spellings and parses the publish time. path prefixes
-// field names in reasons ("message.").
-func (w *wireMessage) fold(path string) (PubsubMessage, error) {
+// fold merges the twin spellings into m's message fields and parses the
+// publish time. Data is nil when empty and Attributes never nil, as Message
+// promises. path prefixes field names in reasons ("message.").
+func (w *wireMessage) fold(m *Message, path string) error {
 	id, err := twin(w.MessageID, w.MessageIDSnake, path, "messageId", "message_id")
 	if err != nil {
-		return PubsubMessage{}, err
+		return err
 	}
 	key, err := twin(w.OrderingKey, w.OrderingKeySnake, path, "orderingKey", "ordering_key")
 	if err != nil {
-		return PubsubMessage{}, err
+		return err
 	}
 	ts, err := twin(w.PublishTime, w.PublishTimeSnake, path, "publishTime", "publish_time")
 	if err != nil {
-		return PubsubMessage{}, err
+		return err
 	}
-	var at time.Time
 	if ts != "" {
-		if at, err = time.Parse(time.RFC3339, ts); err != nil {
-			return PubsubMessage{}, notPush("%spublishTime %q is not an RFC 3339 time", path, ts)
+		at, err := time.Parse(time.RFC3339, ts)
+		if err != nil {
+			return notPush("%spublishTime %q is not an RFC 3339 time", path, ts)
 		}
-		at = at.UTC()
+		m.PublishTime = at.UTC()
 	}
-	return PubsubMessage{Data: w.Data, Attributes: w.Attributes, MessageID: id, PublishTime: at, OrderingKey: key}, nil
+	m.ID, m.OrderingKey, m.Data, m.Attributes = id, key, w.Data, w.Attributes
+	if len(m.Data) == 0 {
+		m.Data = nil
+	}
+	if m.Attributes == nil {
+		m.Attributes = map[string]string{}
+	}
+	return nil
 }
 
 // twin returns whichever of the camelCase and snake_case values is set, and
@@ -184,34 +171,6 @@ func twin[T comparable](camel, snake T, path, camelName, snakeName string) (T, e
 		return snake, nil
 	}
 	return zero, notPush("%s%s and %s%s disagree", path, camelName, path, snakeName)
-}
-
-// toMessage builds the Message. For CloudEvents, id and source come from the
-// event: the message's own messageId wins when present (Pub/Sub sets the event
-// id to it, so they match in practice) and the event id stands in when the
-// data carries none.
-func (d *MessagePublishedData) toMessage(form Form, id, source string) *Message {
-	m := &Message{
-		ID:              d.Message.MessageID,
-		Data:            d.Message.Data,
-		Attributes:      d.Message.Attributes,
-		PublishTime:     d.Message.PublishTime,
-		OrderingKey:     d.Message.OrderingKey,
-		Subscription:    d.Subscription,
-		DeliveryAttempt: d.DeliveryAttempt,
-		Source:          source,
-		Form:            form,
-	}
-	if m.ID == "" {
-		m.ID = id
-	}
-	if len(m.Data) == 0 {
-		m.Data = nil
-	}
-	if m.Attributes == nil {
-		m.Attributes = map[string]string{}
-	}
-	return m
 }
 
 // base64Data is message.data: standard base64 with padding, as Pub/Sub
@@ -266,8 +225,8 @@ func jsonKind(b []byte) string {
 	return "number"
 }
 
-// decodeJSON unmarshals b into v and turns failures into one-line ErrNotPush
-// reasons; what names the document ("body").
+// decodeJSON unmarshals b into v with encoding/json and turns failures into
+// one-line ErrNotPush reasons; what names the document ("body").
 func decodeJSON(b []byte, v any, what string) error {
 	if len(b) == 0 {
 		return notPush("empty %s", what)
@@ -308,9 +267,4 @@ func kindName(t reflect.Type) string {
 		return "integer"
 	}
 	return "object"
-}
-
-// notPush returns an error wrapping ErrNotPush with a one-line reason.
-func notPush(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrNotPush}, args...)...)
 }
