@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,8 +304,12 @@ func TestWrapPanicsOnNil(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				if recover() == nil {
-					t.Error("Wrap did not panic")
+				// A nil gateway would also panic later, on its first
+				// use; the guard must catch it at Wrap, with a "pull: "
+				// message that says what was wrong.
+				r := recover()
+				if p, _ := r.(string); !strings.HasPrefix(p, "pull: ") {
+					t.Errorf("recovered %v, want a \"pull: …\" panic at Wrap", r)
 				}
 			}()
 			call()
