@@ -60,9 +60,14 @@ func OneWinnerAmongMany(t *testing.T, newStore func() Store) {
 // taken over once it is SkewMargin overdue, and that a released claim is
 // free at once.
 func SkewMargin(t *testing.T, newStore NewStore) {
-	clk := &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var (
+		mu  sync.Mutex // guards now
+		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	pass := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	const skew = 5 * time.Second
-	st := newStore(t, Options{TTL: time.Minute, SkewMargin: skew, Now: clk.Now})
+	st := newStore(t, Options{TTL: time.Minute, SkewMargin: skew, Now: clock})
 	ctx := t.Context()
 	claim := func(key string, want store.Status, rule string) store.Claim {
 		t.Helper()
@@ -73,9 +78,9 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 		return c
 	}
 	claim("lease", store.Won, "first claim")
-	clk.pass(time.Second)
+	pass(time.Second)
 	claim("lease", store.HeldByOther, "a lease lapsed by less than the margin must stay held")
-	clk.pass(skew)
+	pass(skew)
 	claim("lease", store.Won, "a lease lapsed by the margin must be reclaimable")
 
 	c := claim("released", store.Won, "first claim")
@@ -88,9 +93,9 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 	if ok, err := st.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v", ok, err)
 	}
-	clk.pass(time.Minute)
+	pass(time.Minute)
 	claim("done", store.AlreadyDone, "a record expired by less than the margin must still suppress duplicates")
-	clk.pass(skew)
+	pass(skew)
 	if d := claim("done", store.Won, "a record expired by the margin must be reclaimable"); d.Fence != c.Fence+1 {
 		t.Fatalf("reclaim after expiry: fence %d, want %d", d.Fence, c.Fence+1)
 	}

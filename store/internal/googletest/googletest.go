@@ -13,7 +13,6 @@
 package googletest
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -58,22 +57,4 @@ func ConformanceRealClock(t *testing.T, newStore NewStore) {
 		RealClock: true,
 		Tick:      250 * time.Millisecond,
 	})
-}
-
-// clock is a settable clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) pass(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
