@@ -17,6 +17,12 @@ import (
 	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
+// wired returns a fresh store whose client's RPCs go through a new Wire.
+func wired(t testing.TB) (googletest.Store, *googletest.Wire) {
+	w := &googletest.Wire{}
+	return newStore(t, wireClient(t, w), datastorestore.Options{}), w
+}
+
 // wireClient returns a client of the test emulator whose unary RPCs go
 // through w.
 func wireClient(t testing.TB, w *googletest.Wire) *datastore.Client {
@@ -28,11 +34,9 @@ func wireClient(t testing.TB, w *googletest.Wire) *datastore.Client {
 // Complete) costs four, a duplicate two, and a read-only outcome never
 // commits.
 func TestRPCsPerMessage(t *testing.T) {
-	w := &googletest.Wire{}
-	st := newStore(t, wireClient(t, w), datastorestore.Options{})
 	read := []string{"Lookup", "Rollback"}
 	write := []string{"Lookup", "Commit"}
-	googletest.RPCsPerMessage(t, st, w, googletest.RPCs{
+	googletest.RPCsPerMessage(t, wired, googletest.RPCs{
 		Fresh:             append(write, write...),
 		Duplicate:         read,
 		RetriedComplete:   read,
@@ -47,8 +51,7 @@ func TestRPCsPerMessage(t *testing.T) {
 // the same token and must re-affirm the win: Won at fence 1, not
 // HeldByOther, not fence 2.
 func TestLostCommitReplyReaffirms(t *testing.T) {
-	w := &googletest.Wire{}
-	st := newStore(t, wireClient(t, w), datastorestore.Options{})
+	st, w := wired(t)
 	ctx := t.Context()
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
 	c, err := st.Claim(ctx, "k", time.Minute)
@@ -77,30 +80,25 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 // meets a transaction that is already over, whatever the server then
 // answers, the Claim must end Won at fence 1.
 func TestResentCommitReaffirms(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.ResentCommitReaffirms(t, newStore(t, wireClient(t, w), datastorestore.Options{}), w)
+	googletest.ResentCommitReaffirms(t, wired)
 }
 
 // TestLostCompleteReply: Complete's commit lands, its reply is lost; the
 // retry sees DONE with the caller's fence and reports true.
 func TestLostCompleteReply(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.LostCompleteReply(t, newStore(t, wireClient(t, w), datastorestore.Options{}), w)
+	googletest.LostCompleteReply(t, wired)
 }
 
 // TestContentionGivesUp: a key whose every commit loses its race is
 // reported after a bounded number of attempts, as an error that wraps
 // datastore.ErrConcurrentTransaction.
 func TestContentionGivesUp(t *testing.T) {
-	w := &googletest.Wire{}
-	st := newStore(t, wireClient(t, w), datastorestore.Options{})
-	googletest.GivesUp(t, st, w, status.Error(codes.Aborted, "injected: too much contention"), "datastorestore: Claim",
+	googletest.GivesUp(t, wired, status.Error(codes.Aborted, "injected: too much contention"), "datastorestore: Claim",
 		func(err error) bool { return errors.Is(err, datastore.ErrConcurrentTransaction) })
 }
 
 // TestCancelledMidCall: a context cancelled while an RPC is in flight
 // gives an error that wraps context.Canceled.
 func TestCancelledMidCall(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.CancelledMidCall(t, newStore(t, wireClient(t, w), datastorestore.Options{}), w)
+	googletest.CancelledMidCall(t, wired)
 }

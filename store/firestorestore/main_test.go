@@ -65,6 +65,12 @@ func storesOn(client *firestore.Client) googletest.NewStore {
 	}
 }
 
+// wired returns a fresh store whose client's RPCs go through a new Wire.
+func wired(t testing.TB) (googletest.Store, *googletest.Wire) {
+	w := &googletest.Wire{}
+	return newStore(t, wireClient(t, w), firestorestore.Options{}), w
+}
+
 // wireClient returns a client of the test emulator whose RPCs go through
 // w. t must not be parallel: FIRESTORE_EMULATOR_HOST is cleared for its
 // duration, or firestore.NewClient would dial a connection of its own and

@@ -16,10 +16,8 @@ import (
 // Complete) costs four, a duplicate one, and a read-only outcome never
 // commits.
 func TestRPCsPerMessage(t *testing.T) {
-	w := &googletest.Wire{}
-	st := newStore(t, wireClient(t, w), firestorestore.Options{})
 	const get, commit = "BatchGetDocuments", "Commit"
-	googletest.RPCsPerMessage(t, st, w, googletest.RPCs{
+	googletest.RPCsPerMessage(t, wired, googletest.RPCs{
 		Fresh:             []string{get, commit, get, commit},
 		Duplicate:         []string{get},
 		RetriedComplete:   []string{get},
@@ -63,29 +61,24 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 // gRPC's retry policy may after a connection drops); the second copy fails
 // its precondition, and the Claim must still end Won at fence 1.
 func TestResentCommitReaffirms(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.ResentCommitReaffirms(t, newStore(t, wireClient(t, w), firestorestore.Options{}), w)
+	googletest.ResentCommitReaffirms(t, wired)
 }
 
 // TestLostCompleteReply: Complete's write lands, its reply is lost; the
 // retry sees DONE with the caller's fence and reports true.
 func TestLostCompleteReply(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.LostCompleteReply(t, newStore(t, wireClient(t, w), firestorestore.Options{}), w)
+	googletest.LostCompleteReply(t, wired)
 }
 
 // TestEndlessConflictGivesUp: a document that changes under every write
 // is reported after a bounded number of rounds.
 func TestEndlessConflictGivesUp(t *testing.T) {
-	w := &googletest.Wire{}
-	st := newStore(t, wireClient(t, w), firestorestore.Options{})
-	googletest.GivesUp(t, st, w, status.Error(codes.FailedPrecondition, "injected: the document changed"), "firestorestore: Claim",
+	googletest.GivesUp(t, wired, status.Error(codes.FailedPrecondition, "injected: the document changed"), "firestorestore: Claim",
 		func(err error) bool { return status.Code(err) == codes.FailedPrecondition })
 }
 
 // TestCancelledMidCall: a context cancelled while an RPC is in flight
 // gives an error that wraps context.Canceled.
 func TestCancelledMidCall(t *testing.T) {
-	w := &googletest.Wire{}
-	googletest.CancelledMidCall(t, newStore(t, wireClient(t, w), firestorestore.Options{}), w)
+	googletest.CancelledMidCall(t, wired)
 }

@@ -12,6 +12,10 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
+// Wired returns a fresh store, set to its defaults, whose client's RPCs
+// go through the Wire it returns.
+type Wired func(t testing.TB) (Store, *Wire)
+
 // RPCs are the calls, in order, each step of RPCsPerMessage must make.
 type RPCs struct {
 	Fresh             []string // Claim then Complete of a new key
@@ -23,8 +27,9 @@ type RPCs struct {
 }
 
 // RPCsPerMessage pins the round trips of each step of a message's life
-// on st, whose client's calls go through w.
-func RPCsPerMessage(t *testing.T, st Store, w *Wire, want RPCs) {
+// of a store from wired.
+func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
+	st, w := wired(t)
 	ctx := t.Context()
 	step := func(name string, want []string, f func()) {
 		t.Helper()
@@ -62,7 +67,8 @@ func RPCsPerMessage(t *testing.T, st Store, w *Wire, want RPCs) {
 // ResentCommitReaffirms: the transport sends a Claim's first commit twice
 // (as gRPC's retry policy may after a connection drops). Whatever the
 // server answers the second copy, the Claim must end Won at fence 1.
-func ResentCommitReaffirms(t *testing.T, st Store, w *Wire) {
+func ResentCommitReaffirms(t *testing.T, wired Wired) {
+	st, w := wired(t)
 	var second error
 	w.SetFault(Once("Commit", func(invoke func() error) error {
 		if err := invoke(); err != nil {
@@ -80,7 +86,8 @@ func ResentCommitReaffirms(t *testing.T, st Store, w *Wire) {
 
 // LostCompleteReply: Complete's commit lands, its reply is lost; the
 // retry sees DONE with the caller's fence and reports true.
-func LostCompleteReply(t *testing.T, st Store, w *Wire) {
+func LostCompleteReply(t *testing.T, wired Wired) {
+	st, w := wired(t)
 	ctx := t.Context()
 	c, err := st.Claim(ctx, "k", time.Minute)
 	if err != nil {
@@ -98,7 +105,8 @@ func LostCompleteReply(t *testing.T, st Store, w *Wire) {
 // GivesUp: a key whose every commit fails with injected, an error the
 // store retries, is reported after five commits, as an error that starts
 // with prefix (e.g. "datastorestore: Claim") and satisfies is.
-func GivesUp(t *testing.T, st Store, w *Wire, injected error, prefix string, is func(error) bool) {
+func GivesUp(t *testing.T, wired Wired, injected error, prefix string, is func(error) bool) {
+	st, w := wired(t)
 	w.SetFault(Always("Commit", injected))
 	_, err := st.Claim(t.Context(), "k", time.Minute)
 	if !is(err) || !strings.HasPrefix(err.Error(), prefix) {
@@ -113,7 +121,8 @@ func GivesUp(t *testing.T, st Store, w *Wire, injected error, prefix string, is 
 // CancelledMidCall: a context cancelled while an RPC is in flight gives
 // an error that wraps context.Canceled (gRPC reports it as a status,
 // which does not).
-func CancelledMidCall(t *testing.T, st Store, w *Wire) {
+func CancelledMidCall(t *testing.T, wired Wired) {
+	st, w := wired(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w.SetFault(func(ctx context.Context, method string, invoke func() error) error {
