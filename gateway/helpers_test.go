@@ -1,9 +1,7 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
@@ -36,39 +35,26 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// logs collects JSON log lines.
-type logs struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
+// logs collects log records; lines gives them back as the JSON handler
+// would write them.
+type logs struct{ logtest.Sink }
 
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+func (l *logs) logger() *slog.Logger { return l.Logger() }
 
-func (l *logs) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// lines returns the records at level (e.g. "ERROR").
+// lines returns the records at level (e.g. "ERROR"), each decoded from
+// its JSON form.
 func (l *logs) lines(t testing.TB, level string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(l.buf.Bytes()), []byte("\n")) {
-		if len(line) == 0 {
+	for _, r := range l.Records() {
+		if r.Level.String() != level {
 			continue
 		}
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
+		m, err := r.JSON()
+		if err != nil {
+			t.Fatalf("log record %v: %v", r, err)
 		}
-		if m["level"] == level {
-			out = append(out, m)
-		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pull"
 )
 
@@ -34,10 +35,10 @@ func onAcknowledge(fn func(*pubsubpb.AcknowledgeRequest) (bool, any, error)) pst
 }
 
 // ackLines returns the log lines about acks and nacks that did not succeed.
-func ackLines(recs []logRecord) []logRecord {
-	var out []logRecord
+func ackLines(recs logtest.Records) logtest.Records {
+	var out logtest.Records
 	for _, r := range recs {
-		if strings.Contains(r.msg, "ack failed") || strings.Contains(r.msg, "ack not confirmed") {
+		if strings.Contains(r.Message, "ack failed") || strings.Contains(r.Message, "ack not confirmed") {
 			out = append(out, r)
 		}
 	}
@@ -69,14 +70,14 @@ func TestExactlyOnceWaitsForTheAck(t *testing.T) {
 	select {
 	case afterAck = <-returned:
 	case <-time.After(waitFor):
-		t.Fatalf("the callback did not return\n%s", f.logs.dump())
+		t.Fatalf("the callback did not return\n%s", f.logs.Records())
 	}
 	f.waitAcked(id)
 	stop()
 	if !afterAck {
 		t.Error("with exactly-once delivery the callback must wait until Pub/Sub has answered the ack")
 	}
-	if lines := ackLines(f.logs.records()); len(lines) > 0 {
+	if lines := ackLines(f.logs.Records()); len(lines) > 0 {
 		t.Errorf("a confirmed ack must not be logged, got %v", lines)
 	}
 }
@@ -100,23 +101,23 @@ func TestExactlyOnceFailedAck(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.wait(t, "a failed ack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	f.logs.Wait(t, waitFor, "a failed ack line", func(recs logtest.Records) bool { return len(ackLines(recs)) > 0 })
 	f.advance(pastAckDeadline)
-	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeDuplicate, id, 1)
 	f.waitAcked(id)
 	stop()
 
 	if n := runs.Load(); n != 1 {
 		t.Errorf("fn ran %d times, want 1", n)
 	}
-	lines := ackLines(f.logs.records())
+	lines := ackLines(f.logs.Records())
 	if len(lines) != 1 {
 		t.Fatalf("want one failed-ack line, got %v", lines)
 	}
 	r := lines[0]
-	if r.level != slog.LevelWarn || r.attrs["ack_status"] != "failed_precondition" || r.attrs["key"] != id ||
-		!strings.Contains(r.msg, "duplicate") {
-		t.Errorf("failed ack line = %v %q %v; want WARN, ack_status failed_precondition, the key, and what happens next", r.level, r.msg, r.attrs)
+	if r.Level != slog.LevelWarn || r.Attrs["ack_status"] != "failed_precondition" || r.Attrs["key"] != id ||
+		!strings.Contains(r.Message, "duplicate") {
+		t.Errorf("failed ack line = %v %q %v; want WARN, ack_status failed_precondition, the key, and what happens next", r.Level, r.Message, r.Attrs)
 	}
 }
 
@@ -140,14 +141,14 @@ func TestExactlyOnceAckTimeout(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil },
 		&pull.Options{Logger: f.logger(), AckTimeout: 50 * time.Millisecond}))
 	waitClosed(t, blocked, "ack")
-	f.logs.wait(t, "an unconfirmed ack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	f.logs.Wait(t, waitFor, "an unconfirmed ack line", func(recs logtest.Records) bool { return len(ackLines(recs)) > 0 })
 	release()
 	f.waitAcked(id)
 	stop()
 
-	r := ackLines(f.logs.records())[0]
-	if r.level != slog.LevelWarn || r.attrs["reason"] != "no result within AckTimeout" || r.attrs["ack_timeout"] != "50ms" {
-		t.Errorf("unconfirmed ack line = %v %q %v", r.level, r.msg, r.attrs)
+	r := ackLines(f.logs.Records())[0]
+	if r.Level != slog.LevelWarn || r.Attrs["reason"] != "no result within AckTimeout" || r.Attrs["ack_timeout"] != "50ms" {
+		t.Errorf("unconfirmed ack line = %v %q %v", r.Level, r.Message, r.Attrs)
 	}
 }
 
@@ -172,15 +173,15 @@ func TestExactlyOnceFailedNack(t *testing.T) {
 		}
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.wait(t, "a failed nack line", func(recs []logRecord) bool { return len(ackLines(recs)) > 0 })
+	f.logs.Wait(t, waitFor, "a failed nack line", func(recs logtest.Records) bool { return len(ackLines(recs)) > 0 })
 	f.advance(pastAckDeadline)
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 
-	r := ackLines(f.logs.records())[0]
-	if r.level != slog.LevelWarn || r.attrs["ack_status"] != "permission_denied" || !strings.Contains(r.msg, "nack failed") {
-		t.Errorf("failed nack line = %v %q %v", r.level, r.msg, r.attrs)
+	r := ackLines(f.logs.Records())[0]
+	if r.Level != slog.LevelWarn || r.Attrs["ack_status"] != "permission_denied" || !strings.Contains(r.Message, "nack failed") {
+		t.Errorf("failed nack line = %v %q %v", r.Level, r.Message, r.Attrs)
 	}
 	if n := runs.Load(); n != 2 {
 		t.Errorf("fn ran %d times, want 2", n)
@@ -206,10 +207,10 @@ func TestNegativeAckTimeoutDoesNotWait(t *testing.T) {
 		&pull.Options{Logger: f.logger(), AckTimeout: -1}))
 	waitClosed(t, refused, "ack")
 	f.advance(pastAckDeadline)
-	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeDuplicate, id, 1)
 	f.waitAcked(id)
 	stop()
-	if lines := ackLines(f.logs.records()); len(lines) > 0 {
+	if lines := ackLines(f.logs.Records()); len(lines) > 0 {
 		t.Errorf("AckTimeout < 0 must not log ack results, got %v", lines)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -54,9 +55,9 @@ func TestEmulator(t *testing.T) {
 	}
 	pub.Stop()
 
-	logs := newLogSink()
+	logs := &logtest.Sink{}
 	st, _ := memstore.New(nil)
-	g, err := gateway.New(st, &gateway.Options{Logger: slog.New(logs.handler())})
+	g, err := gateway.New(st, &gateway.Options{Logger: slog.New(logs.Handler())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +72,9 @@ func TestEmulator(t *testing.T) {
 			}
 			done.inc(order)
 			return nil
-		}, &pull.Options{Logger: slog.New(logs.handler()), Subscription: sub.Name, Key: gateway.KeyFromAttribute("order_id"), InProgressDelay: 10 * time.Millisecond}))
+		}, &pull.Options{Logger: slog.New(logs.Handler()), Subscription: sub.Name, Key: gateway.KeyFromAttribute("order_id"), InProgressDelay: 10 * time.Millisecond}))
 	}()
-	logs.wait(t, "an ack of every message", func(recs []logRecord) bool {
+	logs.Wait(t, waitFor, "an ack of every message", func(recs logtest.Records) bool {
 		for _, id := range ids {
 			if len(matching(recs, gateway.OutcomeWon, id))+len(matching(recs, gateway.OutcomeDuplicate, id)) == 0 {
 				return false
@@ -94,7 +95,7 @@ func TestEmulator(t *testing.T) {
 			t.Errorf("order %s attempted %d times, want %d", order, got, want)
 		}
 	}
-	if n := len(matching(logs.records(), gateway.OutcomeFailed, ids[0])); n != 1 {
+	if n := len(matching(logs.Records(), gateway.OutcomeFailed, ids[0])); n != 1 {
 		t.Errorf("%d failed lines for order A, want 1", n)
 	}
 }

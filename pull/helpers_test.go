@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -53,7 +54,7 @@ type fixture struct {
 	dead   string // the dead-letter topic's subscription, with setup.deadLetterAfter
 	st     *memstore.Store
 	g      *gateway.Gateway
-	logs   *logSink
+	logs   *logtest.Sink
 	skew   atomic.Int64 // added to the pstest server's clock, in nanoseconds
 
 	mu       sync.Mutex      // guards the fields below
@@ -76,7 +77,7 @@ type setup struct {
 func newFixture(t *testing.T, s setup) *fixture {
 	t.Helper()
 	checkLeaks(t)
-	f := &fixture{t: t, logs: newLogSink(), modacked: map[string]bool{}, changed: make(chan struct{})}
+	f := &fixture{t: t, logs: &logtest.Sink{}, modacked: map[string]bool{}, changed: make(chan struct{})}
 	watch := pstest.ServerReactorOption{FuncName: "ModifyAckDeadline", Reactor: reactorFunc(f.watchModack)}
 	f.srv = pstest.NewServer(append([]pstest.ServerReactorOption{watch}, s.reactors...)...)
 	t.Cleanup(func() { f.srv.Close() })
@@ -132,7 +133,7 @@ func (f *fixture) createTopic(id string) string {
 }
 
 // logger logs into the fixture's sink.
-func (f *fixture) logger() *slog.Logger { return slog.New(f.logs.handler()) }
+func (f *fixture) logger() *slog.Logger { return slog.New(f.logs.Handler()) }
 
 // publish publishes data with attrs (pairs of name and value) and returns
 // the message ID.
@@ -247,7 +248,7 @@ func (f *fixture) waitAcked(ids ...string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("%d of %d messages not acked after %v\n%s", missing, len(ids), waitFor, f.logs.dump())
+			f.t.Fatalf("%d of %d messages not acked after %v\n%s", missing, len(ids), waitFor, f.logs.Records())
 		}
 		<-tick.C
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/store"
@@ -53,7 +54,7 @@ func TestLostAckRedeliveryIsDuplicate(t *testing.T) {
 	waitClosed(t, lost, "the first ack")
 	f.waitModacked(id)
 	f.advance(pastAckDeadline)
-	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeDuplicate, id, 1)
 	f.waitAcked(id)
 	stop()
 
@@ -87,16 +88,16 @@ func TestAckDeadlinePassesDuringWork(t *testing.T) {
 	waitClosed(t, working, "first delivery")
 	f.waitModacked(id)
 	f.advance(pastAckDeadline)
-	f.logs.waitOutcome(t, gateway.OutcomeInProgress, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeInProgress, id, 1)
 	release()
-	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeDuplicate, id, 1)
 	f.waitAcked(id)
 	stop()
 
 	if n := runs.Load(); n != 1 {
 		t.Errorf("fn ran %d times, want 1", n)
 	}
-	if n := len(matching(f.logs.records(), gateway.OutcomeWon, id)); n != 1 {
+	if n := len(matching(f.logs.Records(), gateway.OutcomeWon, id)); n != 1 {
 		t.Errorf("%d won lines, want 1", n)
 	}
 }
@@ -141,11 +142,11 @@ func TestConcurrentReceivers(t *testing.T) {
 	stopA := f.receive(f.sub, pull.Wrap(f.g, fn, opts))
 	stopB := f.receiveWith(second, f.sub, pull.Wrap(f.g, fn, opts))
 
-	f.logs.wait(t, "an ack of every message", func(recs []logRecord) bool {
+	f.logs.Wait(t, waitFor, "an ack of every message", func(recs logtest.Records) bool {
 		acked := map[string]bool{}
 		for _, r := range recs {
-			if o := r.attrs["outcome"]; o == gateway.OutcomeWon || o == gateway.OutcomeDuplicate {
-				acked[r.attrs["delivery.message_id"]] = true
+			if o := r.Attrs["outcome"]; o == gateway.OutcomeWon || o == gateway.OutcomeDuplicate {
+				acked[r.Attrs["delivery.message_id"]] = true
 			}
 		}
 		return len(acked) == len(ids)
@@ -160,7 +161,7 @@ func TestConcurrentReceivers(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages, %d orders, in_progress nacks: %d, handlers overlapped: %v",
-		len(ids), orders, len(matching(f.logs.records(), gateway.OutcomeInProgress, "")), overlap.Load() == 1)
+		len(ids), orders, len(matching(f.logs.Records(), gateway.OutcomeInProgress, "")), overlap.Load() == 1)
 }
 
 // TestDeadLetterAfterMaxAttempts: a message whose handler always fails is
@@ -195,7 +196,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	select {
 	case got = <-dead:
 	case <-time.After(waitFor):
-		t.Fatalf("nothing reached the dead-letter topic after %v\n%s", waitFor, f.logs.dump())
+		t.Fatalf("nothing reached the dead-letter topic after %v\n%s", waitFor, f.logs.Records())
 	}
 	stop()
 	stopDead()
@@ -209,8 +210,8 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 		t.Errorf("fn saw delivery attempts %v, want %v", attempts, want)
 	}
 	var logged []string
-	for _, r := range matching(f.logs.records(), gateway.OutcomeFailed, id) {
-		logged = append(logged, r.attrs["delivery.delivery_attempt"])
+	for _, r := range matching(f.logs.Records(), gateway.OutcomeFailed, id) {
+		logged = append(logged, r.Attrs["delivery.delivery_attempt"])
 	}
 	if want := []string{"1", "2", "3", "4", "5"}; !slices.Equal(logged, want) {
 		t.Errorf("failed lines carry delivery_attempt %v, want %v", logged, want)

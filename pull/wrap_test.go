@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestSuccessIsAckedOnceDone(t *testing.T) {
 		}
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 
@@ -59,7 +60,7 @@ func TestDuplicateIsAckedWithoutRunning(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.waitOutcome(t, gateway.OutcomeDuplicate, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeDuplicate, id, 1)
 	f.waitAcked(id)
 	stop()
 	if n := runs.Load(); n != 0 {
@@ -77,15 +78,15 @@ func TestFailureIsNackedAndRetried(t *testing.T) {
 		}
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 
 	if got := runs.get(id); got != 2 {
 		t.Errorf("fn ran %d times, want 2 (a failure, then the redelivery)", got)
 	}
-	failed := matching(f.logs.records(), gateway.OutcomeFailed, id)
-	if len(failed) != 1 || failed[0].level != slog.LevelError || failed[0].attrs["error"] != "supplier down" {
+	failed := matching(f.logs.Records(), gateway.OutcomeFailed, id)
+	if len(failed) != 1 || failed[0].Level != slog.LevelError || failed[0].Attrs["error"] != "supplier down" {
 		t.Errorf("want one ERROR line with fn's error for the failure, got %+v", failed)
 	}
 	if d, _ := f.message(id); d != 2 {
@@ -114,7 +115,7 @@ func TestPanicReleasesNacksAndPanics(t *testing.T) {
 		}()
 		wrapped(ctx, m)
 	})
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 
@@ -141,7 +142,7 @@ func TestGoexitNacks(t *testing.T) {
 		}
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	stop()
 	if got := runs.get(id); got != 2 {
 		t.Errorf("fn ran %d times, want 2: runtime.Goexit must release the claim and nack", got)
@@ -160,32 +161,32 @@ func TestInProgressIsNackedWithWarning(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger(), Subscription: f.sub, InProgressDelay: time.Millisecond}))
-	f.logs.waitOutcome(t, gateway.OutcomeInProgress, id, 2)
+	waitOutcome(t, f.logs, gateway.OutcomeInProgress, id, 2)
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("fn ran %d times while another delivery held the key, want 0", n)
 	}
 	if err := f.st.Release(t.Context(), held); err != nil { // the holder gives up
 		t.Fatal(err)
 	}
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 
-	for i, r := range matching(f.logs.records(), gateway.OutcomeInProgress, id)[:2] {
+	for i, r := range matching(f.logs.Records(), gateway.OutcomeInProgress, id)[:2] {
 		want := map[string]string{
 			"key":                       id,
 			"delivery.subscription":     f.sub,
 			"delivery.delivery_attempt": strconv.Itoa(i + 1),
 		}
 		for k, v := range want {
-			if r.attrs[k] != v {
-				t.Errorf("in_progress line %d: %s = %q, want %q (line %v)", i, k, r.attrs[k], v, r.attrs)
+			if r.Attrs[k] != v {
+				t.Errorf("in_progress line %d: %s = %q, want %q (line %v)", i, k, r.Attrs[k], v, r.Attrs)
 			}
 		}
-		if r.level != slog.LevelWarn {
-			t.Errorf("in_progress line %d at %v, want WARN", i, r.level)
+		if r.Level != slog.LevelWarn {
+			t.Errorf("in_progress line %d at %v, want WARN", i, r.Level)
 		}
-		if _, ok := r.attrs["stack"]; ok {
+		if _, ok := r.Attrs["stack"]; ok {
 			t.Errorf("in_progress line %d carries a stack trace; contention is healthy", i)
 		}
 	}
@@ -200,9 +201,9 @@ func TestInProgressHoldEndsWithTheHoldersLease(t *testing.T) {
 	}
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil },
 		&pull.Options{Logger: f.logger(), InProgressDelay: time.Hour}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	stop()
-	if n := len(matching(f.logs.records(), gateway.OutcomeInProgress, id)); n != 1 {
+	if n := len(matching(f.logs.Records(), gateway.OutcomeInProgress, id)); n != 1 {
 		t.Errorf("%d in_progress lines, want 1: the hold ends when the holder's lease does", n)
 	}
 }
@@ -215,14 +216,14 @@ func TestNoKeyFailsClosed(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
-	f.logs.waitOutcome(t, gateway.OutcomeNoKey, id, 2) // nacked, so delivered again
+	waitOutcome(t, f.logs, gateway.OutcomeNoKey, id, 2) // nacked, so delivered again
 	stop()
 	if n := runs.Load(); n != 0 {
 		t.Errorf("fn ran %d times without a key, want 0 (fail closed)", n)
 	}
-	r := matching(f.logs.records(), gateway.OutcomeNoKey, id)[0]
-	if r.level != slog.LevelError || r.attrs["error"] != `the message has no "order_id" attribute` {
-		t.Errorf("no_key line = %v %v; want ERROR with the key function's error", r.level, r.attrs)
+	r := matching(f.logs.Records(), gateway.OutcomeNoKey, id)[0]
+	if r.Level != slog.LevelError || r.Attrs["error"] != `the message has no "order_id" attribute` {
+		t.Errorf("no_key line = %v %v; want ERROR with the key function's error", r.Level, r.Attrs)
 	}
 }
 
@@ -234,13 +235,13 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 	if n := runs.Load(); n != 1 {
 		t.Errorf("fn ran %d times, want 1", n)
 	}
-	if n := len(matching(f.logs.records(), gateway.OutcomeUnguarded, id)); n != 1 {
+	if n := len(matching(f.logs.Records(), gateway.OutcomeUnguarded, id)); n != 1 {
 		t.Errorf("%d unguarded lines, want 1", n)
 	}
 }
@@ -254,7 +255,7 @@ func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	id := f.publish("order without id")
 	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil },
 		&pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 }
@@ -270,12 +271,12 @@ func TestStoreErrorIsNacked(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger()}))
-	f.logs.waitOutcome(t, gateway.OutcomeStoreError, id, 2)
+	waitOutcome(t, f.logs, gateway.OutcomeStoreError, id, 2)
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("fn ran %d times while the store was down, want 0", n)
 	}
 	fs.failing.Store(false)
-	f.logs.waitOutcome(t, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
 	f.waitAcked(id)
 	stop()
 	if n := runs.Load(); n != 1 {
@@ -288,11 +289,11 @@ func TestHideKeys(t *testing.T) {
 	id := f.publish("order 1", "email", "ann@example.com")
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return errors.New("no") },
 		&pull.Options{Key: gateway.KeyFromAttribute("email")})) // logs through the gateway's logger
-	f.logs.waitOutcome(t, gateway.OutcomeFailed, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeFailed, id, 1)
 	stop()
-	r := matching(f.logs.records(), gateway.OutcomeFailed, id)[0]
-	if _, ok := r.attrs["key"]; ok || len(r.attrs["key_digest"]) != len("sha256:")+16 {
-		t.Errorf("HideKeys: want a key_digest and no key, got %v", r.attrs)
+	r := matching(f.logs.Records(), gateway.OutcomeFailed, id)[0]
+	if _, ok := r.Attrs["key"]; ok || len(r.Attrs["key_digest"]) != len("sha256:")+16 {
+		t.Errorf("HideKeys: want a key_digest and no key, got %v", r.Attrs)
 	}
 }
 
@@ -303,8 +304,12 @@ func TestWrapPanicsOnNil(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				if recover() == nil {
-					t.Error("Wrap did not panic")
+				// A nil gateway would also panic later, on its first
+				// use; the guard must catch it at Wrap, with a "pull: "
+				// message that says what was wrong.
+				r := recover()
+				if p, _ := r.(string); !strings.HasPrefix(p, "pull: ") {
+					t.Errorf("recovered %v, want a \"pull: …\" panic at Wrap", r)
 				}
 			}()
 			call()

@@ -2,8 +2,6 @@ package faultmatrix
 
 import (
 	"context"
-	"log/slog"
-	"strings"
 	"sync"
 )
 
@@ -85,69 +83,4 @@ func (b *Body) done() <-chan struct{} {
 		return nil
 	}
 	return b.ctx.Done()
-}
-
-// Log is a slog.Handler that keeps the level and outcome of every line. It
-// is safe for concurrent use.
-type Log struct {
-	mu    sync.Mutex // guards lines
-	lines []logLine
-}
-
-type logLine struct {
-	level   slog.Level
-	outcome string
-	msg     string
-}
-
-// Logger returns a logger that writes into l.
-func (l *Log) Logger() *slog.Logger { return slog.New(l) }
-
-// Enabled implements slog.Handler: every level is kept.
-func (l *Log) Enabled(context.Context, slog.Level) bool { return true }
-
-// Handle implements slog.Handler.
-func (l *Log) Handle(_ context.Context, r slog.Record) error {
-	line := logLine{level: r.Level, msg: r.Message}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "outcome" {
-			line.outcome = a.Value.String()
-		}
-		return true
-	})
-	l.mu.Lock()
-	l.lines = append(l.lines, line)
-	l.mu.Unlock()
-	return nil
-}
-
-// WithAttrs implements slog.Handler; the attributes are dropped.
-func (l *Log) WithAttrs([]slog.Attr) slog.Handler { return l }
-
-// WithGroup implements slog.Handler; the group is dropped.
-func (l *Log) WithGroup(string) slog.Handler { return l }
-
-// HasMessage reports whether a line at level whose message contains part
-// was logged.
-func (l *Log) HasMessage(level slog.Level, part string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if line.level == level && strings.Contains(line.msg, part) {
-			return true
-		}
-	}
-	return false
-}
-
-// Has reports whether a line at level with the given outcome was logged.
-func (l *Log) Has(level slog.Level, outcome string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if line.level == level && line.outcome == outcome {
-			return true
-		}
-	}
-	return false
 }

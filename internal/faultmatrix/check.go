@@ -143,7 +143,7 @@ func (c *cell) overlap(first *Body) {
 		// lease; the gateway then says so and cancels the body, which a held
 		// body ignores. That is the body's fault, not the library's: skip.
 		// A renewal that stops silently is still caught.
-		if h.Log.HasMessage(slog.LevelError, "claim lost while the work ran") {
+		if len(h.Log.Records().Level(slog.LevelError).Containing("claim lost while the work ran")) > 0 {
 			c.t.Logf("cell %s/%s: the renewal lost the claim on the real clock (a loaded machine?); invariant 2 not checked", c.b, c.f.Name)
 			return
 		}
@@ -203,7 +203,7 @@ func (c *cell) checkAck(what string, o Outcome, first bool) {
 		// ends, and a redelivery after that would run the body again. What
 		// must hold meanwhile: the key is not claimable while the lease
 		// lives (the probe found it held), and the ERROR line is written.
-		if !c.h.Log.Has(slog.LevelError, gateway.OutcomeCompleteError) {
+		if len(c.h.Log.Records().Level(slog.LevelError).Outcome(gateway.OutcomeCompleteError)) == 0 {
 			c.failf(ruleAckDone, "the %s delivery was acked with the record CLAIMED after a failed Complete (SPEC section 3 exception), but no ERROR line with outcome %q was logged", what, gateway.OutcomeCompleteError)
 		}
 		c.seen = append(c.seen, "acked with the record still CLAIMED (SPEC section 3 exception)")

@@ -32,6 +32,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/faultstore"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
@@ -134,7 +135,7 @@ type Harness struct {
 	Store *faultstore.Store // the gateway's store
 	Key   string            // the key of the message every delivery carries
 	Lease time.Duration     // the gateway's lease
-	Log   *Log              // the gateway's and the adapter's log lines
+	Log   *logtest.Sink     // the gateway's and the adapter's log lines
 
 	// Deliver delivers one copy of the message and returns what the sender
 	// saw once the surface has finished with it (its claim settled). The
@@ -183,10 +184,10 @@ type Surface struct {
 }
 
 // NewGateway returns a gateway over a faultstore over inner, whose every
-// operation is delayed by delay each way, and the Log the gateway writes
+// operation is delayed by delay each way, and the sink the gateway logs
 // to (opts.Logger is replaced). A nil inner means a fresh memstore on the
 // default clock, which is fake inside a testing/synctest bubble.
-func NewGateway(t testing.TB, inner store.Store, delay time.Duration, opts gateway.Options) (*gateway.Gateway, *faultstore.Store, *Log) {
+func NewGateway(t testing.TB, inner store.Store, delay time.Duration, opts gateway.Options) (*gateway.Gateway, *faultstore.Store, *logtest.Sink) {
 	t.Helper()
 	if inner == nil {
 		mem, err := memstore.New(nil)
@@ -196,7 +197,7 @@ func NewGateway(t testing.TB, inner store.Store, delay time.Duration, opts gatew
 		inner = mem
 	}
 	st := faultstore.New(inner, &faultstore.Options{Delay: delay})
-	log := &Log{}
+	log := &logtest.Sink{}
 	opts.Logger = log.Logger()
 	g, err := gateway.New(st, &opts)
 	if err != nil {

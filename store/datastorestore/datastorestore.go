@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgate/idemgate/internal/record"
+	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
 

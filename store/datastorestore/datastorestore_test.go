@@ -1,41 +1,24 @@
 package datastorestore_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/datastore"
 
-	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/storetest"
+	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	storetest.Run(t, storetest.Config{
-		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
-			return newStore(t, client, datastorestore.Options{TTL: s.TTL, Now: s.Now})
-		},
-	})
+	googletest.Conformance(t, storesOn(newClient(t)))
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	t.Parallel()
-	client := newClient(t)
-	storetest.Run(t, storetest.Config{
-		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
-			return newStore(t, client, datastorestore.Options{TTL: s.TTL})
-		},
-		RealClock: true,
-		Tick:      250 * time.Millisecond,
-	})
+	googletest.ConformanceRealClock(t, storesOn(newClient(t)))
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -80,49 +63,14 @@ func TestNewKeepsCallerOptions(t *testing.T) {
 // TestOneWinnerAmongMany races claimers on one key, each from its own
 // client (so from its own connections, like separate instances).
 func TestOneWinnerAmongMany(t *testing.T) {
-	const n = 32
 	ns := namespace()
-	stores := make([]*datastorestore.Store, n)
-	for i := range stores {
+	googletest.OneWinnerAmongMany(t, func() googletest.Store {
 		st, err := datastorestore.New(newClient(t), &datastorestore.Options{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = st
-	}
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		res   = make([]store.Claim, n)
-		errs  = make([]error, n)
-	)
-	for i, st := range stores {
-		wg.Go(func() {
-			<-start
-			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute)
-		})
-	}
-	close(start)
-	wg.Wait()
-	wins := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("claimer %d: %v", i, errs[i])
-		}
-		switch res[i].Status {
-		case store.Won:
-			wins++
-			if res[i].Fence != 1 {
-				t.Errorf("winner's fence = %d, want 1", res[i].Fence)
-			}
-		case store.HeldByOther:
-		default:
-			t.Errorf("claimer %d: %v, want Won or HeldByOther", i, res[i].Status)
-		}
-	}
-	if wins != 1 {
-		t.Fatalf("%d of %d racing claims won, want exactly 1", wins, n)
-	}
+		return st
+	})
 }
 
 // TestEntityLayout checks what the package documentation promises about
@@ -134,72 +82,28 @@ func TestEntityLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	for _, tc := range []struct {
-		key    string
-		hashed bool
-	}{
-		{"a/b", false},
-		{".", false},
-		{"..", false},
-		{"ünïcödé 🔑", false},
-		{strings.Repeat("x", 1500), false},
-		{"__x__", true},
-		{"____", true},
-		{strings.Repeat("x", 1501), true},
-		{strings.Repeat("é", 2048), true},              // 4 KiB
-		{"sha256:0000", true},                          // could pass for a hashed name
-		{strings.Repeat("é", store.MaxKeyLen/2), true}, // the longest key
-	} {
-		c, err := st.Claim(ctx, tc.key, time.Minute)
-		if err != nil || c.Status != store.Won {
-			t.Fatalf("Claim(%.20q) = %v, %v; want Won", tc.key, c.Status, err)
-		}
-		if ok, err := st.Complete(ctx, c); !ok || err != nil {
-			t.Fatalf("Complete(%.20q) = %v, %v; want true", tc.key, ok, err)
-		}
-		name := tc.key
-		if tc.hashed {
-			sum := sha256.Sum256([]byte(tc.key))
-			name = "sha256:" + hex.EncodeToString(sum[:])
-		}
+	cases := append([]googletest.LayoutCase{
+		{Key: "a/b"},
+		{Key: "."},
+		{Key: ".."},
+		{Key: "____", Hashed: true},
+	}, googletest.LayoutCases...)
+	googletest.Layout(t, st, cases, func(t *testing.T, key, name string) map[string]any {
 		k := datastore.NameKey("Rec", name, nil)
 		k.Namespace = ns
 		var props datastore.PropertyList
-		if err := client.Get(ctx, k, &props); err != nil {
-			t.Fatalf("key %.20q: no entity named %.30q: %v", tc.key, name, err)
+		if err := client.Get(t.Context(), k, &props); err != nil {
+			t.Fatalf("key %.20q: no entity named %.30q: %v", key, name, err)
 		}
-		want := map[string]bool{"state": true, "fence": true, "token": true, "leaseUntil": true, "expiresAt": true}
-		if tc.hashed {
-			want["key"] = true
-		}
+		fields := make(map[string]any, len(props))
 		for _, p := range props {
 			if !p.NoIndex {
-				t.Errorf("key %.20q: property %q is indexed; no property should be", tc.key, p.Name)
+				t.Errorf("key %.20q: property %q is indexed; no property should be", key, p.Name)
 			}
-			if !want[p.Name] {
-				t.Errorf("key %.20q: unexpected property %q", tc.key, p.Name)
-			}
-			delete(want, p.Name)
-			switch p.Name {
-			case "state":
-				if p.Value != "DONE" {
-					t.Errorf("state = %v after Complete, want DONE", p.Value)
-				}
-			case "key":
-				if p.Value != tc.key {
-					t.Errorf("key property = %.20q, want %.20q", p.Value, tc.key)
-				}
-			case "expiresAt", "leaseUntil":
-				if _, ok := p.Value.(time.Time); !ok {
-					t.Errorf("%s is a %T, want a timestamp (a TTL policy needs one)", p.Name, p.Value)
-				}
-			}
+			fields[p.Name] = p.Value
 		}
-		for name := range want {
-			t.Errorf("key %.20q: property %q missing", tc.key, name)
-		}
-	}
+		return fields
+	})
 }
 
 // TestStrangeEntityIsAnError: an entity the store did not write is
@@ -224,83 +128,15 @@ func TestStrangeEntityIsAnError(t *testing.T) {
 // TestSkewMargin: a lapsed lease or an expired record is only taken over
 // once it is SkewMargin overdue; a released claim is free at once.
 func TestSkewMargin(t *testing.T) {
-	client := newClient(t)
-	var (
-		mu  sync.Mutex
-		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	pass := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	const skew = 5 * time.Second
-	st := newStore(t, client, datastorestore.Options{TTL: time.Minute, SkewMargin: skew, Now: clock})
-	ctx := t.Context()
-	claim := func(key string, want store.Status, rule string) store.Claim {
-		t.Helper()
-		c, err := st.Claim(ctx, key, time.Second)
-		if err != nil || c.Status != want {
-			t.Fatalf("%s: Claim = %v, %v; want %v", rule, c.Status, err, want)
-		}
-		return c
-	}
-	claim("lease", store.Won, "first claim")
-	pass(time.Second)
-	claim("lease", store.HeldByOther, "a lease lapsed by less than the margin must stay held")
-	pass(skew)
-	claim("lease", store.Won, "a lease lapsed by the margin must be reclaimable")
-
-	c := claim("released", store.Won, "first claim")
-	if err := st.Release(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	claim("released", store.Won, "a released claim must be free at once despite the margin")
-
-	c = claim("done", store.Won, "first claim")
-	if ok, err := st.Complete(ctx, c); !ok || err != nil {
-		t.Fatalf("Complete = %v, %v", ok, err)
-	}
-	pass(time.Minute)
-	claim("done", store.AlreadyDone, "a record expired by less than the margin must still suppress duplicates")
-	pass(skew)
-	if d := claim("done", store.Won, "a record expired by the margin must be reclaimable"); d.Fence != c.Fence+1 {
-		t.Fatalf("reclaim after expiry: fence %d, want %d", d.Fence, c.Fence+1)
-	}
+	googletest.SkewMargin(t, storesOn(newClient(t)))
 }
 
 // TestTokenSurvivesRelease: a Claim retried with the token of a claim that
 // was released since must not re-affirm the released claim.
 func TestTokenSurvivesRelease(t *testing.T) {
-	st := newStore(t, newClient(t), datastorestore.Options{})
-	ctx := store.WithClaimToken(t.Context(), "tok")
-	a, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Release(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	b, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil || b.Status != store.Won || b.Fence != a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
-		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d", b, err, a.Fence+2)
-	}
+	googletest.TokenSurvivesRelease(t, newStore(t, newClient(t), datastorestore.Options{}))
 }
 
 func TestBadArguments(t *testing.T) {
-	st := newStore(t, newClient(t), datastorestore.Options{})
-	ctx := t.Context()
-	if _, err := st.Claim(ctx, "k", 0); err == nil {
-		t.Error("Claim with a zero lease must fail")
-	}
-	c, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Extend(ctx, c, -time.Second); err == nil {
-		t.Error("Extend with a negative lease must fail")
-	}
-	if _, err := st.Extend(ctx, store.Claim{Key: "", Fence: 1}, time.Minute); !errors.Is(err, store.ErrFenced) {
-		t.Errorf("Extend of an invalid key = %v, want ErrFenced", err)
-	}
-	if ok, err := st.Complete(ctx, store.Claim{Key: "\x00", Fence: 1}); ok || err != nil {
-		t.Errorf("Complete of an invalid key = %v, %v; want false, nil", ok, err)
-	}
+	googletest.BadArguments(t, newStore(t, newClient(t), datastorestore.Options{}))
 }

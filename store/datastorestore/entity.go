@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/record"
+	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
 )

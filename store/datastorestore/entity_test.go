@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/record"
+	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
 )

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store/datastorestore"
+	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 func TestMain(m *testing.M) {
@@ -61,4 +62,11 @@ func newStore(t testing.TB, client *datastore.Client, o datastorestore.Options) 
 		t.Fatalf("New: %v", err)
 	}
 	return st
+}
+
+// storesOn returns a maker of stores on client, each in a fresh namespace.
+func storesOn(client *datastore.Client) googletest.NewStore {
+	return func(t testing.TB, o googletest.Options) googletest.Store {
+		return newStore(t, client, datastorestore.Options{TTL: o.TTL, SkewMargin: o.SkewMargin, Now: o.Now})
+	}
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemgate/idemgate/internal/record"
+	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
 	"google.golang.org/grpc/codes"

@@ -1,13 +1,10 @@
 package firestorestore_test
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
-	"path"
 	"strings"
-	"sync"
 	"testing"
 
 	"cloud.google.com/go/firestore"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store/firestorestore"
+	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 func TestMain(m *testing.M) {
@@ -60,28 +58,31 @@ func newStore(t testing.TB, client *firestore.Client, o firestorestore.Options) 
 	return st
 }
 
-// wire records the Firestore RPCs a client makes (by method name, e.g.
-// "Commit") and lets a test tamper with unary ones.
-type wire struct {
-	mu    sync.Mutex // guards the fields below
-	calls []string
-	// fault, when set, runs each unary call instead of the interceptor:
-	// invoke sends it to the server.
-	fault func(ctx context.Context, method string, invoke func() error) error
+// storesOn returns a maker of stores on client, each in a fresh collection.
+func storesOn(client *firestore.Client) googletest.NewStore {
+	return func(t testing.TB, o googletest.Options) googletest.Store {
+		return newStore(t, client, firestorestore.Options{TTL: o.TTL, SkewMargin: o.SkewMargin, Now: o.Now})
+	}
 }
 
-// client returns a client of the test emulator whose RPCs go through w.
-// t must not be parallel: FIRESTORE_EMULATOR_HOST is cleared for its
+// wired returns a fresh store whose client's RPCs go through a new Wire.
+func wired(t testing.TB) (googletest.Store, *googletest.Wire) {
+	w := &googletest.Wire{}
+	return newStore(t, wireClient(t, w), firestorestore.Options{}), w
+}
+
+// wireClient returns a client of the test emulator whose RPCs go through
+// w. t must not be parallel: FIRESTORE_EMULATOR_HOST is cleared for its
 // duration, or firestore.NewClient would dial a connection of its own and
 // leave it open beside ours.
-func (w *wire) client(t testing.TB) *firestore.Client {
+func wireClient(t testing.TB, w *googletest.Wire) *firestore.Client {
 	t.Helper()
 	host := testenv.FirestoreEmulatorHost(t)
 	t.Setenv("FIRESTORE_EMULATOR_HOST", "")
 	conn, err := grpc.NewClient("passthrough:///"+host,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(w.unary),
-		grpc.WithStreamInterceptor(w.stream))
+		grpc.WithUnaryInterceptor(w.Unary),
+		grpc.WithStreamInterceptor(w.Stream))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,55 +95,4 @@ func (w *wire) client(t testing.TB) *firestore.Client {
 		conn.Close()
 	})
 	return c
-}
-
-func (w *wire) record(method string) func(context.Context, string, func() error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.calls = append(w.calls, path.Base(method))
-	return w.fault
-}
-
-func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	fault := w.record(method)
-	invoke := func() error { return invoker(ctx, method, req, reply, cc, opts...) }
-	if fault != nil {
-		return fault(ctx, path.Base(method), invoke)
-	}
-	return invoke()
-}
-
-func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	w.record(method)
-	return streamer(ctx, desc, cc, method, opts...)
-}
-
-// take returns the calls made since the last take.
-func (w *wire) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c := w.calls
-	w.calls = nil
-	return c
-}
-
-func (w *wire) setFault(f func(ctx context.Context, method string, invoke func() error) error) {
-	w.mu.Lock()
-	w.fault = f
-	w.mu.Unlock()
-}
-
-// once returns a fault that applies f to the first call of method only.
-func once(method string, f func(invoke func() error) error) func(context.Context, string, func() error) error {
-	var done sync.Once
-	return func(_ context.Context, m string, invoke func() error) error {
-		hit := false
-		if m == method {
-			done.Do(func() { hit = true })
-		}
-		if hit {
-			return f(invoke)
-		}
-		return invoke()
-	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idemgate/idemgate/internal/record"
+	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"

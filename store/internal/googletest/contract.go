@@ -1,0 +1,212 @@
+package googletest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// OneWinnerAmongMany races 32 claimers on one key, each store from
+// newStore, which must give a store on a client of its own (so on
+// connections of its own, like separate instances) over the same records.
+func OneWinnerAmongMany(t *testing.T, newStore func() Store) {
+	const n = 32
+	stores := make([]Store, n)
+	for i := range stores {
+		stores[i] = newStore()
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		res   = make([]store.Claim, n)
+		errs  = make([]error, n)
+	)
+	for i, st := range stores {
+		wg.Go(func() {
+			<-start
+			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute)
+		})
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("claimer %d: %v", i, errs[i])
+		}
+		switch res[i].Status {
+		case store.Won:
+			wins++
+			if res[i].Fence != 1 {
+				t.Errorf("winner's fence = %d, want 1", res[i].Fence)
+			}
+		case store.HeldByOther:
+		default:
+			t.Errorf("claimer %d: %v, want Won or HeldByOther", i, res[i].Status)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d of %d racing claims won, want exactly 1", wins, n)
+	}
+}
+
+// SkewMargin checks that a lapsed lease or an expired record is only
+// taken over once it is SkewMargin overdue, and that a released claim is
+// free at once.
+func SkewMargin(t *testing.T, newStore NewStore) {
+	var (
+		mu  sync.Mutex // guards now
+		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	pass := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	const skew = 5 * time.Second
+	st := newStore(t, Options{TTL: time.Minute, SkewMargin: skew, Now: clock})
+	ctx := t.Context()
+	claim := func(key string, want store.Status, rule string) store.Claim {
+		t.Helper()
+		c, err := st.Claim(ctx, key, time.Second)
+		if err != nil || c.Status != want {
+			t.Fatalf("%s: Claim = %v, %v; want %v", rule, c.Status, err, want)
+		}
+		return c
+	}
+	claim("lease", store.Won, "first claim")
+	pass(time.Second)
+	claim("lease", store.HeldByOther, "a lease lapsed by less than the margin must stay held")
+	pass(skew)
+	claim("lease", store.Won, "a lease lapsed by the margin must be reclaimable")
+
+	c := claim("released", store.Won, "first claim")
+	if err := st.Release(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	claim("released", store.Won, "a released claim must be free at once despite the margin")
+
+	c = claim("done", store.Won, "first claim")
+	if ok, err := st.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	pass(time.Minute)
+	claim("done", store.AlreadyDone, "a record expired by less than the margin must still suppress duplicates")
+	pass(skew)
+	if d := claim("done", store.Won, "a record expired by the margin must be reclaimable"); d.Fence != c.Fence+1 {
+		t.Fatalf("reclaim after expiry: fence %d, want %d", d.Fence, c.Fence+1)
+	}
+}
+
+// TokenSurvivesRelease checks that a Claim retried with the token of a
+// claim that was released since does not re-affirm the released claim.
+// st must be fresh.
+func TokenSurvivesRelease(t *testing.T, st Store) {
+	ctx := store.WithClaimToken(t.Context(), "tok")
+	a, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil || b.Status != store.Won || b.Fence != a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
+		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d", b, err, a.Fence+2)
+	}
+}
+
+// BadArguments checks what each operation does with arguments no record
+// can answer. st must be fresh.
+func BadArguments(t *testing.T, st Store) {
+	ctx := t.Context()
+	if _, err := st.Claim(ctx, "k", 0); err == nil {
+		t.Error("Claim with a zero lease must fail")
+	}
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Extend(ctx, c, -time.Second); err == nil {
+		t.Error("Extend with a negative lease must fail")
+	}
+	if _, err := st.Extend(ctx, store.Claim{Key: "", Fence: 1}, time.Minute); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("Extend of an invalid key = %v, want ErrFenced", err)
+	}
+	if ok, err := st.Complete(ctx, store.Claim{Key: "\x00", Fence: 1}); ok || err != nil {
+		t.Errorf("Complete of an invalid key = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// LayoutCase is a key, and whether the store must name its record with
+// the key's hash rather than the key itself.
+type LayoutCase struct {
+	Key    string
+	Hashed bool
+}
+
+// LayoutCases are keys both stores name after their hash: reserved
+// names, names too long for either backend, and keys that could pass for
+// a hashed name.
+var LayoutCases = []LayoutCase{
+	{"__x__", true},
+	{strings.Repeat("x", 1501), true},
+	{strings.Repeat("é", 2048), true},              // 4 KiB
+	{"sha256:0000", true},                          // could pass for a hashed name
+	{strings.Repeat("é", store.MaxKeyLen/2), true}, // the longest key
+	{"ünïcödé 🔑", false},
+	{strings.Repeat("x", 1500), false},
+}
+
+// Layout checks what the stores' documentation promises about a stored
+// record: its name (the key, or "sha256:" and the hex SHA-256 of the
+// key), its fields, and their types. It claims and completes each key in
+// cases on st, then reads the record back with fetch, which returns its
+// fields by name (or fails t, naming what it could not read).
+func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T, key, name string) map[string]any) {
+	ctx := t.Context()
+	for _, tc := range cases {
+		c, err := st.Claim(ctx, tc.Key, time.Minute)
+		if err != nil || c.Status != store.Won {
+			t.Fatalf("Claim(%.20q) = %v, %v; want Won", tc.Key, c.Status, err)
+		}
+		if ok, err := st.Complete(ctx, c); !ok || err != nil {
+			t.Fatalf("Complete(%.20q) = %v, %v; want true", tc.Key, ok, err)
+		}
+		name := tc.Key
+		if tc.Hashed {
+			sum := sha256.Sum256([]byte(tc.Key))
+			name = "sha256:" + hex.EncodeToString(sum[:])
+		}
+		want := map[string]bool{"state": true, "fence": true, "token": true, "leaseUntil": true, "expiresAt": true}
+		if tc.Hashed {
+			want["key"] = true
+		}
+		for field, v := range fetch(t, tc.Key, name) {
+			if !want[field] {
+				t.Errorf("key %.20q: unexpected field %q", tc.Key, field)
+			}
+			delete(want, field)
+			switch field {
+			case "state":
+				if v != "DONE" {
+					t.Errorf("state = %v after Complete, want DONE", v)
+				}
+			case "key":
+				if v != tc.Key {
+					t.Errorf("key field = %.20q, want %.20q", v, tc.Key)
+				}
+			case "expiresAt", "leaseUntil":
+				if _, ok := v.(time.Time); !ok {
+					t.Errorf("%s is a %T, want a timestamp (a TTL policy needs one)", field, v)
+				}
+			}
+		}
+		for field := range want {
+			t.Errorf("key %.20q: field %q missing", tc.Key, field)
+		}
+	}
+}

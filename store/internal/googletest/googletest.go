@@ -1,0 +1,60 @@
+// Package googletest holds the tests the Google stores (datastorestore,
+// firestorestore) share beyond the storetest contract: the behaviour they
+// both promise of a store that decides on the client, the RPC recorder
+// that counts and breaks their round trips, and their benchmarks. Each
+// store's test files keep what differs: how to reach the emulator, how a
+// stored record is read back, which RPCs an operation costs.
+//
+//	func TestSkewMargin(t *testing.T) {
+//		googletest.SkewMargin(t, func(t testing.TB, o googletest.Options) googletest.Store {
+//			return newStore(t, client, datastorestore.Options{TTL: o.TTL, SkewMargin: o.SkewMargin, Now: o.Now})
+//		})
+//	}
+package googletest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/storetest"
+)
+
+// Store is what both Google stores implement.
+type Store interface {
+	store.Store
+	store.Extender
+}
+
+// Options are the store options a shared test sets; the zero value means
+// the store's defaults.
+type Options struct {
+	TTL        time.Duration
+	SkewMargin time.Duration
+	Now        func() time.Time // nil: the real clock
+}
+
+// NewStore returns a fresh store set by o, whose records no other store
+// sees.
+type NewStore func(t testing.TB, o Options) Store
+
+// Conformance runs the storetest contract on the suite's clock.
+func Conformance(t *testing.T, newStore NewStore) {
+	storetest.Run(t, storetest.Config{
+		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+			return newStore(t, Options{TTL: s.TTL, Now: s.Now})
+		},
+	})
+}
+
+// ConformanceRealClock runs the storetest contract on the real clock, as
+// production does.
+func ConformanceRealClock(t *testing.T, newStore NewStore) {
+	storetest.Run(t, storetest.Config{
+		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
+			return newStore(t, Options{TTL: s.TTL})
+		},
+		RealClock: true,
+		Tick:      250 * time.Millisecond,
+	})
+}

@@ -1,0 +1,136 @@
+package googletest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Wired returns a fresh store, set to its defaults, whose client's RPCs
+// go through the Wire it returns.
+type Wired func(t testing.TB) (Store, *Wire)
+
+// RPCs are the calls, in order, each step of RPCsPerMessage must make.
+type RPCs struct {
+	Fresh             []string // Claim then Complete of a new key
+	Duplicate         []string // Claim of a done key
+	RetriedComplete   []string // Complete of a done claim
+	DuplicateHeld     []string // Claim of a held key
+	Release           []string
+	ClaimAfterRelease []string
+}
+
+// RPCsPerMessage pins the round trips of each step of a message's life
+// of a store from wired.
+func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
+	st, w := wired(t)
+	ctx := t.Context()
+	step := func(name string, want []string, f func()) {
+		t.Helper()
+		w.Take()
+		f()
+		got := w.Take()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
+		}
+		t.Logf("%-28s %d RPCs %v", name, len(got), got)
+	}
+	claim := func(key string, want store.Status) store.Claim {
+		t.Helper()
+		c, err := st.Claim(ctx, key, time.Minute)
+		if err != nil || c.Status != want {
+			t.Fatalf("Claim(%q) = %v, %v; want %v", key, c.Status, err, want)
+		}
+		return c
+	}
+	var c store.Claim
+	step("fresh message", want.Fresh, func() {
+		c = claim("m1", store.Won)
+		if ok, err := st.Complete(ctx, c); !ok || err != nil {
+			t.Fatalf("Complete = %v, %v", ok, err)
+		}
+	})
+	step("duplicate of a done message", want.Duplicate, func() { claim("m1", store.AlreadyDone) })
+	step("retried Complete", want.RetriedComplete, func() { st.Complete(ctx, c) })
+	c = claim("m2", store.Won)
+	step("duplicate while held", want.DuplicateHeld, func() { claim("m2", store.HeldByOther) })
+	step("Release", want.Release, func() { st.Release(ctx, c) })
+	step("Claim after Release", want.ClaimAfterRelease, func() { claim("m2", store.Won) })
+}
+
+// ResentCommitReaffirms: the transport sends a Claim's first commit twice
+// (as gRPC's retry policy may after a connection drops). Whatever the
+// server answers the second copy, the Claim must end Won at fence 1.
+func ResentCommitReaffirms(t *testing.T, wired Wired) {
+	st, w := wired(t)
+	var second error
+	w.SetFault(Once("Commit", func(invoke func() error) error {
+		if err := invoke(); err != nil {
+			return err
+		}
+		second = invoke()
+		return second
+	}))
+	c, err := st.Claim(t.Context(), "k", time.Minute)
+	t.Logf("the server answered the resent commit with: %v", second)
+	if err != nil || c.Status != store.Won || c.Fence != 1 {
+		t.Fatalf("Claim with a resent commit = %v at fence %d, %v; want Won at fence 1", c.Status, c.Fence, err)
+	}
+}
+
+// LostCompleteReply: Complete's commit lands, its reply is lost; the
+// retry sees DONE with the caller's fence and reports true.
+func LostCompleteReply(t *testing.T, wired Wired) {
+	st, w := wired(t)
+	ctx := t.Context()
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetFault(Once("Commit", LostReply))
+	if ok, err := st.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete after a lost reply = %v, %v; want true", ok, err)
+	}
+	if d, err := st.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyDone {
+		t.Fatalf("Claim = %v, %v; want AlreadyDone", d.Status, err)
+	}
+}
+
+// GivesUp: a key whose every commit fails with injected, an error the
+// store retries, is reported after five commits, as an error that starts
+// with prefix (e.g. "datastorestore: Claim") and satisfies is.
+func GivesUp(t *testing.T, wired Wired, injected error, prefix string, is func(error) bool) {
+	st, w := wired(t)
+	w.SetFault(Always("Commit", injected))
+	_, err := st.Claim(t.Context(), "k", time.Minute)
+	if !is(err) || !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("Claim whose every commit fails = %v, want a %q error wrapping the last failure", err, prefix)
+	}
+	if n := w.Count("Commit"); n != 5 {
+		t.Errorf("%d commits attempted, want 5", n)
+	}
+	t.Log(err)
+}
+
+// CancelledMidCall: a context cancelled while an RPC is in flight gives
+// an error that wraps context.Canceled (gRPC reports it as a status,
+// which does not).
+func CancelledMidCall(t *testing.T, wired Wired) {
+	st, w := wired(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w.SetFault(func(ctx context.Context, method string, invoke func() error) error {
+		cancel()
+		return invoke()
+	})
+	_, err := st.Claim(ctx, "k", time.Minute)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim cancelled mid-call = %v, want an error wrapping context.Canceled", err)
+	}
+}
