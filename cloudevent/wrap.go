@@ -119,7 +119,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	}
 	if keyErr != nil && w.opts.AllowUnguarded {
 		w.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
-			slog.String("outcome", gateway.OutcomeUnguarded), eventAttrs(e, m), slog.Any("error", keyErr))
+			gateway.OutcomeUnguarded.Attr(), eventAttrs(e, m), slog.Any("error", keyErr))
 		return w.g.Unguarded(ctx, func(ctx context.Context) error { return w.fn(ctx, e) })
 	}
 	// With keyErr set, key is empty: Lock refuses it with ErrNoKey before
@@ -136,7 +136,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	defer func() {
 		if !returned { // fn panicked; Lock released the claim
 			w.log.LogAttrs(ctx, slog.LevelError, "idemgate: function panicked; the claim was released for a retry",
-				slog.String("outcome", gateway.OutcomeFailed), eventAttrs(e, m))
+				gateway.OutcomeFailed.Attr(), eventAttrs(e, m))
 		}
 	}()
 	err := w.g.Lock(ctx, key, func(ctx context.Context) error {
@@ -159,11 +159,11 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 func (w *wrapper) ran(ctx context.Context, e event.Event, m *pushenvelope.Message, key string, result, err error, took time.Duration) error {
 	if err != nil {
 		w.log.LogAttrs(ctx, slog.LevelError, "idemgate: function failed; the claim was released for a retry",
-			slog.String("outcome", gateway.OutcomeFailed), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", err))
+			gateway.OutcomeFailed.Attr(), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", err))
 		return result
 	}
 	w.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: event processed",
-		slog.String("outcome", gateway.OutcomeWon), eventAttrs(e, m), w.keyAttr(key), slog.Duration("duration", took))
+		gateway.OutcomeWon.Attr(), eventAttrs(e, m), w.keyAttr(key), slog.Duration("duration", took))
 	return result // nil, or fn's own acknowledging result
 }
 
@@ -174,13 +174,13 @@ func (w *wrapper) refused(ctx context.Context, e event.Event, m *pushenvelope.Me
 	switch {
 	case errors.Is(err, gateway.ErrDuplicate):
 		w.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate event acknowledged",
-			slog.String("outcome", gateway.OutcomeDuplicate), eventAttrs(e, m), w.keyAttr(key))
+			gateway.OutcomeDuplicate.Attr(), eventAttrs(e, m), w.keyAttr(key))
 		return nil
 	case errors.As(err, &inProgress):
 		// Contention is healthy: a quiet WARN, no stack. The delivery attempt
 		// is logged only when the event data carries one (see eventAttrs).
 		w.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: key held by another delivery; asking for a retry",
-			slog.String("outcome", gateway.OutcomeInProgress), eventAttrs(e, m), w.keyAttr(key),
+			gateway.OutcomeInProgress.Attr(), eventAttrs(e, m), w.keyAttr(key),
 			slog.Time("holder_lease_until", inProgress.LeaseUntil))
 		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", hideKey(w.g, key, err))
 	case errors.Is(err, gateway.ErrNoKey):
@@ -188,11 +188,11 @@ func (w *wrapper) refused(ctx context.Context, e event.Event, m *pushenvelope.Me
 			keyErr = err
 		}
 		w.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
-			slog.String("outcome", gateway.OutcomeNoKey), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", keyErr))
+			gateway.OutcomeNoKey.Attr(), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", keyErr))
 		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", hideKey(w.g, key, errors.Join(err, keyErr)))
 	default: // gateway.ErrStore; anything else Lock may add is treated alike
 		w.log.LogAttrs(ctx, slog.LevelError, "idemgate: store failed; asking for a retry",
-			slog.String("outcome", gateway.OutcomeStoreError), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", err))
+			gateway.OutcomeStoreError.Attr(), eventAttrs(e, m), w.keyAttr(key), slog.Any("error", err))
 		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", hideKey(w.g, key, err))
 	}
 }

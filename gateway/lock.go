@@ -70,7 +70,7 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 }
 
 // claimOutcome names the outcome of a failed claim.
-func claimOutcome(err error) string {
+func claimOutcome(err error) Outcome {
 	if errors.Is(err, ErrNoKey) {
 		return OutcomeNoKey
 	}
@@ -102,7 +102,7 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time
 // same fence on a DONE record answers true, so a lost reply is harmless),
 // and work done but not recorded is the one failure that no redelivery can
 // mend.
-func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
+func (g *Gateway) complete(ctx context.Context, c store.Claim) Outcome {
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	ok, err := g.st.Complete(sctx, c)
@@ -116,11 +116,11 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim) string {
 	switch {
 	case err != nil:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeCompleteError), slog.Int("attempts", tries), slog.Any("error", err))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.Attr(), slog.Int("attempts", tries), slog.Any("error", err))
 		return OutcomeCompleteError
 	case !ok:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("outcome", OutcomeFencedOut))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr())
 		return OutcomeFencedOut
 	case tries > 1:
 		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: work recorded as done after failed attempts",
@@ -175,7 +175,7 @@ func (g *Gateway) duplicate(ctx context.Context, key string) {
 // passThrough runs fn unguarded (the Disabled switch).
 func (g *Gateway) passThrough(ctx context.Context, verb, key string, fn func(context.Context) error) error {
 	g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: guard disabled; running unguarded",
-		slog.String("verb", verb), g.keyAttr(key), slog.String("outcome", OutcomeUnguarded))
+		slog.String("verb", verb), g.keyAttr(key), OutcomeUnguarded.Attr())
 	g.tel.outcome(ctx, OutcomeUnguarded)
 	return fn(ctx)
 }

@@ -169,7 +169,7 @@ func TestLockFencedOutAfterSuccessAcksAndLogs(t *testing.T) {
 		t.Fatalf("fenced-out Lock = %v, want nil: the work happened, a retry would repeat it", err)
 	}
 	lines := f.logs.lines(t, "ERROR")
-	if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeFencedOut || lines[0]["key"] != "m1" {
+	if len(lines) != 1 || lines[0]["outcome"] != string(gateway.OutcomeFencedOut) || lines[0]["key"] != "m1" {
 		t.Fatalf("ERROR lines = %v, want one fenced_out line for m1", lines)
 	}
 }
@@ -189,7 +189,7 @@ func TestLockCompleteFailureAcksAndLogs(t *testing.T) {
 			t.Errorf("Lock gave up on Complete after %v, want the SettleTimeout, %v", took, gateway.DefaultSettleTimeout)
 		}
 		lines := l.lines(t, "ERROR")
-		if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeCompleteError || lines[0]["attempts"].(float64) < 10 {
+		if len(lines) != 1 || lines[0]["outcome"] != string(gateway.OutcomeCompleteError) || lines[0]["attempts"].(float64) < 10 {
 			t.Fatalf("ERROR lines = %v, want one complete_error line after many attempts", lines)
 		}
 	})

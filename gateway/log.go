@@ -7,18 +7,29 @@ import (
 	"strconv"
 )
 
-// Outcomes, as logged in the "outcome" attribute and counted by metrics.
+// Outcome is what became of one guarded call or delivery. The constants
+// below are the whole set; each one's value is the name that log lines carry
+// in their "outcome" attribute and metrics in theirs.
+type Outcome string
+
+// The outcomes.
 const (
-	OutcomeWon           = "won"            // the work ran and was recorded
-	OutcomeDuplicate     = "duplicate"      // the work was already done
-	OutcomeInProgress    = "in_progress"    // a live holder owns the key
-	OutcomeFailed        = "failed"         // the work failed; the claim was released
-	OutcomeFencedOut     = "fenced_out"     // the work ran but the claim had been taken over
-	OutcomeCompleteError = "complete_error" // the work ran but recording it failed
-	OutcomeStoreError    = "store_error"    // the store failed before the work
-	OutcomeUnguarded     = "unguarded"      // ran without a guard (disabled, or no key allowed)
-	OutcomeNoKey         = "no_key"         // refused: no key could be resolved
+	OutcomeWon           Outcome = "won"            // the work ran and was recorded
+	OutcomeDuplicate     Outcome = "duplicate"      // the work was already done
+	OutcomeInProgress    Outcome = "in_progress"    // a live holder owns the key
+	OutcomeFailed        Outcome = "failed"         // the work failed; the claim was released
+	OutcomeFencedOut     Outcome = "fenced_out"     // the work ran but the claim had been taken over
+	OutcomeCompleteError Outcome = "complete_error" // the work ran but recording it failed
+	OutcomeStoreError    Outcome = "store_error"    // the store failed before the work
+	OutcomeUnguarded     Outcome = "unguarded"      // ran without a guard (disabled, or no key allowed)
+	OutcomeNoKey         Outcome = "no_key"         // refused: no key could be resolved
 )
+
+// String returns o's name.
+func (o Outcome) String() string { return string(o) }
+
+// Attr is o as the "outcome" attribute of a log line.
+func (o Outcome) Attr() slog.Attr { return slog.String("outcome", string(o)) }
 
 // keyText is the key as it may appear in logs and errors.
 func (g *Gateway) keyText(key string) string {

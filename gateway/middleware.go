@@ -56,7 +56,7 @@ func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) err
 		m, _ := pushenvelope.FromContext(r.Context())
 		if err := fn(r.Context(), m); err != nil {
 			g.log.LogAttrs(r.Context(), slog.LevelError, "idemgate: handler failed; the delivery will be retried",
-				slog.String("outcome", OutcomeFailed), slog.String("message_id", m.ID), slog.Any("error", err))
+				OutcomeFailed.Attr(), slog.String("message_id", m.ID), slog.Any("error", err))
 			http.Error(w, "handler failed", http.StatusInternalServerError)
 			return
 		}
@@ -106,7 +106,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 	if err != nil && !g.disabled {
 		if g.opts.AllowUnguarded {
 			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
-				slog.String("outcome", OutcomeUnguarded), deliveryAttrs(m), slog.Any("error", err))
+				OutcomeUnguarded.Attr(), deliveryAttrs(m), slog.Any("error", err))
 			g.Unguarded(ctx, func(ctx context.Context) error {
 				h.ServeHTTP(w, r.WithContext(ctx))
 				return nil
@@ -114,7 +114,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 			return
 		}
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
-			slog.String("outcome", OutcomeNoKey), deliveryAttrs(m), slog.Any("error", err))
+			OutcomeNoKey.Attr(), deliveryAttrs(m), slog.Any("error", err))
 		g.tel.outcome(ctx, OutcomeNoKey)
 		http.Error(w, "idemgate: no idempotency key: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -129,7 +129,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) 
 				panic(p) // h asked for the connection to be cut; nothing was sent
 			}
 			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: handler panicked; the claim was released",
-				slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m),
+				OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			http.Error(w, "internal error", http.StatusInternalServerError)
 		}
@@ -151,12 +151,12 @@ func (g *Gateway) answer(ctx context.Context, w http.ResponseWriter, m *pushenve
 	case err == nil:
 		if g.log.Enabled(ctx, slog.LevelDebug) {
 			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: delivery processed",
-				slog.String("outcome", OutcomeWon), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", time.Since(start)))
+				OutcomeWon.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", time.Since(start)))
 		}
 	case errors.Is(err, ErrDuplicate):
 		if g.log.Enabled(ctx, slog.LevelDebug) {
 			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate delivery acknowledged",
-				slog.String("outcome", OutcomeDuplicate), g.keyAttr(key), deliveryAttrs(m))
+				OutcomeDuplicate.Attr(), g.keyAttr(key), deliveryAttrs(m))
 		}
 		w.WriteHeader(http.StatusNoContent)
 	default:
@@ -176,7 +176,7 @@ func (g *Gateway) refused(ctx context.Context, w http.ResponseWriter, m *pushenv
 		// Contention is healthy: a quiet WARN, no stack. deliveryAttempt tells
 		// how close the message is to the dead-letter topic.
 		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: key held by another delivery; asking Pub/Sub to retry",
-			slog.String("outcome", OutcomeInProgress), g.keyAttr(key), deliveryAttrs(m),
+			OutcomeInProgress.Attr(), g.keyAttr(key), deliveryAttrs(m),
 			slog.Time("holder_lease_until", inProgress.LeaseUntil))
 		if s := int(time.Until(inProgress.LeaseUntil).Seconds()) + 1; s > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(s))
@@ -184,18 +184,18 @@ func (g *Gateway) refused(ctx context.Context, w http.ResponseWriter, m *pushenv
 		http.Error(w, "idemgate: in progress elsewhere; retry later", http.StatusServiceUnavailable)
 	case errors.As(err, &failed):
 		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: handler failed; claim released for a retry",
-			slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m), slog.Int("status", failed.code))
+			OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Int("status", failed.code))
 	case errors.Is(err, ErrNoKey):
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: unusable idempotency key; refusing to run unguarded",
-			slog.String("outcome", OutcomeNoKey), deliveryAttrs(m), slog.Any("error", err))
+			OutcomeNoKey.Attr(), deliveryAttrs(m), slog.Any("error", err))
 		http.Error(w, "idemgate: "+err.Error(), http.StatusInternalServerError)
 	case errors.Is(err, ErrStore):
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: store failed; asking Pub/Sub to retry",
-			slog.String("outcome", OutcomeStoreError), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
+			OutcomeStoreError.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
 		http.Error(w, "idemgate: store unavailable", http.StatusServiceUnavailable)
 	default:
 		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: delivery failed",
-			slog.String("outcome", OutcomeFailed), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
+			OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
 		http.Error(w, "idemgate: "+fmt.Sprint(err), http.StatusInternalServerError)
 	}
 }

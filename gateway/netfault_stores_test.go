@@ -198,7 +198,7 @@ func TestNetFaultCompleteReset(t *testing.T) {
 					t.Fatalf("Lock whose Complete was cut = %v, want nil: the body succeeded, so the delivery is acked", err)
 				}
 				lines := l.lines(t, "ERROR")
-				if len(lines) != 1 || lines[0]["outcome"] != gateway.OutcomeCompleteError || lines[0]["fence"] != float64(first.Fence) ||
+				if len(lines) != 1 || lines[0]["outcome"] != string(gateway.OutcomeCompleteError) || lines[0]["fence"] != float64(first.Fence) ||
 					!strings.Contains(lines[0]["msg"].(string), "not recorded as done") {
 					t.Fatalf("ERROR log lines = %v, want one %q line for fence %d", lines, gateway.OutcomeCompleteError, first.Fence)
 				}

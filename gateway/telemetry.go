@@ -28,7 +28,7 @@ const (
 
 var opNames = [opCount]string{"claim", "complete", "release", "extend"}
 
-var outcomeNames = []string{
+var outcomeNames = []Outcome{
 	OutcomeWon, OutcomeDuplicate, OutcomeInProgress, OutcomeFailed, OutcomeFencedOut,
 	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey,
 }
@@ -41,7 +41,7 @@ type telemetry struct {
 	tracer   trace.Tracer // nil: no spans
 	outcomes metric.Int64Counter
 	storeDur metric.Float64Histogram
-	byOut    map[string][]metric.AddOption // passed as opts... to avoid a slice per call
+	byOut    map[Outcome][]metric.AddOption // passed as opts... to avoid a slice per call
 	byOp     [opCount][]metric.RecordOption
 }
 
@@ -51,7 +51,7 @@ func newTelemetry(o *Options, st store.Store) (*telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(instrumentation)
-	t := &telemetry{byOut: make(map[string][]metric.AddOption, len(outcomeNames))}
+	t := &telemetry{byOut: make(map[Outcome][]metric.AddOption, len(outcomeNames))}
 	if o.TracerProvider != nil {
 		t.tracer = o.TracerProvider.Tracer(instrumentation)
 	}
@@ -66,7 +66,7 @@ func newTelemetry(o *Options, st store.Store) (*telemetry, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	for _, name := range outcomeNames {
-		t.byOut[name] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", name)))}
+		t.byOut[name] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", string(name))))}
 	}
 	name := o.StoreName
 	if name == "" {
@@ -88,7 +88,7 @@ func storeName(st store.Store) string {
 }
 
 // outcome counts one outcome.
-func (t *telemetry) outcome(ctx context.Context, name string) {
+func (t *telemetry) outcome(ctx context.Context, name Outcome) {
 	t.outcomes.Add(ctx, 1, t.byOut[name]...)
 }
 
@@ -115,19 +115,19 @@ func (g *Gateway) startSpan(ctx context.Context, name, key string) (context.Cont
 }
 
 // endSpan counts the outcome and closes the span with it.
-func (g *Gateway) endSpan(ctx context.Context, span trace.Span, outcome string, fence int64, err error) {
+func (g *Gateway) endSpan(ctx context.Context, span trace.Span, outcome Outcome, fence int64, err error) {
 	g.tel.outcome(ctx, outcome)
 	if span == nil {
 		return
 	}
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("idemgate.outcome", outcome))
+		span.SetAttributes(attribute.String("idemgate.outcome", string(outcome)))
 		if fence > 0 {
 			span.SetAttributes(attribute.Int64("idemgate.fence", fence))
 		}
 		if err != nil && (outcome == OutcomeFailed || outcome == OutcomeStoreError || outcome == OutcomeNoKey) {
 			span.RecordError(err)
-			span.SetStatus(codes.Error, outcome)
+			span.SetStatus(codes.Error, string(outcome))
 		}
 	}
 	span.End()

@@ -5,19 +5,21 @@ import (
 	"log/slog"
 
 	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/idemgate/idemgate/gateway"
 )
 
 // logf writes one line about m with the fields the gateway's HTTP surface
 // uses too ("outcome", "key" or "key_digest", and a "delivery" group), so
 // that one log query covers push and pull consumers. Empty outcome and key
 // are left out.
-func (h *handler) logf(ctx context.Context, level slog.Level, msg, outcome, key string, m *pubsub.Message, extra ...slog.Attr) {
+func (h *handler) logf(ctx context.Context, level slog.Level, msg string, outcome gateway.Outcome, key string, m *pubsub.Message, extra ...slog.Attr) {
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 3+len(extra))
 	if outcome != "" {
-		attrs = append(attrs, slog.String("outcome", outcome))
+		attrs = append(attrs, outcome.Attr())
 	}
 	if key != "" {
 		attrs = append(attrs, h.g.KeyAttr(key))

@@ -145,7 +145,7 @@ func TestConcurrentReceivers(t *testing.T) {
 	f.logs.Wait(t, waitFor, "an ack of every message", func(recs logtest.Records) bool {
 		acked := map[string]bool{}
 		for _, r := range recs {
-			if o := r.Attrs["outcome"]; o == gateway.OutcomeWon || o == gateway.OutcomeDuplicate {
+			if o := gateway.Outcome(r.Attrs["outcome"]); o == gateway.OutcomeWon || o == gateway.OutcomeDuplicate {
 				acked[r.Attrs["delivery.message_id"]] = true
 			}
 		}

@@ -70,7 +70,7 @@ func (rs Records) Level(level slog.Level) Records {
 }
 
 // Outcome returns the records whose "outcome" attribute is outcome.
-func (rs Records) Outcome(outcome string) Records { return rs.With("outcome", outcome) }
+func (rs Records) Outcome(outcome fmt.Stringer) Records { return rs.With("outcome", outcome.String()) }
 
 // With returns the records whose attribute key (e.g. "delivery.message_id")
 // is value.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/logtest"
 )
 
@@ -56,11 +57,11 @@ func TestRecordsFilters(t *testing.T) {
 		want []string
 	}{
 		{"Level", recs.Level(slog.LevelError), []string{"store_error", "complete_error"}},
-		{"Outcome", recs.Outcome("won"), []string{"won"}},
+		{"Outcome", recs.Outcome(gateway.OutcomeWon), []string{"won"}},
 		{"With", recs.With("id", "a"), []string{"won", "complete_error"}},
 		{"Containing", recs.Containing("store"), []string{"store_error"}},
 		{"chained", recs.Level(slog.LevelError).With("id", "a"), []string{"complete_error"}},
-		{"none", recs.Outcome("duplicate"), nil},
+		{"none", recs.Outcome(gateway.OutcomeDuplicate), nil},
 	} {
 		var got []string
 		for _, r := range tc.got {
