@@ -95,25 +95,28 @@ type scheduler struct {
 
 // add queues r for its first renewal.
 func (s *scheduler) add(r *renewal) {
-	now := time.Now()
 	s.mu.Lock()
 	s.push(r)
-	if s.heap[0] == r {
-		s.arm(now, r.due)
+	if s.heap[0] == r && s.late(r.due) {
+		s.arm(time.Now(), r.due)
 	}
 	s.mu.Unlock()
 }
 
-// arm makes the timer fire at due, or earlier. Called with s.mu held.
+// late reports whether the timer would fire after due: then it must be
+// set again. Most claims end long before their first renewal, so the timer
+// is left set for the earliest claim ever queued and fires to find it
+// gone, rather than being moved on each claim. Called with s.mu held.
+func (s *scheduler) late(due time.Time) bool { return !s.armed || due.Before(s.when) }
+
+// arm makes the timer fire at due. Called with s.mu held.
 func (s *scheduler) arm(now, due time.Time) {
 	if s.timer == nil {
 		// A time from a synctest bubble carries no monotonic reading.
 		s.fake = now == now.Round(0)
 		s.timer = time.AfterFunc(due.Sub(now), s.fire)
-	} else if !s.armed || due.Before(s.when) {
-		s.timer.Reset(due.Sub(now))
 	} else {
-		return // already set to fire first
+		s.timer.Reset(due.Sub(now))
 	}
 	s.armed, s.when = true, due
 }
@@ -216,7 +219,7 @@ func (r *renewal) renew() {
 		r.due = now.Add(retry)
 	}
 	s.push(r)
-	if s.heap[0] == r {
+	if s.heap[0] == r && s.late(r.due) {
 		s.arm(now, r.due)
 	}
 }
