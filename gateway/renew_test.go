@@ -291,3 +291,25 @@ func TestRenewalSchedulerServesManyClaims(t *testing.T) {
 		}
 	})
 }
+
+// A Gateway may serve synctest bubbles in turn, and then real time: the
+// scheduler's timer runs on the clock of the bubble that made it, so it
+// must not outlive that bubble's claims. Were it kept, the next bubble's
+// renewals would wait on a dead bubble's timer (and its leases lapse), and
+// real time could not reset it at all.
+func TestRenewalSchedulerAcrossBubbles(t *testing.T) {
+	st, _ := memstore.New(nil)
+	g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			checkLongWork(t, g, "bubble"+strconv.Itoa(i), 2*gateway.DefaultRenewedLease, gateway.DefaultRenewedLease/2)
+		})
+	}
+	var runs atomic.Int32
+	if err := g.Lock(t.Context(), "real", counter(&runs)); err != nil || runs.Load() != 1 {
+		t.Fatalf("Lock outside a bubble after them = %v (ran %d), want nil and one run", err, runs.Load())
+	}
+}
