@@ -193,42 +193,47 @@ func (r *renewal) renew() {
 	ecancel()
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r.abort = nil
 	if r.stopped {
+		s.mu.Unlock()
 		return
 	}
 	now := time.Now()
+	var lost error
 	switch {
 	case err == nil:
 		r.c, r.deadline = nc, sent.Add(lease)
 		r.due = now.Add(r.g.renewInterval())
 	case errors.Is(err, store.ErrFenced):
-		r.lost(c, fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost), err)
-		return
+		lost = fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost)
 	default:
 		// Retry sooner as the end nears, but not in ever smaller steps:
 		// below a fiftieth of the lease there is no time left to retry.
 		retry := min(lease/10, giveUp.Sub(now)/2)
 		if retry < lease/50 {
-			r.lost(c, fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost), err)
-			return
+			lost = fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost)
 		}
-		r.g.log.LogAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
-			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
 		r.due = now.Add(retry)
 	}
-	s.push(r)
-	if s.heap[0] == r && s.late(r.due) {
-		s.arm(now, r.due)
+	if lost == nil {
+		s.push(r)
+		if s.heap[0] == r && s.late(r.due) {
+			s.arm(now, r.due)
+		}
 	}
-}
+	s.mu.Unlock()
 
-// lost cancels the body. Called with the scheduler's mu held.
-func (r *renewal) lost(c store.Claim, cause, err error) {
-	r.g.log.LogAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
-		r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
-	r.cancel(cause)
+	// Log and cancel outside the lock, which every claim of the Gateway
+	// shares; stop waits for this call, so the body still runs.
+	switch {
+	case lost != nil:
+		r.g.log.LogAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
+		r.cancel(lost)
+	case err != nil:
+		r.g.log.LogAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
+	}
 }
 
 // The heap: a binary min-heap on due, each renewal knowing its index so
