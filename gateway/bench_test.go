@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/benchratio"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -90,5 +91,39 @@ func BenchmarkLock(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkLockRenewRatio measures what renewal costs a short body: fresh
+// Locks with renewal armed (the default) against the same without it,
+// alternated side by side (internal/benchratio) so both see the same
+// noise. ratio is the renewing rate over the other; 0.8 means renewal
+// makes a Lock 1.25 times as long. The caller's context is Background, as
+// in BenchmarkLock, or one that can be cancelled, as a request's is: the
+// body's context then registers with it.
+func BenchmarkLockRenewRatio(b *testing.B) {
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "m" + strconv.Itoa(i)
+	}
+	for _, cancellable := range []bool{false, true} {
+		for _, workers := range []int{1, 2} {
+			name := "ctx=background/workers=" + strconv.Itoa(workers)
+			if cancellable {
+				name = "ctx=cancellable/workers=" + strconv.Itoa(workers)
+			}
+			b.Run(name, func(b *testing.B) {
+				lock := func(g *gateway.Gateway) benchratio.Work {
+					return func(ctx context.Context, i int64) error {
+						if !cancellable {
+							ctx = context.Background()
+						}
+						return g.Lock(ctx, keys[i&(1<<16-1)], nop)
+					}
+				}
+				renew, norenew := benchGateway(b, true, time.Nanosecond), benchGateway(b, false, time.Nanosecond)
+				benchratio.Compare(b, workers, 2048, lock(renew), lock(norenew))
+			})
+		}
 	}
 }

@@ -111,6 +111,7 @@ type Gateway struct {
 	st       store.Store
 	tel      *telemetry
 	ext      store.Extender // nil when the store cannot renew, or renewal is off
+	renewals scheduler      // renews the live claims when ext is set
 	opts     Options
 	log      *slog.Logger
 	disabled bool

@@ -37,106 +37,259 @@ func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, f
 	}
 	bctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r := &renewal{g: g, ctx: bctx, cancel: cancel, c: c, deadline: claimedAt.Add(g.opts.Lease)}
-	r.mu.Lock()
-	// The first renewal counts from the Claim's sending, as the lease does,
-	// so that a slow Claim leaves the renewal its full margin.
-	r.t = time.AfterFunc(r.interval()-time.Since(claimedAt), r.renew)
-	r.mu.Unlock()
-	defer r.stop()
-	return fn(withClaim(bctx, c))
+	r := &renewal{
+		claimCtx: claimCtx{Context: bctx, claim: c},
+		g:        g, cancel: cancel, c: c,
+		// The first renewal counts from the Claim's sending, as the
+		// lease does, so that a slow Claim leaves the renewal its margin.
+		due:      claimedAt.Add(g.renewInterval()),
+		deadline: claimedAt.Add(g.opts.Lease),
+	}
+	g.renewals.add(r)
+	defer g.renewals.stop(r)
+	return fn(&r.claimCtx)
 }
 
-// renewal keeps one claim alive with timer callbacks, so that bodies shorter
-// than a third of the lease never start a goroutine.
+// renewInterval is a third of the lease, jittered by ±10% so that many
+// holders do not renew in step.
+func (g *Gateway) renewInterval() time.Duration {
+	l := g.opts.Lease
+	return l/3 + time.Duration(rand.Int64N(int64(l/15)+1)) - l/30
+}
+
+// renewal is one live claim under renewal. It is also the body's context,
+// so that a claim costs one allocation beside its cancellable context.
 type renewal struct {
+	claimCtx // the body's context; never changes
 	g        *Gateway
-	ctx      context.Context // the body's context, for its values and to log with
 	cancel   context.CancelCauseFunc
 	inflight sync.WaitGroup // a renew call in progress
 
-	mu       sync.Mutex // guards the fields below
-	t        *time.Timer
+	// Guarded by the scheduler's mu.
+	index    int       // in the scheduler's heap; -1 when not queued
+	due      time.Time // when to renew next
 	c        store.Claim
 	deadline time.Time          // when the lease ends, on the local clock
 	abort    context.CancelFunc // cancels the Extend in flight, if any
 	stopped  bool
 }
 
-// interval is a third of the lease, jittered by ±10% so that many holders
-// do not renew in step.
-func (r *renewal) interval() time.Duration {
-	l := r.g.opts.Lease
-	return l/3 + time.Duration(rand.Int64N(int64(l/15)+1)) - l/30
+// scheduler renews the claims of one Gateway from a heap ordered by due
+// time and a single timer set for the earliest, so that a claim costs no
+// timer and no goroutine until its first renewal is due. Each renewal then
+// runs on a goroutine of its own, so a slow store delays only its claim.
+//
+// The zero scheduler is ready. It holds a timer only while it has claims
+// to renew, or, outside a synctest bubble, until that timer fires: inside a
+// bubble the timer is fake, and is dropped as soon as the heap empties so
+// that no timer outlives the bubble's claims. One Gateway may thus serve
+// many bubbles in turn, but not live claims of two clocks at once.
+type scheduler struct {
+	mu    sync.Mutex // guards the fields below and the renewals' guarded fields
+	heap  []*renewal
+	timer *time.Timer
+	fake  bool      // timer runs on a synctest bubble's clock
+	armed bool      // timer is set and has not fired
+	when  time.Time // when an armed timer fires
 }
 
-// stop ends the renewals. An Extend in flight is cancelled rather than
+// add queues r for its first renewal.
+func (s *scheduler) add(r *renewal) {
+	s.mu.Lock()
+	s.push(r)
+	if s.heap[0] == r && s.late(r.due) {
+		s.arm(time.Now(), r.due)
+	}
+	s.mu.Unlock()
+}
+
+// late reports whether the timer would fire after due: then it must be
+// set again. Most claims end long before their first renewal, so the timer
+// is left set for the earliest claim ever queued and fires to find it
+// gone, rather than being moved on each claim. Called with s.mu held.
+func (s *scheduler) late(due time.Time) bool { return !s.armed || due.Before(s.when) }
+
+// arm makes the timer fire at due. Called with s.mu held.
+func (s *scheduler) arm(now, due time.Time) {
+	if s.timer == nil {
+		// A time from a synctest bubble carries no monotonic reading.
+		s.fake = now == now.Round(0)
+		s.timer = time.AfterFunc(due.Sub(now), s.fire)
+	} else {
+		s.timer.Reset(due.Sub(now))
+	}
+	s.armed, s.when = true, due
+}
+
+// stop ends r's renewals. An Extend in flight is cancelled rather than
 // waited for to its own deadline, which may be most of a lease away: the
 // body's answer must not wait on a slow store for a lease it no longer
 // needs. stop returns once that call has returned.
-func (r *renewal) stop() {
-	r.mu.Lock()
+func (s *scheduler) stop(r *renewal) {
+	s.mu.Lock()
 	r.stopped = true
-	r.t.Stop()
+	if r.index >= 0 {
+		s.remove(r)
+	}
 	if r.abort != nil {
 		r.abort()
 	}
-	r.mu.Unlock()
+	if len(s.heap) == 0 && s.fake && s.timer != nil {
+		s.timer.Stop()
+		s.timer, s.armed = nil, false
+	}
+	s.mu.Unlock()
 	r.inflight.Wait()
 }
 
-// renew runs on the timer: it extends the lease, and reschedules itself, or
-// cancels the body when the claim is lost or about to lapse unrenewed.
+// fire runs on the timer: it starts the renewals now due and sets the timer
+// for the next one.
+func (s *scheduler) fire() {
+	now := time.Now()
+	var due []*renewal
+	s.mu.Lock()
+	s.armed = false
+	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
+		r := s.heap[0]
+		s.remove(r)
+		r.inflight.Add(1)
+		due = append(due, r)
+	}
+	if len(s.heap) > 0 {
+		s.arm(now, s.heap[0].due)
+	}
+	s.mu.Unlock()
+	for i, r := range due {
+		if i == len(due)-1 {
+			r.renew() // this goroutine is the timer's own
+		} else {
+			go r.renew()
+		}
+	}
+}
+
+// renew extends r's lease, and queues its next renewal, or cancels the body
+// when the claim is lost or about to lapse unrenewed. r.inflight was added
+// to by the caller.
 func (r *renewal) renew() {
-	r.mu.Lock()
+	defer r.inflight.Done()
+	s := &r.g.renewals
+	s.mu.Lock()
 	if r.stopped {
-		r.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
-	r.inflight.Add(1)
-	defer r.inflight.Done()
 	c, deadline, lease := r.c, r.deadline, r.g.opts.Lease
 	// Give up early enough to cancel the body before the lease ends. The
 	// caller's cancellation does not reach Extend: see run.
 	giveUp := deadline.Add(-lease / 6)
-	ectx, ecancel := context.WithDeadline(context.WithoutCancel(r.ctx), giveUp)
+	ectx, ecancel := context.WithDeadline(context.WithoutCancel(&r.claimCtx), giveUp)
 	r.abort = ecancel
-	r.mu.Unlock()
+	s.mu.Unlock()
 
 	sent := time.Now()
 	nc, err := r.g.ext.Extend(ectx, c, lease)
-	r.g.tel.timed(r.ctx, opExtend, sent)
+	r.g.tel.timed(&r.claimCtx, opExtend, sent)
 	ecancel()
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	s.mu.Lock()
 	r.abort = nil
 	if r.stopped {
+		s.mu.Unlock()
 		return
 	}
+	now := time.Now()
+	var lost error
 	switch {
 	case err == nil:
 		r.c, r.deadline = nc, sent.Add(lease)
-		r.t.Reset(r.interval())
+		r.due = now.Add(r.g.renewInterval())
 	case errors.Is(err, store.ErrFenced):
-		r.lost(c, fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost), err)
+		lost = fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost)
 	default:
 		// Retry sooner as the end nears, but not in ever smaller steps:
 		// below a fiftieth of the lease there is no time left to retry.
-		retry := min(lease/10, time.Until(giveUp)/2)
+		retry := min(lease/10, giveUp.Sub(now)/2)
 		if retry < lease/50 {
-			r.lost(c, fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost), err)
-			return
+			lost = fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost)
 		}
-		r.g.log.LogAttrs(r.ctx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
+		r.due = now.Add(retry)
+	}
+	if lost == nil {
+		s.push(r)
+		if s.heap[0] == r && s.late(r.due) {
+			s.arm(now, r.due)
+		}
+	}
+	s.mu.Unlock()
+
+	// Log and cancel outside the lock, which every claim of the Gateway
+	// shares; stop waits for this call, so the body still runs.
+	switch {
+	case lost != nil:
+		r.g.log.LogAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
 			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
-		r.t.Reset(retry)
+		r.cancel(lost)
+	case err != nil:
+		r.g.log.LogAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
 	}
 }
 
-// lost cancels the body. Called with r.mu held.
-func (r *renewal) lost(c store.Claim, cause, err error) {
-	r.g.log.LogAttrs(r.ctx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
-		r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
-	r.cancel(cause)
+// The heap: a binary min-heap on due, each renewal knowing its index so
+// that a stopped claim leaves it in O(log n). Called with s.mu held.
+
+func (s *scheduler) push(r *renewal) {
+	r.index = len(s.heap)
+	s.heap = append(s.heap, r)
+	s.up(r.index)
+}
+
+func (s *scheduler) remove(r *renewal) {
+	i, last := r.index, len(s.heap)-1
+	if i != last {
+		s.swap(i, last)
+	}
+	s.heap[last] = nil
+	s.heap = s.heap[:last]
+	r.index = -1
+	if i != last {
+		s.down(i)
+		s.up(i)
+	}
+}
+
+func (s *scheduler) less(i, j int) bool { return s.heap[i].due.Before(s.heap[j].due) }
+
+func (s *scheduler) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.heap[i].index, s.heap[j].index = i, j
+}
+
+func (s *scheduler) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *scheduler) down(i int) {
+	for n := len(s.heap); ; {
+		m := i
+		if l := 2*i + 1; l < n && s.less(l, m) {
+			m = l
+		}
+		if r := 2*i + 2; r < n && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		s.swap(i, m)
+		i = m
+	}
 }

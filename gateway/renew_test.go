@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -197,4 +199,117 @@ func TestRenewalStopDoesNotWaitForSlowExtend(t *testing.T) {
 			t.Fatal("no Extend was in flight: the test proves nothing")
 		}
 	})
+}
+
+// extendsPerKey counts the Extend calls of each key.
+type extendsPerKey struct {
+	*memstore.Store
+	mu sync.Mutex // guards n
+	n  map[string]int
+}
+
+func (s *extendsPerKey) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	s.mu.Lock()
+	s.n[c.Key]++
+	s.mu.Unlock()
+	return s.Store.Extend(ctx, c, lease)
+}
+
+func (s *extendsPerKey) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key]
+}
+
+// One Gateway renews all its live claims from one scheduler. Many bodies of
+// different lengths run at once: each must keep its key exactly as long as
+// it runs (redeliveries meanwhile are in progress, after it are
+// duplicates), be renewed every third of the lease or so, never be
+// cancelled, and stop being renewed when it returns while the others go on.
+func TestRenewalSchedulerServesManyClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		es := &extendsPerKey{Store: st, n: map[string]int{}}
+		g, err := gateway.New(es, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const (
+			lease  = gateway.DefaultRenewedLease
+			claims = 40
+		)
+		// Body i lasts a quarter of the lease (it ends before its first
+		// renewal) plus i eighths: ends fall on eighths, checks between.
+		length := func(i int) time.Duration { return lease/4 + time.Duration(i)*lease/8 }
+		key := func(i int) string { return "m" + strconv.Itoa(i) }
+		start := time.Now()
+		var (
+			wg           sync.WaitGroup
+			runs         [claims]atomic.Int32
+			extendsAtEnd [claims]int
+		)
+		for i := range claims {
+			wg.Go(func() {
+				err := g.Lock(t.Context(), key(i), func(ctx context.Context) error {
+					runs[i].Add(1)
+					time.Sleep(length(i))
+					if ctx.Err() != nil {
+						t.Errorf("claim %d: body cancelled (%v) while its claim was renewed", i, context.Cause(ctx))
+					}
+					return nil
+				})
+				extendsAtEnd[i] = es.count(key(i))
+				if err != nil {
+					t.Errorf("claim %d: Lock = %v, want nil", i, err)
+				}
+			})
+		}
+		for at := lease/2 + lease/16; at < length(claims-1)+lease; at += lease / 2 {
+			time.Sleep(at - time.Since(start))
+			for i := range claims {
+				err := g.Lock(context.Background(), key(i), counter(&runs[i]))
+				if running := at < length(i); running && !errors.Is(err, gateway.ErrInProgress) {
+					t.Errorf("at %v, claim %d (body of %v) redelivered = %v, want ErrInProgress", at, i, length(i), err)
+				} else if !running && !errors.Is(err, gateway.ErrDuplicate) {
+					t.Errorf("at %v, claim %d (body of %v) redelivered = %v, want ErrDuplicate", at, i, length(i), err)
+				}
+			}
+		}
+		wg.Wait()
+		for i := range claims {
+			if n := runs[i].Load(); n != 1 {
+				t.Errorf("claim %d ran %d times, want once", i, n)
+			}
+			// Renewals come every 0.3 to 0.367 of the lease.
+			n, d := es.count(key(i)), length(i)
+			if lo, hi := int(d*30/(lease*11)), int(d*30/(lease*9)); n < lo || n > hi {
+				t.Errorf("claim %d lasting %v was renewed %d times, want %d to %d", i, d, n, lo, hi)
+			}
+			if n != extendsAtEnd[i] {
+				t.Errorf("claim %d was renewed %d times after its body returned", i, n-extendsAtEnd[i])
+			}
+		}
+	})
+}
+
+// A Gateway may serve synctest bubbles in turn, and then real time: the
+// scheduler's timer runs on the clock of the bubble that made it, so it
+// must not outlive that bubble's claims. Were it kept, the next bubble's
+// renewals would wait on a dead bubble's timer (and its leases lapse), and
+// real time could not reset it at all.
+func TestRenewalSchedulerAcrossBubbles(t *testing.T) {
+	st, _ := memstore.New(nil)
+	g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			checkLongWork(t, g, "bubble"+strconv.Itoa(i), 2*gateway.DefaultRenewedLease, gateway.DefaultRenewedLease/2)
+		})
+	}
+	var runs atomic.Int32
+	if err := g.Lock(t.Context(), "real", counter(&runs)); err != nil || runs.Load() != 1 {
+		t.Fatalf("Lock outside a bubble after them = %v (ran %d), want nil and one run", err, runs.Load())
+	}
 }
