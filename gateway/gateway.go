@@ -111,7 +111,7 @@ type Gateway struct {
 	st       store.Store
 	tel      *telemetry
 	ext      store.Extender // nil when the store cannot renew, or renewal is off
-	renewals scheduler      // renews the live claims when ext is set
+	renewals *scheduler     // renews the live claims when ext is set; shared by Route
 	opts     Options
 	log      *slog.Logger
 	disabled bool
@@ -130,7 +130,7 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 	if o.Lease < 0 || o.SettleTimeout < 0 || o.MaxBodyBytes < 0 {
 		return nil, errors.New("gateway: negative Lease, SettleTimeout or MaxBodyBytes")
 	}
-	g := &Gateway{st: st}
+	g := &Gateway{st: st, renewals: new(scheduler)}
 	if x, ok := st.(store.Extender); ok && !o.NoRenew {
 		g.ext = x
 	}

@@ -173,7 +173,7 @@ func (s *scheduler) fire() {
 // to by the caller.
 func (r *renewal) renew() {
 	defer r.inflight.Done()
-	s := &r.g.renewals
+	s := r.g.renewals
 	s.mu.Lock()
 	if r.stopped {
 		s.mu.Unlock()
