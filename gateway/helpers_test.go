@@ -88,8 +88,9 @@ func newFixture(t testing.TB, opts gateway.Options) *fixture {
 type faulty struct {
 	store.Store
 	failClaim, failComplete, failRelease, failExtend atomic.Bool
-	hangExtend                                       atomic.Bool  // Extend waits for its context to end
-	completeFailures                                 atomic.Int32 // so many Completes fail
+	hangExtend                                       atomic.Bool   // Extend waits for its context to end
+	completeFailures                                 atomic.Int32  // so many Completes fail
+	claimDelay                                       time.Duration // how long each Claim takes
 	releases, extends                                atomic.Int32
 }
 
@@ -99,6 +100,7 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (st
 	if f.failClaim.Load() {
 		return store.Claim{}, errInjected
 	}
+	time.Sleep(f.claimDelay)
 	return f.Store.Claim(ctx, key, lease)
 }
 

@@ -181,9 +181,16 @@ func (r *renewal) renew() {
 	}
 	c, deadline, lease := r.c, r.deadline, r.g.opts.Lease
 	// Give up early enough to cancel the body before the lease ends. The
-	// caller's cancellation does not reach Extend: see run.
+	// caller's cancellation does not reach Extend: see run. A renewal that
+	// comes late (after a Claim that took most of the lease) still gets a
+	// real attempt, of a tenth of the lease: the store may well answer, and
+	// an Extend failed unsent would cancel a body that has just begun.
 	giveUp := deadline.Add(-lease / 6)
-	ectx, ecancel := context.WithDeadline(context.WithoutCancel(&r.claimCtx), giveUp)
+	try := giveUp
+	if late := time.Now().Add(lease / 10); try.Before(late) {
+		try = late
+	}
+	ectx, ecancel := context.WithDeadline(context.WithoutCancel(&r.claimCtx), try)
 	r.abort = ecancel
 	s.mu.Unlock()
 

@@ -313,3 +313,31 @@ func TestRenewalSchedulerAcrossBubbles(t *testing.T) {
 		t.Fatalf("Lock outside a bubble after them = %v (ran %d), want nil and one run", err, runs.Load())
 	}
 }
+
+// A Claim that took most of the lease (a store coming back from an outage)
+// makes the first renewal late: it must still be tried, not failed unsent,
+// or the body that has just begun would be cancelled and run again.
+func TestRenewalAfterSlowClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		const lease = gateway.DefaultRenewedLease
+		fs := &faulty{Store: st, claimDelay: lease * 9 / 10}
+		l := &logs{}
+		g, err := gateway.New(fs, &gateway.Options{Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int32
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			runs.Add(1)
+			time.Sleep(lease) // past the end of the lease the Claim began
+			return context.Cause(ctx)
+		})
+		if err != nil || runs.Load() != 1 {
+			t.Fatalf("Lock after a slow Claim = %v (ran %d); want nil and one run: the late renewal must be tried", err, runs.Load())
+		}
+		if fs.extends.Load() == 0 || len(l.lines(t, "ERROR")) != 0 {
+			t.Fatalf("%d Extends, ERROR lines %v; want renewals and no lost claim", fs.extends.Load(), l.lines(t, "ERROR"))
+		}
+	})
+}
