@@ -1,17 +1,22 @@
 package idemgate_test
 
 // The README's quickstarts are copied from the Example functions in this
-// file, and TestREADMESnippetsAreCompiled keeps them in step: every line of
-// every Go block in README.md must appear, in order, in this file.
+// file, and TestREADMESnippetsAreCompiled keeps them in step: each Go block
+// of README.md is an exact, contiguous part of one Example's body, and each
+// Example is shown by a block.
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,49 +81,98 @@ func Example_pull() {
 	_ = err
 }
 
+// TestREADMESnippetsAreCompiled holds each Go block of README.md to the
+// body of one Example in this file: the block's lines must appear there,
+// contiguous and exact (one level of indentation removed), and every Example
+// must be shown by a block. So a README edit that the compiler has not seen
+// fails, and so does an Example changed without its README block.
 func TestREADMESnippetsAreCompiled(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("readme_test.go")
-	if err != nil {
-		t.Fatal(err)
+	examples := exampleBodies(t, "readme_test.go")
+	blocks := goBlocks(string(readme))
+	if len(blocks) < 4 {
+		t.Fatalf("README has %d Go blocks; want the four quickstarts", len(blocks))
 	}
-	var lines []string
-	for l := range strings.Lines(string(src)) {
-		lines = append(lines, strings.TrimSpace(l))
+	shown := map[string]bool{}
+	for i, b := range blocks {
+		name := ""
+		for n, body := range examples {
+			if contains(body, b) {
+				name = n
+				break
+			}
+		}
+		if name == "" {
+			t.Errorf("README Go block %d is not a contiguous, exact part of any Example in readme_test.go:\n%s", i+1, strings.Join(b, "\n"))
+		}
+		shown[name] = true
 	}
-	in, block, n := false, 0, 0
-	sc := bufio.NewScanner(strings.NewReader(string(readme)))
-	pos := 0
+	for n := range examples {
+		if !shown[n] {
+			t.Errorf("%s is shown by no Go block of README.md", n)
+		}
+	}
+}
+
+// goBlocks returns the lines of each ```go block of a Markdown text.
+func goBlocks(md string) [][]string {
+	var blocks [][]string
+	var cur []string
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(md))
 	for sc.Scan() {
 		l := sc.Text()
 		switch {
 		case strings.HasPrefix(l, "```go"):
-			in, block, pos = true, block+1, 0
-			continue
+			in, cur = true, nil
 		case in && strings.HasPrefix(l, "```"):
 			in = false
-			continue
-		case !in || strings.TrimSpace(l) == "":
-			continue
+			blocks = append(blocks, cur)
+		case in:
+			cur = append(cur, l)
 		}
-		want := strings.TrimSpace(l)
-		found := false
-		for ; pos < len(lines); pos++ {
-			if lines[pos] == want {
-				found, pos = true, pos+1
-				break
-			}
-		}
-		if !found {
-			t.Errorf("README Go block %d: line %q is not in an Example of readme_test.go (in order)", block, want)
-			pos = 0
-		}
-		n++
 	}
-	if block < 4 || n == 0 {
-		t.Fatalf("README has %d Go blocks (%d lines); want the four quickstarts", block, n)
+	return blocks
+}
+
+// exampleBodies returns the lines of the body of each Example function in
+// the Go file at path, one tab of indentation removed.
+func exampleBodies(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string][]string{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || !strings.HasPrefix(fd.Name.Name, "Example") {
+			continue
+		}
+		inner := src[fset.Position(fd.Body.Lbrace).Offset+1 : fset.Position(fd.Body.Rbrace).Offset]
+		var lines []string
+		for l := range strings.Lines(strings.Trim(string(inner), "\n")) {
+			lines = append(lines, strings.TrimPrefix(strings.TrimRight(l, "\n"), "\t"))
+		}
+		bodies[fd.Name.Name] = lines
+	}
+	return bodies
+}
+
+// contains reports whether part appears in whole as a contiguous run.
+func contains(whole, part []string) bool {
+	for i := 0; i+len(part) <= len(whole); i++ {
+		if slices.Equal(whole[i:i+len(part)], part) {
+			return true
+		}
+	}
+	return false
 }
