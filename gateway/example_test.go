@@ -67,10 +67,21 @@ func ExampleGateway_Push() {
 	orders := g.Route(gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
-	http.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
 	}))
-	// log.Fatal(http.ListenAndServe(":8080", nil))
+	// log.Fatal(http.ListenAndServe(":8080", mux))
+
+	push := `{"message":{"messageId":"m-1","attributes":{"order_id":"7"},"data":"b3JkZXI="}}`
+	for range 2 {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(push)))
+		fmt.Println(rec.Code)
+	}
+	// Output:
+	// 200
+	// 204
 }
 
 func ExampleGateway_Idempotent() {

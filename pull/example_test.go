@@ -2,7 +2,6 @@ package pull_test
 
 import (
 	"context"
-
 	"log"
 	"log/slog"
 	"os/signal"
