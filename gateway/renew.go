@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ type renewal struct {
 // many bubbles in turn, but not live claims of two clocks at once.
 type scheduler struct {
 	mu    sync.Mutex // guards the fields below and the renewals' guarded fields
-	heap  []*renewal
+	heap  renewalHeap
 	timer *time.Timer
 	fake  bool      // timer runs on a synctest bubble's clock
 	armed bool      // timer is set and has not fired
@@ -96,11 +97,18 @@ type scheduler struct {
 // add queues r for its first renewal.
 func (s *scheduler) add(r *renewal) {
 	s.mu.Lock()
-	s.push(r)
-	if s.heap[0] == r && s.late(r.due) {
-		s.arm(time.Now(), r.due)
-	}
+	s.queue(r, time.Now())
 	s.mu.Unlock()
+}
+
+// queue puts r in the heap, and sets the timer again if r is now the
+// first due and the timer would fire too late for it. Called with s.mu
+// held.
+func (s *scheduler) queue(r *renewal, now time.Time) {
+	heap.Push(&s.heap, r)
+	if s.heap[0] == r && s.late(r.due) {
+		s.arm(now, r.due)
+	}
 }
 
 // late reports whether the timer would fire after due: then it must be
@@ -129,7 +137,7 @@ func (s *scheduler) stop(r *renewal) {
 	s.mu.Lock()
 	r.stopped = true
 	if r.index >= 0 {
-		s.remove(r)
+		heap.Remove(&s.heap, r.index)
 	}
 	if r.abort != nil {
 		r.abort()
@@ -150,8 +158,7 @@ func (s *scheduler) fire() {
 	s.mu.Lock()
 	s.armed = false
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
-		r := s.heap[0]
-		s.remove(r)
+		r := heap.Pop(&s.heap).(*renewal)
 		r.inflight.Add(1)
 		due = append(due, r)
 	}
@@ -223,10 +230,7 @@ func (r *renewal) renew() {
 		r.due = now.Add(retry)
 	}
 	if lost == nil {
-		s.push(r)
-		if s.heap[0] == r && s.late(r.due) {
-			s.arm(now, r.due)
-		}
+		s.queue(r, now)
 	}
 	s.mu.Unlock()
 
@@ -243,60 +247,31 @@ func (r *renewal) renew() {
 	}
 }
 
-// The heap: a binary min-heap on due, each renewal knowing its index so
-// that a stopped claim leaves it in O(log n). Called with s.mu held.
+// renewalHeap orders the queued renewals by due time for container/heap.
+// Each renewal keeps its index, so that a stopped claim leaves the heap in
+// O(log n). Used with the scheduler's mu held.
+type renewalHeap []*renewal
 
-func (s *scheduler) push(r *renewal) {
-	r.index = len(s.heap)
-	s.heap = append(s.heap, r)
-	s.up(r.index)
+func (h renewalHeap) Len() int           { return len(h) }
+func (h renewalHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+
+func (h renewalHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
 }
 
-func (s *scheduler) remove(r *renewal) {
-	i, last := r.index, len(s.heap)-1
-	if i != last {
-		s.swap(i, last)
-	}
-	s.heap[last] = nil
-	s.heap = s.heap[:last]
+func (h *renewalHeap) Push(x any) {
+	r := x.(*renewal)
+	r.index = len(*h)
+	*h = append(*h, r)
+}
+
+func (h *renewalHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	r := old[n]
+	old[n] = nil
+	*h = old[:n]
 	r.index = -1
-	if i != last {
-		s.down(i)
-		s.up(i)
-	}
-}
-
-func (s *scheduler) less(i, j int) bool { return s.heap[i].due.Before(s.heap[j].due) }
-
-func (s *scheduler) swap(i, j int) {
-	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.heap[i].index, s.heap[j].index = i, j
-}
-
-func (s *scheduler) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			return
-		}
-		s.swap(i, p)
-		i = p
-	}
-}
-
-func (s *scheduler) down(i int) {
-	for n := len(s.heap); ; {
-		m := i
-		if l := 2*i + 1; l < n && s.less(l, m) {
-			m = l
-		}
-		if r := 2*i + 2; r < n && s.less(r, m) {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		s.swap(i, m)
-		i = m
-	}
+	return r
 }
