@@ -19,8 +19,9 @@ type Options struct {
 	// Key resolves the idempotency key of each event, from its message: the
 	// decoded Pub/Sub message of a messagePublished event, or, for any other
 	// event, a message holding the event's id, source and data, with no
-	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one key function type of push, CloudEvents and
-	// pull, so a function and a push endpoint sharing a store agree on keys.
+	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one
+	// key function type of push, CloudEvents and pull, so a function and a
+	// push endpoint sharing a store agree on keys.
 	// Default gateway.KeyFromMessageID: the messageId, which for a Pub/Sub
 	// event is also the event id, and otherwise the event id.
 	Key gateway.KeyFunc
