@@ -40,6 +40,7 @@ var cases = []testCase{
 	{"CancelledContext", longTTL, cancelledContext},
 	{"LeaseEdgeTakeovers", longTTL, leaseEdgeTakeovers},
 	{"Linearizable", longTTL, linearizable},
+	{"CompleteTxNeedsInTx", longTTL, txConfigured},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke

@@ -38,6 +38,12 @@
 // failure names the key, lists its calls and writes porcupine's
 // visualization to a temporary file.
 //
+// A store that can record a claim done inside the caller's own transaction
+// (a CompleteTx method, so that the business write and the completion
+// commit together) sets Config.InTx, and the suite adds the TxComplete
+// cases: completion in a transaction that commits, one that rolls back, and
+// a stale fence, which must fail with store.ErrFenced and write nothing.
+//
 // [porcupine]: https://github.com/anishathalye/porcupine
 package storetest
 
@@ -83,6 +89,14 @@ type Config struct {
 	// across all its clients. Default 400. The case also stops starting
 	// calls after two seconds, so a slow store records fewer.
 	LinearizabilityOps int
+	// InTx drives the transactional cases, for a store that can record a
+	// claim done inside the caller's own transaction (a CompleteTx method).
+	// It begins a transaction on the store's database and calls fn with
+	// complete, which records c done inside that transaction; it commits
+	// when fn returns nil and rolls back otherwise, and returns fn's error
+	// or the commit's. The suite fails a store that has a CompleteTx method
+	// and no InTx, so a capable store cannot skip these cases.
+	InTx func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
 }
 
 // Run runs the whole suite as subtests of t.
@@ -91,7 +105,7 @@ func Run(t *testing.T, cfg Config) {
 	if cfg.NewStore == nil {
 		t.Fatal("storetest: Config.NewStore is nil")
 	}
-	for _, c := range cases {
+	for _, c := range casesFor(cfg) {
 		t.Run(c.name, func(t *testing.T) {
 			if cfg.RealClock {
 				t.Parallel()
@@ -111,7 +125,7 @@ func check(t testing.TB, cfg Config) map[string]error {
 		errs = map[string]error{}
 		wg   sync.WaitGroup
 	)
-	for _, c := range cases {
+	for _, c := range casesFor(cfg) {
 		wg.Go(func() {
 			if err := runCase(t, cfg, c, false); err != nil {
 				mu.Lock()

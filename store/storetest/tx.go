@@ -1,0 +1,172 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// txCases run when Config.InTx is set: completion inside the caller's
+// transaction commits or rolls back with it, and is fenced like Complete.
+var txCases = []testCase{
+	{"TxCompleteCommits", longTTL, txCompleteCommits},
+	{"TxCompleteRollsBack", longTTL, txCompleteRollsBack},
+	{"TxCompleteFenced", longTTL, txCompleteFenced},
+}
+
+// casesFor returns the cases cfg's store must pass.
+func casesFor(cfg Config) []testCase {
+	if cfg.InTx != nil {
+		return append(cases[:len(cases):len(cases)], txCases...)
+	}
+	return cases
+}
+
+// txConfigured fails a store that can complete inside a transaction (it
+// has a CompleteTx method) when the Config gives no InTx to test it with.
+func txConfigured(e *env) error {
+	if e.cfg.InTx == nil && reflect.ValueOf(e.s).MethodByName("CompleteTx").IsValid() {
+		return violated("%T has a CompleteTx method but Config.InTx is nil: set it so that the suite runs the transactional cases", e.s)
+	}
+	return nil
+}
+
+var errRollback = errors.New("storetest: the caller's transaction fails after CompleteTx")
+
+// inTx runs fn in a transaction of the store's database.
+func (e *env) inTx(fn func(complete func(store.Claim) error) error) error {
+	return e.cfg.InTx(e.ctx, e.s, fn)
+}
+
+// txComplete completes c in a transaction that commits, and fails unless
+// that succeeds.
+func (e *env) txComplete(c store.Claim, rule string) error {
+	if err := e.inTx(func(complete func(store.Claim) error) error { return complete(c) }); err != nil {
+		return fmt.Errorf("%s: CompleteTx in a committed transaction: %w", rule, err)
+	}
+	return nil
+}
+
+func txCompleteCommits(e *env) error {
+	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	e.pass(e.tick) // lapsed, but nobody reclaimed: no lease check, as Complete
+	if err := e.txComplete(a, "CompleteTx of the live fence must commit"); err != nil {
+		return err
+	}
+	d, err := e.claim("k", long, store.AlreadyDone, "a committed CompleteTx must leave the key DONE")
+	if err != nil {
+		return err
+	}
+	if err := fenceIs(d, a.Fence, "a committed CompleteTx must keep the claim's fence"); err != nil {
+		return err
+	}
+	if err := e.complete(a, true, "Complete after a committed CompleteTx with the same fence must answer true (the gateway's own Complete)"); err != nil {
+		return err
+	}
+	return e.txComplete(a, "CompleteTx again on the DONE record of its own fence must succeed, as Complete does")
+}
+
+func txCompleteRollsBack(e *env) error {
+	for _, then := range []string{"complete", "release"} {
+		key := "k-" + then
+		a, err := e.claim(key, long, store.Won, "first Claim must win")
+		if err != nil {
+			return err
+		}
+		err = e.inTx(func(complete func(store.Claim) error) error {
+			if err := complete(a); err != nil {
+				return fmt.Errorf("CompleteTx of the live fence: %w", err)
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			return violated("a transaction whose body fails after CompleteTx returned %v, want the body's error", err)
+		}
+		if _, err := e.claim(key, long, store.HeldByOther, "a rolled-back CompleteTx must leave the key CLAIMED"); err != nil {
+			return err
+		}
+		if then == "complete" {
+			if err := e.complete(a, true, "the claim must still Complete after its CompleteTx rolled back"); err != nil {
+				return err
+			}
+			if _, err := e.claim(key, long, store.AlreadyDone, "Complete after a rollback must leave the key DONE"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := e.release(a, "the claim must still Release after its CompleteTx rolled back"); err != nil {
+			return err
+		}
+		b, err := e.claim(key, long, store.Won, "Release after a rollback must free the key")
+		if err != nil {
+			return err
+		}
+		if b.Fence <= a.Fence {
+			return violated("Claim after a rollback and a Release: fence %d, want above %d", b.Fence, a.Fence)
+		}
+	}
+	return nil
+}
+
+func txCompleteFenced(e *env) error {
+	fenced := func(c store.Claim, rule string) error {
+		var inner error
+		err := e.inTx(func(complete func(store.Claim) error) error {
+			inner = complete(c)
+			return nil // commit anyway: a fenced CompleteTx must have written nothing
+		})
+		if err != nil {
+			return fmt.Errorf("%s: committing after a fenced CompleteTx: %w", rule, err)
+		}
+		if !errors.Is(inner, store.ErrFenced) {
+			return violated("%s: CompleteTx = %v, want an error matching store.ErrFenced", rule, inner)
+		}
+		return nil
+	}
+	if err := fenced(store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, "CompleteTx of an absent record"); err != nil {
+		return err
+	}
+	if _, err := e.claim("absent", long, store.Won, "a fenced CompleteTx must not create the record"); err != nil {
+		return err
+	}
+
+	zombie, err := e.claim("k", e.tick, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	e.pass(e.tick)
+	b, err := e.claim("k", long, store.Won, "Claim after lapse must win")
+	if err != nil {
+		return err
+	}
+	if err := fenced(zombie, "CompleteTx by a zombie after a reclaim"); err != nil {
+		return err
+	}
+	if _, err := e.claim("k", long, store.HeldByOther, "a zombie's CompleteTx must leave its successor holding the key"); err != nil {
+		return err
+	}
+	if err := e.txComplete(b, "the successor's CompleteTx must commit after the zombie's"); err != nil {
+		return err
+	}
+	if err := fenced(zombie, "CompleteTx by a zombie on its successor's DONE record"); err != nil {
+		return err
+	}
+
+	r, err := e.claim("r", long, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	if err := e.release(r, "Release of a live claim"); err != nil {
+		return err
+	}
+	if err := fenced(r, "CompleteTx of a released claim"); err != nil {
+		return err
+	}
+	_, err = e.claim("r", long, store.Won, "a released key must stay free after a fenced CompleteTx")
+	return err
+}
