@@ -207,24 +207,3 @@ func (g *Gateway) Route(o RouteOptions) *Gateway {
 	}
 	return &r
 }
-
-// Lease returns the lease the gateway claims keys for.
-func (g *Gateway) Lease() time.Duration { return g.opts.Lease }
-
-// Store returns the gateway's store.
-func (g *Gateway) Store() store.Store { return g.st }
-
-// Logger returns the gateway's logger, for adapters that log in its name.
-func (g *Gateway) Logger() *slog.Logger { return g.log }
-
-// KeyAttr renders key as a log attribute the way the gateway does: "key",
-// or "key_digest" when Options.HideKeys is set.
-func (g *Gateway) KeyAttr(key string) slog.Attr { return g.keyAttr(key) }
-
-// Unguarded runs fn without any guard and counts it as the unguarded
-// outcome. Adapters call it for a delivery without a key when their
-// AllowUnguarded option is set; the caller logs why.
-func (g *Gateway) Unguarded(ctx context.Context, fn func(context.Context) error) error {
-	g.tel.outcome(ctx, OutcomeUnguarded)
-	return fn(ctx)
-}

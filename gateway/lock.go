@@ -30,9 +30,22 @@ import (
 // cannot be recorded (a store error, or the claim was taken over after its
 // lease lapsed) Lock logs at ERROR and returns nil, because a retry would
 // repeat work that already happened.
-func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
+//
+// fn may record the key done itself, inside the transaction of its own
+// writes (a store's CompleteTx), so that they commit together; Lock's
+// Complete then finds the key done under its fence and succeeds quietly.
+// If fn returns an error matching store.ErrFenced, its transaction found
+// the claim taken over and rolled back: Lock logs a warning and returns
+// nil, since nothing was written and the new holder owns the work.
+func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	_, err := g.lock(ctx, key, fn)
+	return err
+}
+
+// lock is Lock, with the outcome it counted.
+func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error) (outcome Outcome, err error) {
 	if g.disabled {
-		return g.passThrough(ctx, "lock", key, fn)
+		return OutcomeUnguarded, g.passThrough(ctx, "lock", key, fn)
 	}
 	ctx, span := g.startSpan(ctx, "idemgate.Lock", key)
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
@@ -40,18 +53,15 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 
 	c, claimedAt, err := g.claim(ctx, key)
 	if err != nil {
-		outcome = claimOutcome(err)
-		return err
+		return claimOutcome(err), err
 	}
 	fence = c.Fence
 	switch c.Status {
 	case store.AlreadyDone:
-		outcome = OutcomeDuplicate
 		g.duplicate(ctx, key)
-		return ErrDuplicate
+		return OutcomeDuplicate, ErrDuplicate
 	case store.HeldByOther:
-		outcome = OutcomeInProgress
-		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
+		return OutcomeInProgress, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
 	returned := false
 	defer func() {
@@ -63,10 +73,17 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 	returned = true
 	if err != nil {
 		g.release(ctx, c, "error")
-		return err
+		if errors.Is(err, store.ErrFenced) {
+			// fn's own transaction found the claim taken over (CompleteTx)
+			// and rolled back: nothing was written, the new holder owns
+			// the work.
+			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
+				g.keyAttr(key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr(), slog.Any("error", err))
+			return OutcomeFencedOut, nil
+		}
+		return OutcomeFailed, err
 	}
-	outcome = g.complete(ctx, c)
-	return nil
+	return g.complete(ctx, c), nil
 }
 
 // claimOutcome names the outcome of a failed claim.

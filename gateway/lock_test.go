@@ -337,7 +337,18 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Error("New(nil) succeeded")
 	}
 	g, err := gateway.New(st, nil)
-	if err != nil || g.Lease() != gateway.DefaultRenewedLease {
-		t.Errorf("New over an Extender: lease %v, %v; want DefaultRenewedLease", g.Lease(), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	err = g.Lock(context.Background(), "default-lease", func(ctx context.Context) error {
+		c, _ := gateway.ClaimFromContext(ctx)
+		if lease := c.LeaseUntil.Sub(before); lease < gateway.DefaultRenewedLease || lease > gateway.DefaultRenewedLease+time.Second {
+			t.Errorf("New over an Extender: the claim's lease is %v, want DefaultRenewedLease", lease)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,6 +23,7 @@ const (
 	OutcomeStoreError    Outcome = "store_error"    // the store failed before the work
 	OutcomeUnguarded     Outcome = "unguarded"      // ran without a guard (disabled, or no key allowed)
 	OutcomeNoKey         Outcome = "no_key"         // refused: no key could be resolved
+	OutcomeRejected      Outcome = "rejected"       // refused: not a usable delivery (malformed, too large)
 )
 
 // String returns o's name.

@@ -3,13 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -44,7 +42,13 @@ import (
 // its emulator alike.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g.serve(w, r, h)
+		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
+			h.ServeHTTP(rec, r.WithContext(ctx))
+			if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
+				return statusError{rec.status}
+			}
+			return nil
+		})
 	})
 }
 
@@ -52,16 +56,11 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 // under the guard of Idempotent. fn's nil answers 200 (ack); an error
 // answers 500 (nack, retried) and is logged.
 func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
-	return g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m, _ := pushenvelope.FromContext(r.Context())
-		if err := fn(r.Context(), m); err != nil {
-			g.log.LogAttrs(r.Context(), slog.LevelError, "idemgate: handler failed; the delivery will be retried",
-				OutcomeFailed.Attr(), slog.String("message_id", m.ID), slog.Any("error", err))
-			http.Error(w, "handler failed", http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.serve(w, r, nil, func(ctx context.Context, _ *recorder, m *pushenvelope.Message) error {
+			return fn(ctx, m)
+		})
+	})
 }
 
 // statusError is the error a wrapped handler's non-2xx answer becomes, so
@@ -70,146 +69,83 @@ type statusError struct{ code int }
 
 func (e statusError) Error() string { return "handler answered " + strconv.Itoa(e.code) }
 
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+// serve is the HTTP adapter: it decodes the delivery, resolves its key,
+// runs work under the guard and answers the outcome. work answers through
+// rec, which holds its answer until the claim is settled: completed before
+// a 2xx goes out, released before a failure does. GET, HEAD and OPTIONS
+// go to pass untouched, or get 405 without one.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handler, work func(context.Context, *recorder, *pushenvelope.Message) error) {
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		h.ServeHTTP(w, r) // never a push delivery: health checks and the like
-		return
+		if pass != nil {
+			pass.ServeHTTP(w, r) // never a push delivery: health checks and the like
+			return
+		}
+		fallthrough
 	default:
-		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST")
+		w.Header().Set("Allow", allowed(pass))
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	var start time.Time // for the DEBUG line's duration only
-	if g.log.Enabled(r.Context(), slog.LevelDebug) {
-		start = time.Now()
-	}
+	d := guard.Delivery{Form: "push", AllowUnguarded: g.opts.AllowUnguarded}
+	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
-		var tooLarge *pushenvelope.TooLargeError
+		d.Invalid = err
+	} else {
+		ctx = pushenvelope.NewContext(ctx, m)
+		d.Message, d.Form = m, m.Form.String()
+		d.Key, d.KeyErr = g.opts.Key(m)
+	}
+	rec := &recorder{ResponseWriter: w}
+	res := g.guard(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
+	answer(w, rec, &res)
+}
+
+// allowed is the Allow header of a 405.
+func allowed(pass http.Handler) string {
+	if pass == nil {
+		return "POST"
+	}
+	return "GET, HEAD, OPTIONS, POST"
+}
+
+// answer is the HTTP surface's table: the outcome of a delivery as the
+// status Pub/Sub reads (2xx acks, anything else nacks).
+func answer(w http.ResponseWriter, rec *recorder, res *guard.Result) {
+	if res.Panic != nil {
+		if res.Panic == http.ErrAbortHandler {
+			panic(res.Panic) // the handler asked for the connection to be cut; nothing was sent
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	switch Outcome(res.Outcome) {
+	case OutcomeRejected:
 		code := http.StatusBadRequest
-		if errors.As(err, &tooLarge) {
+		if _, ok := errors.AsType[*pushenvelope.TooLargeError](res.Err); ok {
 			code = http.StatusRequestEntityTooLarge
 		}
-		g.log.LogAttrs(r.Context(), slog.LevelWarn, "idemgate: rejected a request that is not a usable push delivery",
-			slog.Int("status", code), slog.Any("error", err))
-		http.Error(w, err.Error(), code)
-		return
-	}
-	ctx := pushenvelope.NewContext(r.Context(), m)
-
-	key, err := g.opts.Key(m)
-	if err == nil && key == "" {
-		err = errors.New("the key function returned an empty key")
-	}
-	if err != nil && !g.disabled {
-		if g.opts.AllowUnguarded {
-			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
-				OutcomeUnguarded.Attr(), deliveryAttrs(m), slog.Any("error", err))
-			g.Unguarded(ctx, func(ctx context.Context) error {
-				h.ServeHTTP(w, r.WithContext(ctx))
-				return nil
-			})
-			return
-		}
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded",
-			OutcomeNoKey.Attr(), deliveryAttrs(m), slog.Any("error", err))
-		g.tel.outcome(ctx, OutcomeNoKey)
-		http.Error(w, "idemgate: no idempotency key: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-
-	// h's answer is held until Lock has settled the claim: completed
-	// before a 2xx goes out, released before a failure does.
-	rec := &recorder{ResponseWriter: w}
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				panic(p) // h asked for the connection to be cut; nothing was sent
-			}
-			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: handler panicked; the claim was released",
-				OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m),
-				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			http.Error(w, "internal error", http.StatusInternalServerError)
-		}
-	}()
-	err = g.Lock(ctx, key, func(ctx context.Context) error {
-		h.ServeHTTP(rec, r.WithContext(ctx))
-		if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
-			return statusError{rec.status}
-		}
-		return nil
-	})
-	rec.send()
-	g.answer(ctx, w, m, key, err, start)
-}
-
-// answer writes the response for Lock's outcome, unless h already did.
-func (g *Gateway) answer(ctx context.Context, w http.ResponseWriter, m *pushenvelope.Message, key string, err error, start time.Time) {
-	switch {
-	case err == nil:
-		if g.log.Enabled(ctx, slog.LevelDebug) {
-			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: delivery processed",
-				OutcomeWon.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Duration("duration", time.Since(start)))
-		}
-	case errors.Is(err, ErrDuplicate):
-		if g.log.Enabled(ctx, slog.LevelDebug) {
-			g.log.LogAttrs(ctx, slog.LevelDebug, "idemgate: duplicate delivery acknowledged",
-				OutcomeDuplicate.Attr(), g.keyAttr(key), deliveryAttrs(m))
-		}
+		http.Error(w, res.Err.Error(), code)
+	case OutcomeDuplicate:
 		w.WriteHeader(http.StatusNoContent)
-	default:
-		g.refused(ctx, w, m, key, err)
-	}
-}
-
-// refused answers the outcomes that nack. It is apart from answer so that
-// the happy path does not pay for the targets of errors.As, which escape.
-func (g *Gateway) refused(ctx context.Context, w http.ResponseWriter, m *pushenvelope.Message, key string, err error) {
-	var (
-		inProgress *InProgressError
-		failed     statusError
-	)
-	switch {
-	case errors.As(err, &inProgress):
-		// Contention is healthy: a quiet WARN, no stack. deliveryAttempt tells
-		// how close the message is to the dead-letter topic.
-		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: key held by another delivery; asking Pub/Sub to retry",
-			OutcomeInProgress.Attr(), g.keyAttr(key), deliveryAttrs(m),
-			slog.Time("holder_lease_until", inProgress.LeaseUntil))
-		if s := int(time.Until(inProgress.LeaseUntil).Seconds()) + 1; s > 0 {
+	case OutcomeInProgress:
+		if s := int(time.Until(res.LeaseUntil).Seconds()) + 1; s > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(s))
 		}
 		http.Error(w, "idemgate: in progress elsewhere; retry later", http.StatusServiceUnavailable)
-	case errors.As(err, &failed):
-		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: handler failed; claim released for a retry",
-			OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Int("status", failed.code))
-	case errors.Is(err, ErrNoKey):
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: unusable idempotency key; refusing to run unguarded",
-			OutcomeNoKey.Attr(), deliveryAttrs(m), slog.Any("error", err))
-		http.Error(w, "idemgate: "+err.Error(), http.StatusInternalServerError)
-	case errors.Is(err, ErrStore):
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: store failed; asking Pub/Sub to retry",
-			OutcomeStoreError.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
+	case OutcomeStoreError:
 		http.Error(w, "idemgate: store unavailable", http.StatusServiceUnavailable)
-	default:
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: delivery failed",
-			OutcomeFailed.Attr(), g.keyAttr(key), deliveryAttrs(m), slog.Any("error", err))
-		http.Error(w, "idemgate: "+fmt.Sprint(err), http.StatusInternalServerError)
+	case OutcomeNoKey:
+		http.Error(w, "idemgate: "+res.Err.Error(), http.StatusInternalServerError)
+	default: // the work ran: its own answer, or 500 for a failure that gave none
+		if rec.status == 0 && res.Err != nil {
+			http.Error(w, "handler failed", http.StatusInternalServerError)
+			return
+		}
+		rec.send()
 	}
-}
-
-// deliveryAttrs groups what identifies a delivery in a log line.
-func deliveryAttrs(m *pushenvelope.Message) slog.Attr {
-	attrs := []slog.Attr{slog.String("message_id", m.ID), slog.String("form", m.Form.String())}
-	if m.Subscription != "" {
-		attrs = append(attrs, slog.String("subscription", m.Subscription))
-	}
-	if m.DeliveryAttempt > 0 {
-		attrs = append(attrs, slog.Int("delivery_attempt", m.DeliveryAttempt))
-	}
-	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
 }
 
 // recorder holds the wrapped handler's answer back until the delivery's

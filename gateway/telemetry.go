@@ -30,7 +30,7 @@ var opNames = [opCount]string{"claim", "complete", "release", "extend"}
 
 var outcomeNames = []Outcome{
 	OutcomeWon, OutcomeDuplicate, OutcomeInProgress, OutcomeFailed, OutcomeFencedOut,
-	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey,
+	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey, OutcomeRejected,
 }
 
 // telemetry holds the OpenTelemetry instruments. With the default global

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/idemgate/idemgate/internal/guard"
 )
 
 // ack acknowledges m and, on a subscription with exactly-once delivery,
@@ -12,27 +14,27 @@ import (
 // the key is already recorded (done, or done earlier), so the redelivery it
 // causes is answered as a duplicate. It is logged because it costs a
 // delivery and may point at ack deadlines that are too short.
-func (h *handler) ack(ctx context.Context, m *pubsub.Message, key string) {
+func (h *handler) ack(ctx context.Context, m *pubsub.Message, res *guard.Result) {
 	if h.opts.AckTimeout < 0 {
 		m.Ack()
 		return
 	}
-	h.await(ctx, m, key, m.AckWithResult(), true)
+	h.await(ctx, m, res, m.AckWithResult(), true)
 }
 
 // nack asks Pub/Sub to redeliver m. A failed nack only delays the retry: the
 // message comes back when its ack deadline passes.
-func (h *handler) nack(ctx context.Context, m *pubsub.Message, key string) {
+func (h *handler) nack(ctx context.Context, m *pubsub.Message, res *guard.Result) {
 	if h.opts.AckTimeout < 0 {
 		m.Nack()
 		return
 	}
-	h.await(ctx, m, key, m.NackWithResult(), false)
+	h.await(ctx, m, res, m.NackWithResult(), false)
 }
 
 // await waits up to AckTimeout for r, and logs anything but success.
 // Without exactly-once delivery r is ready at once.
-func (h *handler) await(ctx context.Context, m *pubsub.Message, key string, r *pubsub.AckResult, isAck bool) {
+func (h *handler) await(ctx context.Context, m *pubsub.Message, res *guard.Result, r *pubsub.AckResult, isAck bool) {
 	select {
 	case <-r.Ready():
 	default:
@@ -55,7 +57,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, key string, r *p
 		if !isAck {
 			msg = "idemgate: nack not confirmed; the message is redelivered at the latest when its ack deadline passes"
 		}
-		h.logf(ctx, level, msg, "", key, m, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))
+		h.logAck(ctx, res, level, msg, m, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))
 		return
 	}
 	status, err := r.Get(context.Background()) // ready: does not block
@@ -66,7 +68,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, key string, r *p
 	if !isAck {
 		msg = "idemgate: nack failed; the message is redelivered when its ack deadline passes"
 	}
-	h.logf(ctx, slog.LevelWarn, msg, "", key, m, slog.String("ack_status", statusName(status)), slog.Any("error", err))
+	h.logAck(ctx, res, slog.LevelWarn, msg, m, slog.String("ack_status", statusName(status)), slog.Any("error", err))
 }
 
 // statusName names an AcknowledgeStatus for log lines.

@@ -32,10 +32,10 @@ func TestFaultMatrix(t *testing.T) {
 		SlowDelay: gateway.DefaultRenewedLease / 20,
 		Cell: func(t *testing.T, delay time.Duration, test func(*testing.T, *faultmatrix.Harness)) {
 			synctest.Test(t, func(t *testing.T) {
-				g, st, log := faultmatrix.NewGateway(t, nil, delay, gateway.Options{})
+				g, st, log := faultmatrix.NewGateway(t, nil, delay, gateway.Options{Lease: gateway.DefaultRenewedLease})
 				d := &pullDriver{t: t, g: g, key: key}
 				test(t, &faultmatrix.Harness{
-					Store: st, Key: key, Lease: g.Lease(), Log: log,
+					Store: st, Key: key, Lease: gateway.DefaultRenewedLease, Log: log,
 					Deliver: d.deliver, Advance: time.Sleep, Patience: time.Hour,
 				})
 			})

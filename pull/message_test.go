@@ -23,8 +23,9 @@ func TestMessageOf(t *testing.T) {
 	want := &pushenvelope.Message{
 		ID: "m-1", Data: []byte("order"), Attributes: map[string]string{"order_id": "42"},
 		PublishTime: published.UTC(), OrderingKey: "customer-7", DeliveryAttempt: 4,
+		Subscription: "projects/p/subscriptions/orders",
 	}
-	got := messageOf(m)
+	got := messageOf(m, "projects/p/subscriptions/orders")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("messageOf (-want +got):\n%s", diff)
 	}
@@ -39,7 +40,7 @@ func TestMessageOf(t *testing.T) {
 		}
 	}
 
-	bare := messageOf(&pubsub.Message{ID: "m-2"})
+	bare := messageOf(&pubsub.Message{ID: "m-2"}, "")
 	if bare.Attributes == nil || bare.DeliveryAttempt != 0 {
 		t.Fatalf("messageOf a bare message = %+v; want empty, non-nil attributes and attempt 0", bare)
 	}

@@ -2,13 +2,13 @@ package pull
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -115,10 +115,6 @@ func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) er
 	if h.opts.InProgressDelay == 0 {
 		h.opts.InProgressDelay = DefaultInProgressDelay
 	}
-	if h.opts.Logger == nil {
-		h.opts.Logger = g.Logger()
-	}
-	h.log = h.opts.Logger
 	return h.receive
 }
 
@@ -128,89 +124,40 @@ type handler struct {
 	g    *gateway.Gateway
 	fn   func(context.Context, *pubsub.Message) error
 	opts Options
-	log  *slog.Logger
 }
 
 // receive is the Receive callback.
 func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
-	start := time.Now()
-	var key string
 	settled := false
 	defer func() {
 		if !settled {
 			// The key function or fn panicked (the panic goes on once this
-			// returns), or called runtime.Goexit. Lock has released the
-			// claim; the message must not wait out its ack deadline.
-			h.logf(ctx, slog.LevelError, "idemgate: handler panicked or exited; claim released, message nacked",
-				gateway.OutcomeFailed, key, m)
+			// returns), or fn called runtime.Goexit. The claim is
+			// released; the message must not wait out its ack deadline.
 			m.Nack()
 		}
 	}()
-
-	key, keyErr := h.opts.Key(messageOf(m))
-	if keyErr == nil && key == "" {
-		keyErr = errors.New("the key function returned an empty key")
-	}
-	ran := false
-	body := func(ctx context.Context) error {
-		ran = true
-		return h.fn(ctx, m)
-	}
-	var err error
-	switch {
-	case keyErr != nil && h.opts.AllowUnguarded:
-		h.logf(ctx, slog.LevelWarn, "idemgate: no key; running unguarded (AllowUnguarded)",
-			gateway.OutcomeUnguarded, "", m, slog.Any("error", keyErr))
-		err = h.g.Unguarded(ctx, body)
-	default:
-		// Without a key Lock refuses with ErrNoKey before touching the
-		// store, unless the gateway is disabled, when it runs the body as
-		// a logged pass-through like every other guard.
-		err = h.g.Lock(ctx, key, body)
-	}
+	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger}
+	d.Key, d.KeyErr = h.opts.Key(d.Message)
+	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
 	settled = true
-	h.settle(ctx, m, key, keyErr, ran, err, start)
+	h.settle(ctx, m, &res)
 }
 
-// settle acknowledges m according to the outcome of Lock (or of fn, if it
-// ran: its result is the verdict, whatever it wraps).
-func (h *handler) settle(ctx context.Context, m *pubsub.Message, key string, keyErr error, ran bool, err error, start time.Time) {
-	var inProgress *gateway.InProgressError
-	switch {
-	case ran && err == nil:
-		h.logf(ctx, slog.LevelDebug, "idemgate: message processed",
-			gateway.OutcomeWon, key, m, slog.Duration("duration", time.Since(start)))
-		h.ack(ctx, m, key)
-	case ran:
-		h.logf(ctx, slog.LevelError, "idemgate: handler failed; claim released, message nacked for a retry",
-			gateway.OutcomeFailed, key, m, slog.Any("error", err))
-		h.nack(ctx, m, key)
-	case errors.Is(err, gateway.ErrDuplicate):
-		h.logf(ctx, slog.LevelDebug, "idemgate: duplicate message acknowledged",
-			gateway.OutcomeDuplicate, key, m)
-		h.ack(ctx, m, key)
-	case errors.As(err, &inProgress):
-		// Contention is healthy: a quiet WARN without a stack. The delivery
-		// attempt tells how close the message is to the dead-letter topic.
-		h.logf(ctx, slog.LevelWarn, "idemgate: key held by another delivery; nacking the message for a retry",
-			gateway.OutcomeInProgress, key, m, slog.Time("holder_lease_until", inProgress.LeaseUntil))
-		h.hold(ctx, inProgress.LeaseUntil)
-		h.nack(ctx, m, key)
-	case errors.Is(err, gateway.ErrNoKey):
-		if keyErr != nil {
-			err = keyErr
-		}
-		h.logf(ctx, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded, message nacked",
-			gateway.OutcomeNoKey, "", m, slog.Any("error", err))
-		h.nack(ctx, m, key)
-	case errors.Is(err, gateway.ErrStore):
-		h.logf(ctx, slog.LevelError, "idemgate: store failed; message nacked for a retry",
-			gateway.OutcomeStoreError, key, m, slog.Any("error", err))
-		h.nack(ctx, m, key)
-	default:
-		h.logf(ctx, slog.LevelError, "idemgate: message not processed; nacked for a retry",
-			gateway.OutcomeFailed, key, m, slog.Any("error", err))
-		h.nack(ctx, m, key)
+// settle is the pull surface's table: the outcome of a message as an ack or
+// a nack.
+func (h *handler) settle(ctx context.Context, m *pubsub.Message, res *guard.Result) {
+	switch o := gateway.Outcome(res.Outcome); {
+	case res.Panic != nil:
+		m.Nack()
+		panic(res.Panic) // the claim is released; as in any Receive callback, the program ends
+	case o == gateway.OutcomeInProgress:
+		h.hold(ctx, res.LeaseUntil)
+		h.nack(ctx, m, res)
+	case o == gateway.OutcomeDuplicate, res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
+		h.ack(ctx, m, res)
+	default: // failed, no_key, store_error
+		h.nack(ctx, m, res)
 	}
 }
 
@@ -236,7 +183,7 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 // messageOf is m as a key function sees it: the fields a pull and a push
 // delivery of one message share, so that both get the same key. Its Form
 // is zero: a pulled message came in none of the push forms.
-func messageOf(m *pubsub.Message) *pushenvelope.Message {
+func messageOf(m *pubsub.Message, subscription string) *pushenvelope.Message {
 	attempt := 0
 	if m.DeliveryAttempt != nil {
 		attempt = *m.DeliveryAttempt
@@ -252,5 +199,6 @@ func messageOf(m *pubsub.Message) *pushenvelope.Message {
 		PublishTime:     m.PublishTime.UTC(),
 		OrderingKey:     m.OrderingKey,
 		DeliveryAttempt: attempt,
+		Subscription:    subscription,
 	}
 }

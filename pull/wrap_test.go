@@ -235,7 +235,7 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true}))
-	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
 	if n := runs.Load(); n != 1 {
@@ -255,7 +255,7 @@ func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	id := f.publish("order without id")
 	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil },
 		&pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
-	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
+	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
 }

@@ -47,7 +47,7 @@ func lockSurface(bug bugs) faultmatrix.Surface {
 				}
 				g, st, log := faultmatrix.NewGateway(t, inner, delay, gateway.Options{NoRenew: bug.noRenew, Lease: time.Minute})
 				test(t, &faultmatrix.Harness{
-					Store: st, Key: "k", Lease: g.Lease(), Log: log, Advance: time.Sleep, Patience: time.Hour,
+					Store: st, Key: "k", Lease: time.Minute, Log: log, Advance: time.Sleep, Patience: time.Hour,
 					Deliver: func(ctx context.Context, b faultmatrix.Behaviour, body *faultmatrix.Body) faultmatrix.Outcome {
 						return deliverLock(ctx, g, bug, b, body)
 					},

@@ -1,4 +1,4 @@
-package cloudevent
+package gateway
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -19,13 +18,13 @@ type storeKeyError struct{ Key string }
 
 func (e *storeKeyError) Error() string { return "record " + e.Key + " is locked by a migration" }
 
-func gatewayHiding(t *testing.T, hide bool) *gateway.Gateway {
+func gatewayHiding(t *testing.T, hide bool) *Gateway {
 	t.Helper()
 	st, err := memstore.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(st, &gateway.Options{Logger: slog.New(slog.DiscardHandler), HideKeys: hide})
+	g, err := New(st, &Options{Logger: slog.New(slog.DiscardHandler), HideKeys: hide})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,26 +52,26 @@ func errorTexts(err error) []string {
 func TestHideKey(t *testing.T) {
 	const key = "customer-4711@example.com"
 	g := gatewayHiding(t, true)
-	digest := g.KeyAttr(key).Value.String()
+	digest := g.keyAttr(key).Value.String()
 	if !strings.HasPrefix(digest, "sha256:") {
-		t.Fatalf("KeyAttr(key) = %v, want the gateway's sha256 digest", g.KeyAttr(key))
+		t.Fatalf("keyAttr(key) = %v, want the gateway's sha256 digest", g.keyAttr(key))
 	}
 	lease := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 	t.Run("in progress keeps its type and lease, with the digest as Key", func(t *testing.T) {
-		got := hideKey(g, key, &gateway.InProgressError{Key: key, LeaseUntil: lease})
-		var ip *gateway.InProgressError
+		got := g.hideKey(key, &InProgressError{Key: key, LeaseUntil: lease})
+		var ip *InProgressError
 		if !errors.As(got, &ip) || ip.Key != digest || !ip.LeaseUntil.Equal(lease) {
 			t.Fatalf("hideKey = %#v, want an *InProgressError{Key: %q, LeaseUntil: %v}", got, digest, lease)
 		}
-		if !errors.Is(got, gateway.ErrInProgress) {
-			t.Error("the hidden in-progress error must still match gateway.ErrInProgress")
+		if !errors.Is(got, ErrInProgress) {
+			t.Error("the hidden in-progress error must still match ErrInProgress")
 		}
 	})
 	t.Run("store error keeps its sentinels and text, not its types", func(t *testing.T) {
-		cause := fmt.Errorf("%w: claim: %w", gateway.ErrStore, errors.Join(context.DeadlineExceeded, &storeKeyError{Key: key}))
-		got := hideKey(g, key, cause)
-		for _, target := range []error{gateway.ErrStore, context.DeadlineExceeded} {
+		cause := fmt.Errorf("%w: claim: %w", ErrStore, errors.Join(context.DeadlineExceeded, &storeKeyError{Key: key}))
+		got := g.hideKey(key, cause)
+		for _, target := range []error{ErrStore, context.DeadlineExceeded} {
 			if !errors.Is(got, target) {
 				t.Errorf("errors.Is(hidden, %v) = false, want true", target)
 			}
@@ -86,24 +85,24 @@ func TestHideKey(t *testing.T) {
 		}
 	})
 	for _, cause := range []error{
-		&gateway.InProgressError{Key: key, LeaseUntil: lease},
-		fmt.Errorf("%w: %w", gateway.ErrNoKey, &storeKeyError{Key: key}),
+		&InProgressError{Key: key, LeaseUntil: lease},
+		fmt.Errorf("%w: %w", ErrNoKey, &storeKeyError{Key: key}),
 	} {
-		for _, text := range errorTexts(hideKey(g, key, cause)) {
+		for _, text := range errorTexts(g.hideKey(key, cause)) {
 			if strings.Contains(text, key) {
 				t.Errorf("hideKey(%T) still says %q", cause, text)
 			}
 		}
 	}
 	t.Run("keys shown: the cause is unchanged", func(t *testing.T) {
-		cause := &gateway.InProgressError{Key: key, LeaseUntil: lease}
-		if got := hideKey(gatewayHiding(t, false), key, cause); got != error(cause) {
+		cause := &InProgressError{Key: key, LeaseUntil: lease}
+		if got := gatewayHiding(t, false).hideKey(key, cause); got != error(cause) {
 			t.Errorf("hideKey without HideKeys = %#v, want the cause itself", got)
 		}
 	})
 	t.Run("no key: the cause is unchanged", func(t *testing.T) {
 		cause := errors.New("the event has no id")
-		if got := hideKey(g, "", cause); got != cause {
+		if got := g.hideKey("", cause); got != cause {
 			t.Errorf("hideKey with no key = %#v, want the cause itself", got)
 		}
 	})

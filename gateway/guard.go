@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/guard"
+)
+
+func init() {
+	guard.Run = func(g any, ctx context.Context, d *guard.Delivery, work func(context.Context) error) guard.Result {
+		return g.(*Gateway).guard(ctx, d, work)
+	}
+}
+
+var errEmptyKey = errors.New("the key function returned an empty key")
+
+// guard runs one delivery of any surface (HTTP push, CloudEvents, pull)
+// and returns what became of it. It owns the rules they share:
+//
+//   - A delivery the adapter could not decode (d.Invalid) is rejected.
+//   - A disabled gateway runs the work unguarded.
+//   - No key (d.KeyErr, or an empty Key): refused with ErrNoKey, or run
+//     unguarded if d.AllowUnguarded.
+//   - Otherwise work runs under Lock, and Lock's result becomes an outcome.
+//   - A panic in work is recovered (after Lock released the claim) and
+//     returned in the Result; the adapter answers it or panics again. A
+//     work that calls runtime.Goexit is logged; the guard cannot return.
+//
+// It writes the delivery's one log line (DEBUG when the work ran or was a
+// duplicate, WARN when a live holder owns the key or the work ran
+// unguarded, ERROR otherwise; Complete's failures are logged where they
+// happen) and counts the outcome. An Err of a work that did not run never
+// holds the key when HideKeys is set.
+func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(context.Context) error) (res guard.Result) {
+	var start time.Time // for the DEBUG line's duration only
+	lg := d.Logger
+	if lg == nil {
+		lg = g.log
+	}
+	if lg.Enabled(ctx, slog.LevelDebug) {
+		start = time.Now()
+	}
+	if d.Invalid != nil {
+		g.tel.outcome(ctx, OutcomeRejected)
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
+		return guard.Result{Outcome: string(OutcomeRejected), Err: d.Invalid, Log: lg}
+	}
+	keyErr := d.KeyErr
+	if keyErr == nil && d.Key == "" {
+		keyErr = errEmptyKey
+	}
+	ran, returned := false, false
+	defer func() {
+		if p := recover(); p != nil {
+			res = guard.Result{Outcome: string(OutcomeFailed), Ran: ran, Panic: p, Log: lg}
+			g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler panicked; the claim was released for a retry", OutcomeFailed,
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		} else if !returned {
+			g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler exited (runtime.Goexit); the claim was released for a retry", OutcomeFailed)
+		}
+	}()
+	body := func(ctx context.Context) error {
+		ran = true
+		return work(ctx)
+	}
+	var (
+		outcome Outcome
+		err     error
+	)
+	switch {
+	case g.disabled || keyErr != nil && d.AllowUnguarded:
+		msg, why := "idemgate: no key; running unguarded (AllowUnguarded)", slog.Any("error", keyErr)
+		if g.disabled {
+			msg, why = "idemgate: guard disabled; running unguarded", slog.Attr{}
+		}
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, OutcomeUnguarded, why)
+		g.tel.outcome(ctx, OutcomeUnguarded)
+		outcome, err = OutcomeUnguarded, body(ctx)
+	case keyErr != nil:
+		g.tel.outcome(ctx, OutcomeNoKey)
+		outcome, err = OutcomeNoKey, fmt.Errorf("%w: %w", ErrNoKey, keyErr)
+	default:
+		outcome, err = g.lock(ctx, d.Key, body)
+	}
+	returned = true
+	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err, Log: lg}
+	if d.Key != "" {
+		res.KeyAttr = g.keyAttr(d.Key)
+	}
+	if !ran {
+		res.Err = g.hideKey(d.Key, err)
+	}
+	g.logOutcome(ctx, lg, d, &res, keyErr, start)
+	return res
+}
+
+// logOutcome writes the line of a delivery that returned. cause is why no
+// key was resolved, if none was.
+func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, cause error, start time.Time) {
+	outcome := Outcome(res.Outcome)
+	switch {
+	case outcome == OutcomeWon || outcome == OutcomeDuplicate:
+		if lg.Enabled(ctx, slog.LevelDebug) {
+			msg := "idemgate: delivery processed"
+			if outcome == OutcomeDuplicate {
+				msg = "idemgate: duplicate delivery acknowledged"
+			}
+			g.logDelivery(ctx, lg, d, slog.LevelDebug, msg, outcome, slog.Duration("duration", time.Since(start)))
+		}
+	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
+		// Logged where it happened.
+	case res.Ran:
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, slog.Any("error", res.Err))
+	case outcome == OutcomeInProgress:
+		// Contention is healthy: a quiet WARN, no stack. The delivery
+		// attempt tells how close the message is to the dead-letter topic.
+		var ip *InProgressError
+		if errors.As(res.Err, &ip) {
+			res.LeaseUntil = ip.LeaseUntil
+		}
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: key held by another delivery; asking for a retry", outcome,
+			slog.Time("holder_lease_until", res.LeaseUntil))
+	case outcome == OutcomeNoKey:
+		if cause == nil { // the store refused the key
+			cause = res.Err
+		}
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded", outcome, slog.Any("error", cause))
+	default:
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: store failed; asking for a retry", outcome, slog.Any("error", res.Err))
+	}
+}
+
+// logDelivery writes one line about d with the fields every surface logs:
+// "outcome", "key" (or "key_digest"), and the "delivery" group.
+func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Delivery, level slog.Level, msg string, outcome Outcome, extra ...slog.Attr) {
+	if !lg.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 3+len(extra))
+	attrs = append(attrs, outcome.Attr())
+	if d.Key != "" {
+		attrs = append(attrs, g.keyAttr(d.Key))
+	}
+	attrs = append(attrs, deliveryAttr(d))
+	attrs = append(attrs, extra...)
+	lg.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// deliveryAttr groups what identifies a delivery in a log line.
+func deliveryAttr(d *guard.Delivery) slog.Attr {
+	m := d.Message
+	attrs := make([]slog.Attr, 0, 4+len(d.Extra))
+	if m != nil {
+		attrs = append(attrs, slog.String("message_id", m.ID))
+	}
+	attrs = append(attrs, slog.String("form", d.Form))
+	attrs = append(attrs, d.Extra...)
+	if m == nil {
+		return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+	}
+	if m.Subscription != "" {
+		attrs = append(attrs, slog.String("subscription", m.Subscription))
+	}
+	if m.DeliveryAttempt > 0 {
+		attrs = append(attrs, slog.Int("delivery_attempt", m.DeliveryAttempt))
+	}
+	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+}

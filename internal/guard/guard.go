@@ -1,0 +1,72 @@
+// Package guard carries the gateway's delivery guard to the adapters that
+// live in other packages (cloudevent and pull), so that the one decision
+// every delivery surface makes stays unexported in package gateway.
+//
+// An adapter decodes its delivery, resolves the key, and hands both to Run
+// with the work; the guard applies the rules (a missing key, AllowUnguarded,
+// Lock, a panic in the work), logs the delivery's one line, counts its
+// outcome and returns a Result. The adapter's own job is a table from the
+// Result's outcome to its answer: an HTTP status, a functions-framework
+// result, an ack or a nack.
+package guard
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/idemgate/idemgate/pushenvelope"
+)
+
+// Delivery is what an adapter knows of one delivery when it asks the guard
+// to run it.
+type Delivery struct {
+	// Invalid, if set, says why the request is no usable delivery: the
+	// guard refuses it (Outcome rejected) before looking at the key.
+	Invalid error
+	// Message is the delivery as the key function saw it; its ID,
+	// Subscription and DeliveryAttempt identify the delivery in log lines.
+	// It may be nil only with Invalid.
+	Message *pushenvelope.Message
+	// Form names the surface in log lines: a push form, "cloudevent" or
+	// "pull".
+	Form string
+	// Extra attributes join the delivery's log group (a CloudEvent's type
+	// and source).
+	Extra []slog.Attr
+	// Key is what the key function resolved; KeyErr why it resolved none.
+	// An empty Key without KeyErr is refused as well.
+	Key    string
+	KeyErr error
+	// AllowUnguarded runs the work unguarded when there is no key.
+	AllowUnguarded bool
+	// Logger receives the delivery's log line; nil means the gateway's.
+	Logger *slog.Logger
+}
+
+// Result is what became of a delivery.
+type Result struct {
+	// Outcome is one of the gateway.Outcome values.
+	Outcome string
+	// Ran says the work ran: the outcomes won, fenced_out, complete_error,
+	// failed and unguarded.
+	Ran bool
+	// Err is the work's error when it ran and failed, and otherwise why it
+	// did not run. When the gateway hides keys, an Err of a work that did
+	// not run holds the key's digest, never the key.
+	Err error
+	// Panic is what the work panicked with, recovered (Outcome failed).
+	// The adapter answers it or panics again.
+	Panic any
+	// LeaseUntil is when the holder's lease ends (Outcome in_progress).
+	LeaseUntil time.Time
+	// Log is the logger the guard wrote to, and KeyAttr the key as it
+	// logs it ("key", or "key_digest" when keys are hidden; empty without
+	// a key), for the adapter's own lines about the delivery (a failed ack).
+	Log     *slog.Logger
+	KeyAttr slog.Attr
+}
+
+// Run runs work for d under g's guard. Package gateway sets it; g must be a
+// *gateway.Gateway.
+var Run func(g any, ctx context.Context, d *Delivery, work func(context.Context) error) Result
