@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"strings"
-
 )
 
 // hideKey returns cause, the reason a delivery's work did not run, with key
