@@ -41,6 +41,8 @@
 //	the key is already done               200   ack; fn did not run
 //	a live holder owns the key            503   nack; retried later (if retries are on)
 //	fn returned an error                  500   nack; the claim is released
+//	fn's transaction was fenced out
+//	(an error matching store.ErrFenced)   200   ack; nothing was written
 //	fn panicked                           500   nack; the claim is released
 //	the store failed                      503   nack; fn did not run
 //	no key (e.g. a missing attribute)     500   nack, unless AllowUnguarded

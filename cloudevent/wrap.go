@@ -30,13 +30,14 @@ type Options struct {
 	// closed.
 	AllowUnguarded bool
 
-	// Logger receives Wrap's log lines, one per event: DEBUG when the
+	// Logger receives the guard's line for each event, the one every
+	// surface writes (see the gateway's docs/operations.md): DEBUG when the
 	// function ran or the event was a duplicate; WARN when a live holder
-	// owns the key, the event is malformed or runs unguarded; ERROR when the
-	// function failed or panicked, the store failed or no key could be
-	// resolved. The lines carry the event's identity (message id, source,
-	// subscription) and the key as the gateway logs keys (a digest when its
-	// Options.HideKeys is set). Default: the gateway's logger.
+	// owns the key, the event is malformed or runs unguarded; ERROR when
+	// the function failed or panicked, the store failed or no key could be
+	// resolved. The lines carry the event's identity (message id, type,
+	// source, subscription) and the key as the gateway logs keys (a digest
+	// when its Options.HideKeys is set). Default: the gateway's logger.
 	Logger *slog.Logger
 }
 
@@ -135,6 +136,10 @@ func reply(res *guard.Result, result error) error {
 		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", res.Err)
 	case gateway.OutcomeStoreError:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", res.Err)
+	case gateway.OutcomeFencedOut:
+		if !acknowledged(result) {
+			return nil // fn's transaction was fenced out: nothing written, the new holder does the work
+		}
 	}
 	return result // fn ran: nil, its acknowledging result, or its failure
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -60,6 +61,9 @@ func TestWrapOutcomes(t *testing.T) {
 		switch e.ID() {
 		case "fails":
 			return failure
+		case "fenced":
+			// fn's transaction found the claim taken over (CompleteTx).
+			return fmt.Errorf("ledger: %w", store.ErrFenced)
 		case "nested":
 			// A Mutex inside fn met a holder: fn's error, not Wrap's outcome.
 			return fmt.Errorf("po update: %w", &gateway.InProgressError{Key: "po:1"})
@@ -92,6 +96,7 @@ func TestWrapOutcomes(t *testing.T) {
 		{"in progress", pubsubEvent(t, "m-2", map[string]string{"order_id": "o-2"}), gateway.ErrInProgress, http.StatusServiceUnavailable, "WARN in_progress"},
 		{"no key", pubsubEvent(t, "m-3", nil), gateway.ErrNoKey, http.StatusInternalServerError, "ERROR no_key"},
 		{"not a message", malformed, pushenvelope.ErrNotPush, http.StatusBadRequest, "WARN rejected"},
+		{"fenced out in its transaction", pubsubEvent(t, "fenced", map[string]string{"order_id": "o-6"}), nil, 0, "WARN fenced_out"},
 		{"function error", pubsubEvent(t, "fails", map[string]string{"order_id": "o-4"}), failure, 0, "ERROR failed"},
 		{"function error matching a gateway sentinel", pubsubEvent(t, "nested", map[string]string{"order_id": "o-5"}), gateway.ErrInProgress, 0, "ERROR failed"},
 	}

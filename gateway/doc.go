@@ -10,7 +10,15 @@
 //     time, and every caller runs.
 //   - [Gateway.Idempotent] and [Gateway.Push] put Lock in front of an HTTP
 //     handler of Pub/Sub push deliveries and answer with the status that
-//     makes Pub/Sub acknowledge or redeliver.
+//     makes Pub/Sub acknowledge or redeliver. [Gateway.Route] gives a route
+//     its own key function over the same Gateway.
+//
+// Every delivery surface (HTTP here, CloudEvents in package cloudevent, pull
+// subscribers in package pull) runs the same guard: it refuses a delivery
+// without a key (or runs it unguarded if the route allows), runs the work
+// under Lock, recovers a panic, writes one log line and counts one
+// [Outcome]. Each surface then answers the outcome from a table of its own:
+// an HTTP status, a CloudEvents result, an ack or a nack.
 //
 // A claim has a lease: if its holder crashes, the key frees when the lease
 // ends, and the next delivery takes it over with a higher fence. When the

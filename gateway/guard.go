@@ -85,7 +85,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		g.tel.outcome(ctx, OutcomeNoKey)
 		outcome, err = OutcomeNoKey, fmt.Errorf("%w: %w", ErrNoKey, keyErr)
 	default:
-		outcome, err = g.lock(ctx, d.Key, body)
+		outcome, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
 	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err, Log: lg}
@@ -146,9 +146,26 @@ func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Del
 	if d.Key != "" {
 		attrs = append(attrs, g.keyAttr(d.Key))
 	}
-	attrs = append(attrs, deliveryAttr(d))
 	attrs = append(attrs, extra...)
-	lg.LogAttrs(ctx, level, msg, attrs...)
+	scope{log: lg, d: d}.logAttrs(ctx, level, msg, attrs...)
+}
+
+// scope is where a guarded call logs: its logger, and the delivery it
+// serves (nil for Lock and Mutex called directly), whose "delivery" group
+// joins every line.
+type scope struct {
+	log *slog.Logger
+	d   *guard.Delivery
+}
+
+func (sc scope) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if !sc.log.Enabled(ctx, level) {
+		return
+	}
+	if sc.d != nil {
+		attrs = append(attrs, deliveryAttr(sc.d))
+	}
+	sc.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // deliveryAttr groups what identifies a delivery in a log line.

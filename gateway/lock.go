@@ -38,12 +38,12 @@ import (
 // the claim taken over and rolled back: Lock logs a warning and returns
 // nil, since nothing was written and the new holder owns the work.
 func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
-	_, err := g.lock(ctx, key, fn)
+	_, err := g.lock(ctx, key, fn, scope{log: g.log})
 	return err
 }
 
-// lock is Lock, with the outcome it counted.
-func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error) (outcome Outcome, err error) {
+// lock is Lock, with the outcome it counted. It logs to sc.
+func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error, sc scope) (outcome Outcome, err error) {
 	if g.disabled {
 		return OutcomeUnguarded, g.passThrough(ctx, "lock", key, fn)
 	}
@@ -58,7 +58,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	fence = c.Fence
 	switch c.Status {
 	case store.AlreadyDone:
-		g.duplicate(ctx, key)
+		g.duplicate(ctx, key, sc)
 		return OutcomeDuplicate, ErrDuplicate
 	case store.HeldByOther:
 		return OutcomeInProgress, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
@@ -66,24 +66,24 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
-			g.release(ctx, c, "panic")
+			g.release(ctx, c, "panic", sc)
 		}
 	}()
-	err = g.run(ctx, c, claimedAt, fn)
+	err = g.run(ctx, c, claimedAt, fn, sc)
 	returned = true
 	if err != nil {
-		g.release(ctx, c, "error")
+		g.release(ctx, c, "error", sc)
 		if errors.Is(err, store.ErrFenced) {
 			// fn's own transaction found the claim taken over (CompleteTx)
 			// and rolled back: nothing was written, the new holder owns
 			// the work.
-			g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
+			sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
 				g.keyAttr(key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr(), slog.Any("error", err))
 			return OutcomeFencedOut, nil
 		}
 		return OutcomeFailed, err
 	}
-	return g.complete(ctx, c), nil
+	return g.complete(ctx, c, sc), nil
 }
 
 // claimOutcome names the outcome of a failed claim.
@@ -119,7 +119,7 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time
 // same fence on a DONE record answers true, so a lost reply is harmless),
 // and work done but not recorded is the one failure that no redelivery can
 // mend.
-func (g *Gateway) complete(ctx context.Context, c store.Claim) Outcome {
+func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome {
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	ok, err := g.st.Complete(sctx, c)
@@ -132,15 +132,15 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim) Outcome {
 	sctx.stop()
 	switch {
 	case err != nil:
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
+		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.Attr(), slog.Int("attempts", tries), slog.Any("error", err))
 		return OutcomeCompleteError
 	case !ok:
-		g.log.LogAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
+		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr())
 		return OutcomeFencedOut
 	case tries > 1:
-		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: work recorded as done after failed attempts",
+		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: work recorded as done after failed attempts",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Int("attempts", tries))
 	}
 	return OutcomeWon
@@ -164,26 +164,26 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // release gives c up so that a retry can run. Failures are logged: the
 // lease still frees the key in time.
-func (g *Gateway) release(ctx context.Context, c store.Claim, why string) {
+func (g *Gateway) release(ctx context.Context, c store.Claim, why string, sc scope) {
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	err := g.st.Release(sctx, c)
 	g.tel.timed(ctx, opRelease, start)
 	sctx.stop()
 	if err != nil {
-		g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
+		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("after", why), slog.Time("lease_until", c.LeaseUntil), slog.Any("error", err))
 	}
 }
 
 // duplicate runs the OnDuplicate hook, isolated from the caller.
-func (g *Gateway) duplicate(ctx context.Context, key string) {
+func (g *Gateway) duplicate(ctx context.Context, key string, sc scope) {
 	if g.opts.OnDuplicate == nil {
 		return
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			g.log.LogAttrs(ctx, slog.LevelError, "idemgate: OnDuplicate hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
+			sc.logAttrs(ctx, slog.LevelError, "idemgate: OnDuplicate hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
 		}
 	}()
 	g.opts.OnDuplicate(ctx, key)

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -397,5 +399,38 @@ func TestPushTyped(t *testing.T) {
 	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "duplicate")
 	if runs.Load() != 2 {
 		t.Fatalf("fn ran %d times, want 2", runs.Load())
+	}
+}
+
+// A Push function whose own transaction found its claim taken over (a
+// store's CompleteTx answered store.ErrFenced) wrote nothing, and the new
+// holder owns the work: the delivery is acked, not retried.
+func TestPushFencedOutTransactionAcks(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	srv := f.g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
+	})
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "fenced-out transaction")
+	if lines := f.logs.Records().Outcome(gateway.OutcomeFencedOut); len(lines) != 1 || lines[0].Level.String() != "WARN" {
+		t.Errorf("want one WARN fenced_out line, got:\n%s", f.logs.Records())
+	}
+	if n := len(f.logs.Records().Level(slog.LevelError)); n != 0 {
+		t.Errorf("%d ERROR lines, want none: nothing was written", n)
+	}
+}
+
+// GET on a Push route is no delivery and there is no handler to pass it
+// to: 405, and fn does not run.
+func TestPushRefusesGet(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	srv := f.g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		t.Error("fn ran for a GET")
+		return nil
+	})
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	wantStatus(t, rec, http.StatusMethodNotAllowed, "GET on a Push route")
+	if got := rec.Header().Get("Allow"); got != "POST" {
+		t.Errorf("Allow = %q, want POST", got)
 	}
 }

@@ -34,8 +34,9 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 		outcome = OutcomeInProgress
 		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
-	defer g.release(ctx, c, "mutex")
-	if err = g.run(ctx, c, claimedAt, fn); err == nil {
+	sc := scope{log: g.log}
+	defer g.release(ctx, c, "mutex", sc)
+	if err = g.run(ctx, c, claimedAt, fn, sc); err == nil {
 		outcome = OutcomeWon
 	}
 	return err

@@ -32,7 +32,7 @@ const minRenewedLease = 50 * time.Millisecond
 // context but not the renewal, because fn may go on regardless (a call
 // that takes no context), and a lapsed lease would let a redelivery run the
 // same work beside it. Only a lost claim cancels fn from here.
-func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, fn func(context.Context) error) error {
+func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, fn func(context.Context) error, sc scope) error {
 	if g.ext == nil {
 		return fn(withClaim(ctx, c))
 	}
@@ -40,7 +40,7 @@ func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, f
 	defer cancel(nil)
 	r := &renewal{
 		claimCtx: claimCtx{Context: bctx, claim: c},
-		g:        g, cancel: cancel, c: c,
+		g:        g, cancel: cancel, c: c, sc: sc,
 		// The first renewal counts from the Claim's sending, as the
 		// lease does, so that a slow Claim leaves the renewal its margin.
 		due:      claimedAt.Add(g.renewInterval()),
@@ -63,6 +63,7 @@ func (g *Gateway) renewInterval() time.Duration {
 type renewal struct {
 	claimCtx // the body's context; never changes
 	g        *Gateway
+	sc       scope // where a lost claim is logged
 	cancel   context.CancelCauseFunc
 	inflight sync.WaitGroup // a renew call in progress
 
@@ -238,11 +239,11 @@ func (r *renewal) renew() {
 	// shares; stop waits for this call, so the body still runs.
 	switch {
 	case lost != nil:
-		r.g.log.LogAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
+		r.sc.logAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
 			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
 		r.cancel(lost)
 	case err != nil:
-		r.g.log.LogAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
+		r.sc.logAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
 			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
 	}
 }

@@ -69,9 +69,9 @@ type Options struct {
 	// at once (set a retry policy on the subscription instead).
 	InProgressDelay time.Duration
 
-	// Logger receives one line per message that was not simply processed or
-	// recognised as a duplicate (those are logged at DEBUG). Default: the
-	// gateway's logger. Keys are logged as the gateway logs them (hidden
+	// Logger receives the guard's line for each message, the one every
+	// surface writes (DEBUG when it was processed or a duplicate), and the
+	// lines about failed acks. Default: the gateway's logger. Keys are logged as the gateway logs them (hidden
 	// behind a digest when its Options.HideKeys is set).
 	Logger *slog.Logger
 }
@@ -84,6 +84,7 @@ type Options struct {
 //	the key is already done         ack: a duplicate; fn does not run
 //	a live holder owns the key      nack after InProgressDelay; WARN
 //	fn returned an error            nack (after the claim was released); ERROR
+//	fn's transaction fenced out     ack: nothing was written (store.ErrFenced); WARN
 //	fn panicked                     nack (after the claim was released); the panic goes on
 //	no key could be resolved        nack; ERROR (unless AllowUnguarded)
 //	the store failed                nack; ERROR

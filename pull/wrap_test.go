@@ -3,6 +3,7 @@ package pull_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -328,4 +329,21 @@ func (s *flakyStore) Claim(ctx context.Context, key string, lease time.Duration)
 		return store.Claim{}, errors.New("connection refused")
 	}
 	return s.Store.Claim(ctx, key, lease)
+}
+
+// A handler whose own transaction found its claim taken over (a store's
+// CompleteTx answered store.ErrFenced) wrote nothing, and the new holder
+// owns the work: the message is acked, not redelivered.
+func TestFencedOutTransactionIsAcked(t *testing.T) {
+	f := newFixture(t, setup{})
+	id := f.publish("order 1")
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
+		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
+	}, &pull.Options{Logger: f.logger()}))
+	waitOutcome(t, f.logs, gateway.OutcomeFencedOut, id, 1)
+	f.waitAcked(id)
+	stop()
+	if d, a := f.message(id); d != 1 || a != 1 {
+		t.Errorf("deliveries, acks = %d, %d; want 1, 1", d, a)
+	}
 }

@@ -1,0 +1,176 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/guard"
+	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// TestGuardOutcomes drives the guard every surface shares through its one
+// entry point, guard.Run, once per outcome: the Result each adapter's table
+// reads, the one log line, and the metric.
+func TestGuardOutcomes(t *testing.T) {
+	errWork := errors.New("supplier down")
+	errNoAttr := errors.New(`the message has no "order_id" attribute`)
+	type world struct {
+		clk *clock
+		st  *faulty
+		mem *memstore.Store
+	}
+	tests := []struct {
+		name     string
+		opts     gateway.Options
+		prepare  func(w *world) // before the delivery
+		delivery guard.Delivery
+		work     func(w *world) error
+		want     guard.Result // Outcome, Ran, Panic; Err is checked with wantErr
+		wantErr  error        // errors.Is target; nil: Err must be nil
+		wantLog  string       // "LEVEL message" of the one line carrying the outcome; "" for none
+		wantRuns int
+	}{
+		{name: "won", delivery: guard.Delivery{Key: "k"},
+			want: guard.Result{Outcome: "won", Ran: true}, wantLog: "DEBUG idemgate: delivery processed", wantRuns: 1},
+		{name: "duplicate", delivery: guard.Delivery{Key: "k"},
+			prepare: func(w *world) { done(t, w.mem, "k") },
+			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "DEBUG idemgate: duplicate delivery acknowledged"},
+		{name: "in progress", delivery: guard.Delivery{Key: "k"},
+			prepare: func(w *world) { w.mem.Claim(t.Context(), "k", time.Minute) },
+			want:    guard.Result{Outcome: "in_progress"}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: key held by another delivery; asking for a retry"},
+		{name: "failed", delivery: guard.Delivery{Key: "k"},
+			work: func(*world) error { return errWork },
+			want: guard.Result{Outcome: "failed", Ran: true}, wantErr: errWork, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
+		{name: "panicked", delivery: guard.Delivery{Key: "k"},
+			work: func(*world) error { panic("boom") },
+			want: guard.Result{Outcome: "failed", Ran: true, Panic: "boom"}, wantLog: "ERROR idemgate: handler panicked; the claim was released for a retry", wantRuns: 1},
+		{name: "fenced out in the work's transaction", delivery: guard.Delivery{Key: "k"},
+			work: func(*world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
+			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder does the work", wantRuns: 1},
+		{name: "fenced out after the lease", delivery: guard.Delivery{Key: "k"},
+			work: func(w *world) error {
+				w.clk.Advance(gateway.DefaultLease + time.Second)
+				_, err := w.mem.Claim(context.Background(), "k", time.Minute)
+				return err
+			},
+			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "ERROR idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it", wantRuns: 1},
+		{name: "complete error", delivery: guard.Delivery{Key: "k"},
+			prepare: func(w *world) { w.st.failComplete.Store(true) },
+			want:    guard.Result{Outcome: "complete_error", Ran: true}, wantLog: "ERROR idemgate: work done but not recorded as done; a redelivery may repeat it", wantRuns: 1},
+		{name: "store error", delivery: guard.Delivery{Key: "k"},
+			prepare: func(w *world) { w.st.failClaim.Store(true) },
+			want:    guard.Result{Outcome: "store_error"}, wantErr: gateway.ErrStore, wantLog: "ERROR idemgate: store failed; asking for a retry"},
+		{name: "no key", delivery: guard.Delivery{KeyErr: errNoAttr},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+		{name: "empty key", delivery: guard.Delivery{},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+		{name: "key the store refuses", delivery: guard.Delivery{Key: "k\x00"},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+		{name: "no key, AllowUnguarded", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1},
+		{name: "no key, AllowUnguarded, work fails", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+			work: func(*world) error { return errWork },
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1},
+		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: guard.Delivery{Key: "k"},
+			prepare: func(w *world) { done(t, w.mem, "k") },
+			want:    guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
+		{name: "rejected", delivery: guard.Delivery{Invalid: pushenvelope.ErrNotPush},
+			want: guard.Result{Outcome: "rejected"}, wantErr: pushenvelope.ErrNotPush, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			mem, err := memstore.New(&memstore.Options{Now: clk.Now, TTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &world{clk: clk, st: &faulty{Store: mem}, mem: mem}
+			if tt.prepare != nil {
+				tt.prepare(w)
+			}
+			reader := sdkmetric.NewManualReader()
+			logs := &logs{}
+			opts := tt.opts
+			opts.Logger, opts.NoRenew, opts.SettleTimeout = logs.logger(), true, 100*time.Millisecond
+			opts.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			g, err := gateway.New(w.st, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tt.delivery
+			d.Message, d.Form = &pushenvelope.Message{ID: "m-1"}, "push-wrapped"
+			runs := 0
+			res := guard.Run(g, t.Context(), &d, func(context.Context) error {
+				runs++
+				if tt.work == nil {
+					return nil
+				}
+				return tt.work(w)
+			})
+
+			if res.Outcome != tt.want.Outcome || res.Ran != tt.want.Ran || res.Panic != tt.want.Panic {
+				t.Errorf("Result = {Outcome %q, Ran %v, Panic %v}, want {%q, %v, %v}", res.Outcome, res.Ran, res.Panic, tt.want.Outcome, tt.want.Ran, tt.want.Panic)
+			}
+			if tt.wantErr == nil && res.Err != nil || tt.wantErr != nil && !errors.Is(res.Err, tt.wantErr) {
+				t.Errorf("Result.Err = %v, want %v", res.Err, tt.wantErr)
+			}
+			if tt.want.Outcome == "in_progress" && res.LeaseUntil.IsZero() {
+				t.Error("in progress: Result.LeaseUntil is zero, want the holder's lease end")
+			}
+			if runs != tt.wantRuns {
+				t.Errorf("the work ran %d times, want %d", runs, tt.wantRuns)
+			}
+			lines := logs.Records().With("outcome", tt.want.Outcome)
+			if len(lines) != 1 || lines[0].Level.String()+" "+lines[0].Message != tt.wantLog {
+				t.Errorf("log lines with outcome %s:\n%s\nwant one: %s", tt.want.Outcome, lines, tt.wantLog)
+			} else if lines[0].Attrs["delivery.message_id"] != "m-1" || lines[0].Attrs["delivery.form"] != "push-wrapped" {
+				t.Errorf("the line does not identify the delivery: %v", lines[0])
+			}
+			if got := outcomeCounts(t, reader); len(got) != 1 || got[tt.want.Outcome] != 1 {
+				t.Errorf("idemgate.outcomes = %v, want {%s: 1}", got, tt.want.Outcome)
+			}
+		})
+	}
+}
+
+// done records key as done in st.
+func done(t *testing.T, st store.Store, key string) {
+	t.Helper()
+	c, err := st.Claim(t.Context(), key, time.Minute)
+	if err == nil {
+		_, err = st.Complete(t.Context(), c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outcomeCounts reads the idemgate.outcomes counter by outcome.
+func outcomeCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "idemgate.outcomes" {
+				for _, p := range sum.DataPoints {
+					v, _ := p.Attributes.Value("outcome")
+					got[v.AsString()] += p.Value
+				}
+			}
+		}
+	}
+	return got
+}
