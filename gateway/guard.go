@@ -142,7 +142,7 @@ func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Del
 		return
 	}
 	attrs := make([]slog.Attr, 0, 3+len(extra))
-	attrs = append(attrs, outcome.Attr())
+	attrs = append(attrs, outcome.attr())
 	if d.Key != "" {
 		attrs = append(attrs, g.keyAttr(d.Key))
 	}

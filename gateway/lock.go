@@ -78,7 +78,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			// and rolled back: nothing was written, the new holder owns
 			// the work.
 			sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
-				g.keyAttr(key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr(), slog.Any("error", err))
+				g.keyAttr(key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), slog.Any("error", err))
 			return OutcomeFencedOut, nil
 		}
 		return OutcomeFailed, err
@@ -133,11 +133,11 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome
 	switch {
 	case err != nil:
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.Attr(), slog.Int("attempts", tries), slog.Any("error", err))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.attr(), slog.Int("attempts", tries), slog.Any("error", err))
 		return OutcomeCompleteError
 	case !ok:
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.Attr())
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr())
 		return OutcomeFencedOut
 	case tries > 1:
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: work recorded as done after failed attempts",
@@ -192,7 +192,7 @@ func (g *Gateway) duplicate(ctx context.Context, key string, sc scope) {
 // passThrough runs fn unguarded (the Disabled switch).
 func (g *Gateway) passThrough(ctx context.Context, verb, key string, fn func(context.Context) error) error {
 	g.log.LogAttrs(ctx, slog.LevelWarn, "idemgate: guard disabled; running unguarded",
-		slog.String("verb", verb), g.keyAttr(key), OutcomeUnguarded.Attr())
+		slog.String("verb", verb), g.keyAttr(key), OutcomeUnguarded.attr())
 	g.tel.outcome(ctx, OutcomeUnguarded)
 	return fn(ctx)
 }

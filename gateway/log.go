@@ -29,8 +29,8 @@ const (
 // String returns o's name.
 func (o Outcome) String() string { return string(o) }
 
-// Attr is o as the "outcome" attribute of a log line.
-func (o Outcome) Attr() slog.Attr { return slog.String("outcome", string(o)) }
+// attr is o as the "outcome" attribute of a log line.
+func (o Outcome) attr() slog.Attr { return slog.String("outcome", string(o)) }
 
 // keyText is the key as it may appear in logs and errors.
 func (g *Gateway) keyText(key string) string {
