@@ -15,6 +15,7 @@ import (
 	"go/token"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -32,8 +33,11 @@ import (
 )
 
 func charge(context.Context) error                 { return nil }
-func placeOrder(context.Context, []byte) error     { return nil }
-func shipOrder(context.Context, event.Event) error { return nil }
+func placeOrder(context.Context, []byte) error { return nil }
+
+var shipped int // shipOrder's runs
+
+func shipOrder(context.Context, event.Event) error { shipped++; return nil }
 func ship(context.Context, *pubsub.Message) error  { return nil }
 
 func Example_lock() {
@@ -52,25 +56,47 @@ func Example_lock() {
 }
 
 func Example_push() {
+	mux := http.NewServeMux()
 	st, _ := memstore.New(nil)
 	g, _ := gateway.New(st, nil) // one Gateway for every route
 	orders := g.Route(gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
-	http.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+	mux.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
 	}))
+
+	// The same order, published twice: the second answers 204 (ack) unrun.
+	for _, id := range []string{"m-1", "m-2"} {
+		body := `{"message": {"messageId": "` + id + `", "attributes": {"order_id": "o-7"}}, "subscription": "s"}`
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)))
+		fmt.Print(rec.Code, " ")
+	}
+	// Output: 200 204
 }
 
 func Example_cloudFunction() {
 	st, _ := memstore.New(nil)
 	g, _ := gateway.New(st, nil)
 	// In your function package's init:
-	functions.CloudEvent("OnOrder", cloudevent.Wrap(g, shipOrder, &cloudevent.Options{
+	onOrder := cloudevent.Wrap(g, shipOrder, &cloudevent.Options{
 		Key: gateway.KeyFromAttribute("order_id"), // or the event id (= messageId), the default
-	}))
+	})
+	functions.CloudEvent("OnOrder", onOrder)
+
+	// functions-framework calls it for each event; a redelivery does not ship again.
+	e := event.New()
+	e.SetID("m-1")
+	e.SetSource("//pubsub.googleapis.com/projects/p/topics/orders")
+	e.SetType(pushenvelope.MessagePublishedType)
+	e.SetData(event.ApplicationJSON, map[string]any{"message": map[string]any{"messageId": "m-1", "attributes": map[string]string{"order_id": "o-7"}}})
+	fmt.Println(onOrder(context.Background(), e), onOrder(context.Background(), e), shipped)
+	// Output: <nil> <nil> 1
 }
 
+// Example_pull needs a Pub/Sub server, so it is compiled but not run;
+// pull's tests run the same code against the emulator.
 func Example_pull() {
 	ctx := context.Background()
 	client, _ := pubsub.NewClient(ctx, "my-project")

@@ -17,7 +17,8 @@ import (
 // A pull subscriber whose side effect runs once per order, however often
 // Pub/Sub delivers the message and however often the producer republishes
 // it. Several instances share one store (redisstore, sqlstore, …); memstore
-// is enough for a single process.
+// is enough for a single process. It needs a Pub/Sub server, so it is
+// compiled but not run; the package's tests run Wrap against the emulator.
 func ExampleWrap() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
