@@ -71,6 +71,17 @@
 // bumping the fence twice. A caller may fix the token with [WithClaimToken],
 // which makes its own retries of Claim just as safe.
 //
+// # Fingerprints
+//
+// A Claim may carry a fingerprint of the delivery's payload, at most
+// [MaxFingerprintLen] bytes, in its context ([WithFingerprint]). The store
+// keeps it on the record in the same write that wins it (Won sets it, to
+// nil when the Claim carried none) and returns the kept one with every
+// result: Won, AlreadyDone, HeldByOther. Extend and Complete keep it;
+// Release clears it with the lease, since a released record is free. The
+// store never compares fingerprints: the gateway does, to tell a redelivery
+// from a different payload that reuses the key.
+//
 // # Keys
 //
 // Keys are opaque non-empty UTF-8 strings without NUL bytes, at most

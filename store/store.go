@@ -75,6 +75,10 @@ type Claim struct {
 	// LeaseUntil is when the lease ends: the caller's for Won, the holder's
 	// for HeldByOther. Zero for AlreadyDone.
 	LeaseUntil time.Time
+	// Fingerprint is the payload fingerprint the record keeps (see
+	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
+	// and HeldByOther; nil when none was kept.
+	Fingerprint []byte
 }
 
 // ErrFenced is returned by [Extender.Extend] when the claim no longer owns its

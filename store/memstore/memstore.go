@@ -64,7 +64,8 @@ type record struct {
 	state      state
 	fence      int64
 	token      string
-	leaseUntil int64 // unix nanoseconds on the store's clock
+	fp         string // the payload fingerprint, immutable
+	leaseUntil int64  // unix nanoseconds on the store's clock
 	expiresAt  int64
 }
 
@@ -112,6 +113,10 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if lease <= 0 {
 		return store.Claim{}, errors.New("memstore: lease must be positive")
 	}
+	fp := store.Fingerprint(ctx)
+	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -124,16 +129,17 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		}
 		r.fence++ // 1 for a new record
 	case r.state == done:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence}, nil
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: fingerprint(r.fp)}, nil
 	case r.token == store.ClaimToken(ctx): // a retried Claim: re-affirm
 		return won(key, r), nil
 	case now < r.leaseUntil:
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil)}, nil
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil), Fingerprint: fingerprint(r.fp)}, nil
 	default: // a lapsed or released claim
 		r.fence++
 	}
 	r.state = claimed
 	r.token = store.ClaimToken(ctx)
+	r.fp = string(fp)
 	r.leaseUntil = now + int64(lease)
 	r.expiresAt = r.leaseUntil + int64(s.ttl)
 	sh.m[key] = r
@@ -141,7 +147,15 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 }
 
 func won(key string, r record) store.Claim {
-	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: time.Unix(0, r.leaseUntil)}
+	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: time.Unix(0, r.leaseUntil), Fingerprint: fingerprint(r.fp)}
+}
+
+// fingerprint returns a record's fingerprint as a Claim carries it.
+func fingerprint(fp string) []byte {
+	if fp == "" {
+		return nil
+	}
+	return []byte(fp)
 }
 
 // maybeSweep drops expired records once the shard has doubled since the last
@@ -194,6 +208,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	}
 	r.fence++
 	r.token = "" // a released claim can never be re-affirmed
+	r.fp = ""
 	r.leaseUntil = now
 	sh.m[c.Key] = r
 	return nil

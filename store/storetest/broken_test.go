@@ -26,6 +26,7 @@ type bugs struct {
 	noExtend             bool
 	keepsTokenOnRelease  bool
 	perFieldClaim        bool
+	keepsFingerprint     bool // a takeover or a Release keeps the old fingerprint
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -42,6 +43,7 @@ type rec struct {
 	done               bool
 	fence              int64
 	token              string
+	fp                 []byte
 	leaseUntil, expiry time.Time
 }
 
@@ -60,6 +62,10 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		return store.Claim{}, err
 	}
 	token := store.ClaimToken(ctx)
+	fp := store.Fingerprint(ctx)
+	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
 	if !s.bugs.nonAtomicClaim {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -96,16 +102,19 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	switch {
 	case !ok || expired:
 	case !r.done && r.token == token && !s.bugs.noReaffirm:
-		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil}, nil
+		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
 	case !r.done && now.Before(r.leaseUntil):
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: r.leaseUntil}, nil
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
 	case r.done:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence}, nil
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: r.fp}, nil
 	}
-	r = rec{fence: r.fence + 1, token: token, leaseUntil: now.Add(lease)}
+	if !ok || !s.bugs.keepsFingerprint || r.fp == nil {
+		r.fp = fp
+	}
+	r = rec{fence: r.fence + 1, token: token, fp: r.fp, leaseUntil: now.Add(lease)}
 	r.expiry = r.leaseUntil.Add(s.ttl)
 	write(r)
-	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil}, nil
+	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
 }
 
 // claimPerField is a Claim that tests for a takeover once per field, each
@@ -190,6 +199,9 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	if !s.bugs.keepsTokenOnRelease {
 		r.token = ""
 	}
+	if !s.bugs.keepsFingerprint {
+		r.fp = nil
+	}
 	r.leaseUntil = s.now()
 	s.m[s.key(c.Key)] = r
 	return nil
@@ -273,6 +285,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"no Extender", bugs{noExtend: true}, []string{"Extend", "ExtendFenced"}},
 		{"re-affirms a released claim", bugs{keepsTokenOnRelease: true}, []string{"ReleasedTokenNotReaffirmed"}},
 		{"decides a takeover per field", bugs{perFieldClaim: true}, []string{"LeaseEdgeTakeovers"}},
+		{"keeps an old fingerprint", bugs{keepsFingerprint: true}, []string{"Fingerprints"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

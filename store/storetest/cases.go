@@ -41,6 +41,7 @@ var cases = []testCase{
 	{"LeaseEdgeTakeovers", longTTL, leaseEdgeTakeovers},
 	{"Linearizable", longTTL, linearizable},
 	{"CompleteTxNeedsInTx", longTTL, txConfigured},
+	{"Fingerprints", longTTL, fingerprintRules},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke

@@ -222,7 +222,12 @@ func (e *env) pass(d time.Duration) {
 
 // claim calls Claim and fails on error or an unexpected status.
 func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
-	c, err := e.s.Claim(e.ctx, key, lease)
+	return e.claimCtx(e.ctx, key, lease, want, rule)
+}
+
+// claimCtx is claim on ctx (which may carry a fingerprint).
+func (e *env) claimCtx(ctx context.Context, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+	c, err := e.s.Claim(ctx, key, lease)
 	if err != nil {
 		return c, fmt.Errorf("%s: Claim(%.40q) error: %w", rule, key, err)
 	}

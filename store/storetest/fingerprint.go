@@ -1,0 +1,111 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// fingerprintRules checks the record's payload fingerprint: kept at Won,
+// returned with AlreadyDone and HeldByOther, kept by Extend and Complete,
+// replaced by a takeover, cleared by Release.
+func fingerprintRules(e *env) error {
+	fpA := bytes.Repeat([]byte{0xa1}, store.MaxFingerprintLen)
+	fpB := []byte("payload-b")
+	with := func(fp []byte) context.Context { return store.WithFingerprint(e.ctx, fp) }
+	same := func(got store.Claim, want []byte, rule string) error {
+		if !bytes.Equal(got.Fingerprint, want) {
+			return violated("%s: Fingerprint = %x, want %x", rule, got.Fingerprint, want)
+		}
+		return nil
+	}
+
+	a, err := e.claimCtx(with(fpA), "k", e.tick, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	if err := same(a, fpA, "Won must return the fingerprint it kept"); err != nil {
+		return err
+	}
+	held, err := e.claimCtx(with(fpB), "k", long, store.HeldByOther, "the key is held")
+	if err != nil {
+		return err
+	}
+	if err := same(held, fpA, "HeldByOther must return the holder's fingerprint, not the caller's"); err != nil {
+		return err
+	}
+	x, err := extender(e)
+	if err != nil {
+		return err
+	}
+	if a, err = x.Extend(e.ctx, a, e.tick); err != nil {
+		return fmt.Errorf("Extend of a live claim: %w", err)
+	}
+	if held, err = e.claim("k", long, store.HeldByOther, "the key is held after Extend"); err != nil {
+		return err
+	}
+	if err := same(held, fpA, "Extend must keep the fingerprint"); err != nil {
+		return err
+	}
+	if err := e.complete(a, true, "the holder completes"); err != nil {
+		return err
+	}
+	d, err := e.claimCtx(with(fpB), "k", long, store.AlreadyDone, "the key is done")
+	if err != nil {
+		return err
+	}
+	if err := same(d, fpA, "AlreadyDone must return the fingerprint kept at Won, through Complete"); err != nil {
+		return err
+	}
+
+	// A takeover of a lapsed claim keeps the new winner's fingerprint.
+	if _, err := e.claimCtx(with(fpA), "t", e.tick, store.Won, "first Claim must win"); err != nil {
+		return err
+	}
+	e.pass(e.tick)
+	b, err := e.claimCtx(with(fpB), "t", long, store.Won, "Claim after lapse must win")
+	if err != nil {
+		return err
+	}
+	if err := same(b, fpB, "a takeover must keep the new winner's fingerprint"); err != nil {
+		return err
+	}
+	if held, err = e.claim("t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
+		return err
+	}
+	if err := same(held, fpB, "HeldByOther after a takeover"); err != nil {
+		return err
+	}
+
+	// Release clears it: the next winner without one keeps none.
+	r, err := e.claimCtx(with(fpA), "r", long, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	if err := e.release(r, "Release of a live claim"); err != nil {
+		return err
+	}
+	r2, err := e.claim("r", long, store.Won, "Claim after Release must win")
+	if err != nil {
+		return err
+	}
+	if err := same(r2, nil, "a Claim without a fingerprint after Release"); err != nil {
+		return err
+	}
+	if held, err = e.claimCtx(with(fpB), "r", long, store.HeldByOther, "the key is held"); err != nil {
+		return err
+	}
+	if err := same(held, nil, "Release must clear the fingerprint, and a Claim without one keep none"); err != nil {
+		return err
+	}
+
+	// Too long: refused before anything is written.
+	if _, err := e.s.Claim(with(make([]byte, store.MaxFingerprintLen+1)), "long", long); !errors.Is(err, store.ErrInvalidFingerprint) {
+		return violated("Claim with a %d-byte fingerprint = %v, want an error matching store.ErrInvalidFingerprint", store.MaxFingerprintLen+1, err)
+	}
+	_, err = e.claim("long", long, store.Won, "a refused fingerprint must not create the record")
+	return err
+}
