@@ -30,6 +30,13 @@ type Options struct {
 	// closed.
 	AllowUnguarded bool
 
+	// Fingerprint, if set, fingerprints each event's message so that a key
+	// reused for a different payload is a conflict (see
+	// gateway.FingerprintFunc): answered 409 (a nack), or acknowledged as a
+	// duplicate with AcceptConflicts. Default: none.
+	Fingerprint     gateway.FingerprintFunc
+	AcceptConflicts bool
+
 	// Logger receives the guard's line for each event, the one every
 	// surface writes (see the gateway's docs/operations.md): DEBUG when the
 	// function ran or the event was a duplicate; WARN when a live holder
@@ -91,6 +98,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	// A Pub/Sub event: decode its message once, for the key and for fn.
 	// Any other event stands as a message of its own for the key function.
 	d := guard.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
+		Fingerprint: w.opts.Fingerprint, AcceptConflicts: w.opts.AcceptConflicts,
 		Extra: []slog.Attr{slog.String("type", e.Type()), slog.String("source", e.Source())}}
 	if e.Type() == pushenvelope.MessagePublishedType {
 		m, err := pushenvelope.FromMessagePublishedData(e.ID(), e.Source(), e.Data())
@@ -115,13 +123,13 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 		}
 		return result
 	})
-	return reply(&res, result)
+	return reply(&d, &res, result)
 }
 
 // reply is the CloudEvents surface's table: the outcome of an event as the
 // result functions-framework answers (nil or a 2xx result acks, anything
 // else nacks). result is fn's, when it ran.
-func reply(res *guard.Result, result error) error {
+func reply(d *guard.Delivery, res *guard.Result, result error) error {
 	if res.Panic != nil {
 		panic(res.Panic) // the claim is released; functions-framework answers 500
 	}
@@ -130,6 +138,11 @@ func reply(res *guard.Result, result error) error {
 		return withStatus(http.StatusBadRequest, "idemgate: event data is not a Pub/Sub message", res.Err)
 	case gateway.OutcomeDuplicate:
 		return nil
+	case gateway.OutcomeConflict:
+		if d.AcceptConflicts {
+			return nil
+		}
+		return withStatus(http.StatusConflict, "idemgate: key reused for a different payload", res.Err)
 	case gateway.OutcomeInProgress:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", res.Err)
 	case gateway.OutcomeNoKey:

@@ -339,3 +339,42 @@ func errorTree(err error) func(yield func(error) bool) {
 		walk(err)
 	}
 }
+
+// With Options.Fingerprint, an order_id reused for another payload is a
+// conflict: a 409 result (a nack), or nil (an ack) with AcceptConflicts;
+// the function does not run for it.
+func TestWrapConflict(t *testing.T) {
+	g := newGateway(t, nil)
+	logs := &logtest.Sink{}
+	b := newBody(nil)
+	opts := &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, Logger: logs.Logger()}
+	fn := cloudevent.Wrap(g, b.run, opts)
+	order := func(id, data string) event.Event {
+		e := pubsubEvent(t, id, nil)
+		if err := e.SetData(event.ApplicationJSON, message{id: id, data: data, attrs: map[string]string{"order_id": "7"}}.published(testSubscription)); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if err := fn(t.Context(), order("m-1", "2 chairs")); err != nil {
+		t.Fatalf("first order: %v", err)
+	}
+	if err := fn(t.Context(), order("m-2", "2 chairs")); err != nil {
+		t.Fatalf("the same order republished: %v, want nil (a duplicate)", err)
+	}
+	err := fn(t.Context(), order("m-3", "9 tables"))
+	var res *cehttp.Result
+	if !errors.Is(err, gateway.ErrConflict) || !errors.As(err, &res) || res.StatusCode != http.StatusConflict {
+		t.Fatalf("another order under the same order_id: %v, want a 409 result matching gateway.ErrConflict", err)
+	}
+	opts.AcceptConflicts = true
+	if err := cloudevent.Wrap(g, b.run, opts)(t.Context(), order("m-4", "9 tables")); err != nil {
+		t.Fatalf("the same with AcceptConflicts: %v, want nil (an ack)", err)
+	}
+	if n := b.count("m-3") + b.count("m-4"); n != 0 {
+		t.Errorf("the function ran %d times for conflicting orders", n)
+	}
+	if diff := cmp.Diff([]string{"DEBUG won", "DEBUG duplicate", "ERROR conflict", "ERROR conflict"}, outcomes(logs.Take())); diff != "" {
+		t.Errorf("log lines (-want +got):\n%s", diff)
+	}
+}

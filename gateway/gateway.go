@@ -63,6 +63,11 @@ type Options struct {
 	// change the outcome.
 	OnDuplicate func(ctx context.Context, key string)
 
+	// OnConflict, if set, is called when Lock meets a key whose record
+	// keeps another payload's fingerprint (see FingerprintFunc), with both
+	// fingerprints. It is an observer, like OnDuplicate.
+	OnConflict func(ctx context.Context, key string, stored, got []byte)
+
 	// Disabled turns every guard into a logged pass-through: the work runs
 	// unguarded and the store is never called. It is meant for unit tests
 	// of handlers. The environment variable IDEMGATE_DISABLED=1 (or true,
@@ -103,6 +108,17 @@ type Options struct {
 	// MaxBodyBytes is the largest push body accepted; larger ones get 413.
 	// Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+
+	// Fingerprint, if set, fingerprints each delivery's payload so that a
+	// key reused for a different payload is a conflict (see
+	// FingerprintFunc). Default: none.
+	Fingerprint FingerprintFunc
+
+	// AcceptConflicts acknowledges a conflict as a duplicate (logged at
+	// ERROR) instead of refusing it. Default false: a conflict answers 409,
+	// a nack, so that the message ends in the dead-letter topic where a
+	// human sees it.
+	AcceptConflicts bool
 }
 
 // Gateway runs work at most once per key (Lock) or one at a time per key
@@ -176,7 +192,8 @@ func envTrue(v string) bool {
 }
 
 // RouteOptions are the settings of one push route. A zero field means the
-// Gateway's own (Options.Key, AllowUnguarded, MaxBodyBytes).
+// Gateway's own (Options.Key, AllowUnguarded, MaxBodyBytes, Fingerprint,
+// AcceptConflicts).
 type RouteOptions struct {
 	// Key resolves the idempotency key of the route's deliveries.
 	Key KeyFunc
@@ -186,6 +203,10 @@ type RouteOptions struct {
 	// MaxBodyBytes is the largest push body the route accepts; larger ones
 	// get 413.
 	MaxBodyBytes int64
+	// Fingerprint fingerprints the route's payloads (see FingerprintFunc).
+	Fingerprint FingerprintFunc
+	// AcceptConflicts acknowledges the route's conflicts as duplicates.
+	AcceptConflicts bool
 }
 
 // Route returns a Gateway for one push route, for its Idempotent and Push:
@@ -204,6 +225,12 @@ func (g *Gateway) Route(o RouteOptions) *Gateway {
 	}
 	if o.MaxBodyBytes > 0 {
 		r.opts.MaxBodyBytes = o.MaxBodyBytes
+	}
+	if o.Fingerprint != nil {
+		r.opts.Fingerprint = o.Fingerprint
+	}
+	if o.AcceptConflicts {
+		r.opts.AcceptConflicts = true
 	}
 	return &r
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/guard"
+	"github.com/idemgate/idemgate/store"
 )
 
 func init() {
@@ -26,7 +27,9 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 //   - A disabled gateway runs the work unguarded.
 //   - No key (d.KeyErr, or an empty Key): refused with ErrNoKey, or run
 //     unguarded if d.AllowUnguarded.
-//   - Otherwise work runs under Lock, and Lock's result becomes an outcome.
+//   - Otherwise work runs under Lock, with the payload's fingerprint when
+//     the route takes one, and Lock's result becomes an outcome; a
+//     conflict is logged by the route's policy (d.AcceptConflicts).
 //   - A panic in work is recovered (after Lock released the claim) and
 //     returned in the Result; the adapter answers it or panics again. A
 //     work that calls runtime.Goexit is logged; the guard cannot return.
@@ -44,6 +47,16 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	}
 	if lg.Enabled(ctx, slog.LevelDebug) {
 		start = time.Now()
+	}
+	var fp []byte
+	if d.Fingerprint != nil && d.Invalid == nil {
+		var err error
+		if fp, err = d.Fingerprint(d.Message); err == nil {
+			err = store.CheckFingerprint(fp)
+		}
+		if err != nil {
+			d.Invalid = fmt.Errorf("idemgate: fingerprint: %w", err)
+		}
 	}
 	if d.Invalid != nil {
 		g.tel.outcome(ctx, OutcomeRejected)
@@ -85,6 +98,9 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		g.tel.outcome(ctx, OutcomeNoKey)
 		outcome, err = OutcomeNoKey, fmt.Errorf("%w: %w", ErrNoKey, keyErr)
 	default:
+		if len(fp) > 0 {
+			ctx = store.WithFingerprint(ctx, fp)
+		}
 		outcome, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
@@ -92,10 +108,10 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	if d.Key != "" {
 		res.KeyAttr = g.keyAttr(d.Key)
 	}
+	g.logOutcome(ctx, lg, d, &res, keyErr, start)
 	if !ran {
 		res.Err = g.hideKey(d.Key, err)
 	}
-	g.logOutcome(ctx, lg, d, &res, keyErr, start)
 	return res
 }
 
@@ -125,6 +141,14 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		}
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: key held by another delivery; asking for a retry", outcome,
 			slog.Time("holder_lease_until", res.LeaseUntil))
+	case outcome == OutcomeConflict:
+		msg := "idemgate: key reused for a different payload; refusing it"
+		if d.AcceptConflicts {
+			msg = "idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"
+		}
+		ce, _ := res.Err.(*ConflictError)
+		g.logDelivery(ctx, lg, d, slog.LevelError, msg, outcome, slog.String("stored_fingerprint", shortFingerprint(ce.Stored)),
+			slog.String("fingerprint", shortFingerprint(ce.Got)), slog.Bool("done", ce.Done))
 	case outcome == OutcomeNoKey:
 		if cause == nil { // the store refused the key
 			cause = res.Err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,27 @@ func TestGuardOutcomes(t *testing.T) {
 		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: guard.Delivery{Key: "k"},
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
+		{name: "conflict with a done record", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
+			want:    guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
+		{name: "conflict with a holder", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			prepare: func(w *world) {
+				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
+			},
+			want: guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
+		{name: "conflict accepted", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
+			want:    guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"},
+		{name: "same payload is a duplicate", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order A")},
+			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
+			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "DEBUG idemgate: duplicate delivery acknowledged"},
+		{name: "a record without a fingerprint is a duplicate", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			prepare: func(w *world) { done(t, w.mem, "k") },
+			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "DEBUG idemgate: duplicate delivery acknowledged"},
+		{name: "fingerprint fails", delivery: guard.Delivery{Key: "k", Fingerprint: func(*pushenvelope.Message) ([]byte, error) { return nil, errWork }},
+			want: guard.Result{Outcome: "rejected"}, wantErr: errWork, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
+		{name: "fingerprint too long", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf(strings.Repeat("x", 33))},
+			want: guard.Result{Outcome: "rejected"}, wantErr: store.ErrInvalidFingerprint, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
 		{name: "rejected", delivery: guard.Delivery{Invalid: pushenvelope.ErrNotPush},
 			want: guard.Result{Outcome: "rejected"}, wantErr: pushenvelope.ErrNotPush, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
 	}
@@ -142,10 +164,18 @@ func TestGuardOutcomes(t *testing.T) {
 	}
 }
 
+// fingerprintOf is a fingerprint function that answers fp.
+func fingerprintOf(fp string) func(*pushenvelope.Message) ([]byte, error) {
+	return func(*pushenvelope.Message) ([]byte, error) { return []byte(fp), nil }
+}
+
 // done records key as done in st.
-func done(t *testing.T, st store.Store, key string) {
+func done(t *testing.T, st store.Store, key string) { doneWith(t, st, key, "") }
+
+// doneWith records key as done in st, keeping the fingerprint fp.
+func doneWith(t *testing.T, st store.Store, key, fp string) {
 	t.Helper()
-	c, err := st.Claim(t.Context(), key, time.Minute)
+	c, err := st.Claim(store.WithFingerprint(t.Context(), []byte(fp)), key, time.Minute)
 	if err == nil {
 		_, err = st.Complete(t.Context(), c)
 	}

@@ -11,8 +11,8 @@ import (
 // may walk it with errors.As), so neither the text nor any error in the
 // tree may hold the raw key.
 //
-// An *InProgressError is rebuilt with the digest as its Key, so
-// errors.As still finds it with its LeaseUntil. Any other cause (a store
+// An *InProgressError or a *ConflictError is rebuilt with the digest as
+// its Key, so errors.As still finds it with its other fields. Any other cause (a store
 // error, the store's refusal of the key) is replaced by a *hiddenKeyError:
 // its text is cause's with every occurrence of key replaced by the digest,
 // and errors.Is still matches what cause matched (ErrStore,
@@ -23,8 +23,13 @@ func (g *Gateway) hideKey(key string, cause error) error {
 		return cause
 	}
 	digest := g.keyText(key)
-	if ip, ok := cause.(*InProgressError); ok {
-		return &InProgressError{Key: digest, LeaseUntil: ip.LeaseUntil}
+	switch e := cause.(type) {
+	case *InProgressError:
+		return &InProgressError{Key: digest, LeaseUntil: e.LeaseUntil}
+	case *ConflictError:
+		hidden := *e
+		hidden.Key = digest
+		return &hidden
 	}
 	return &hiddenKeyError{
 		msg:   strings.ReplaceAll(cause.Error(), key, digest),

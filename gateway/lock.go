@@ -20,6 +20,10 @@ import (
 //   - The key's work is done: the OnDuplicate hook runs and Lock returns
 //     ErrDuplicate.
 //   - A live holder owns the key: Lock returns an *InProgressError.
+//   - The key's record keeps a payload fingerprint other than the one in
+//     ctx (store.WithFingerprint): the key was reused for another payload.
+//     The OnConflict hook runs and Lock returns a *ConflictError; fn does
+//     not run. Without a fingerprint on either side nothing is compared.
 //   - The store fails: Lock returns an error wrapping ErrStore; fn did not
 //     run.
 //
@@ -56,6 +60,12 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		return claimOutcome(err), err
 	}
 	fence = c.Fence
+	if c.Status != store.Won {
+		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
+			g.conflict(ctx, key, c.Fingerprint, fp, sc)
+			return OutcomeConflict, &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone}
+		}
+	}
 	switch c.Status {
 	case store.AlreadyDone:
 		g.duplicate(ctx, key, sc)
@@ -187,6 +197,19 @@ func (g *Gateway) duplicate(ctx context.Context, key string, sc scope) {
 		}
 	}()
 	g.opts.OnDuplicate(ctx, key)
+}
+
+// conflict runs the OnConflict hook, isolated from the caller.
+func (g *Gateway) conflict(ctx context.Context, key string, stored, got []byte, sc scope) {
+	if g.opts.OnConflict == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			sc.logAttrs(ctx, slog.LevelError, "idemgate: OnConflict hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
+		}
+	}()
+	g.opts.OnConflict(ctx, key, stored, got)
 }
 
 // passThrough runs fn unguarded (the Disabled switch).

@@ -24,6 +24,7 @@ const (
 	OutcomeUnguarded     Outcome = "unguarded"      // ran without a guard (disabled, or no key allowed)
 	OutcomeNoKey         Outcome = "no_key"         // refused: no key could be resolved
 	OutcomeRejected      Outcome = "rejected"       // refused: not a usable delivery (malformed, too large)
+	OutcomeConflict      Outcome = "conflict"       // the key was used for another payload
 )
 
 // String returns o's name.

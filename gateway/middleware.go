@@ -31,6 +31,8 @@ import (
 //	not a push delivery                400              nack (dead-lettered eventually)
 //	no key                             500              nack, unless AllowUnguarded
 //	body over MaxBodyBytes             413              nack
+//	key reused for another payload     409              nack, or 204 (ack) with AcceptConflicts
+//	(with a Fingerprint on the route)
 //
 // h's status is the verdict: it should answer non-2xx when its work failed.
 // It is held back with h's body until the claim is settled, so that a 2xx
@@ -88,7 +90,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	d := guard.Delivery{Form: "push", AllowUnguarded: g.opts.AllowUnguarded}
+	d := guard.Delivery{Form: "push", AllowUnguarded: g.opts.AllowUnguarded,
+		Fingerprint: g.opts.Fingerprint, AcceptConflicts: g.opts.AcceptConflicts}
 	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
@@ -100,7 +103,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 	}
 	rec := &recorder{ResponseWriter: w}
 	res := g.guard(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
-	answer(w, rec, &res)
+	answer(w, rec, &d, &res)
 }
 
 // allowed is the Allow header of a 405.
@@ -113,7 +116,7 @@ func allowed(pass http.Handler) string {
 
 // answer is the HTTP surface's table: the outcome of a delivery as the
 // status Pub/Sub reads (2xx acks, anything else nacks).
-func answer(w http.ResponseWriter, rec *recorder, res *guard.Result) {
+func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.Result) {
 	if res.Panic != nil {
 		if res.Panic == http.ErrAbortHandler {
 			panic(res.Panic) // the handler asked for the connection to be cut; nothing was sent
@@ -130,6 +133,12 @@ func answer(w http.ResponseWriter, rec *recorder, res *guard.Result) {
 		http.Error(w, res.Err.Error(), code)
 	case OutcomeDuplicate:
 		w.WriteHeader(http.StatusNoContent)
+	case OutcomeConflict:
+		if d.AcceptConflicts {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		http.Error(w, "idemgate: key reused for a different payload", http.StatusConflict)
 	case OutcomeInProgress:
 		if s := int(time.Until(res.LeaseUntil).Seconds()) + 1; s > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(s))

@@ -434,3 +434,25 @@ func TestPushRefusesGet(t *testing.T) {
 		t.Errorf("Allow = %q, want POST", got)
 	}
 }
+
+// With a fingerprint on the route, an order_id reused for another payload
+// answers 409 (a nack, so the message reaches the dead-letter topic), or
+// 204 with AcceptConflicts; the handler never runs for it.
+func TestIdempotentConflict(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	byOrder := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
+	srv := f.g.Route(byOrder).Idempotent(h)
+	order := map[string]string{"order_id": "7"}
+	wantStatus(t, deliver(t, srv, push("1", order, "2 chairs")), 200, "first order")
+	wantStatus(t, deliver(t, srv, push("2", order, "2 chairs")), 204, "the same order republished")
+	wantStatus(t, deliver(t, srv, push("3", order, "9 tables")), 409, "another order under the same order_id")
+	byOrder.AcceptConflicts = true
+	wantStatus(t, deliver(t, f.g.Route(byOrder).Idempotent(h), push("4", order, "9 tables")), 204, "the same, AcceptConflicts")
+	if n := h.runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+	if n := len(f.logs.Records().Outcome(gateway.OutcomeConflict).Level(slog.LevelError)); n != 2 {
+		t.Errorf("%d ERROR conflict lines, want 2:\n%s", n, f.logs.Records())
+	}
+}

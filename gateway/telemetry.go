@@ -30,7 +30,7 @@ var opNames = [opCount]string{"claim", "complete", "release", "extend"}
 
 var outcomeNames = []Outcome{
 	OutcomeWon, OutcomeDuplicate, OutcomeInProgress, OutcomeFailed, OutcomeFencedOut,
-	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey, OutcomeRejected,
+	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey, OutcomeRejected, OutcomeConflict,
 }
 
 // telemetry holds the OpenTelemetry instruments. With the default global

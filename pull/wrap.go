@@ -35,6 +35,13 @@ type Options struct {
 	// gateway.KeyFromMessageID.
 	Key gateway.KeyFunc
 
+	// Fingerprint, if set, fingerprints each message so that a key reused
+	// for a different payload is a conflict (see gateway.FingerprintFunc):
+	// nacked, so that it ends in the dead-letter topic, or acknowledged as
+	// a duplicate with AcceptConflicts. Default: none.
+	Fingerprint     gateway.FingerprintFunc
+	AcceptConflicts bool
+
 	// AllowUnguarded runs fn unguarded when no key can be resolved, instead
 	// of nacking the message. Default false (fail closed: the message is
 	// nacked, logged at ERROR, and ends in the dead-letter topic if the
@@ -88,6 +95,8 @@ type Options struct {
 //	fn panicked                     nack (after the claim was released); the panic goes on
 //	no key could be resolved        nack; ERROR (unless AllowUnguarded)
 //	the store failed                nack; ERROR
+//	key reused for another payload  nack, or ack with AcceptConflicts; ERROR
+//	(with Options.Fingerprint)
 //
 // fn must not Ack or Nack the message itself: the callback does, once fn's
 // outcome is settled in the store. fn's context carries the claim (see
@@ -138,7 +147,8 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 			m.Nack()
 		}
 	}()
-	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger}
+	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
+		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
 	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
 	settled = true
@@ -155,9 +165,10 @@ func (h *handler) settle(ctx context.Context, m *pubsub.Message, res *guard.Resu
 	case o == gateway.OutcomeInProgress:
 		h.hold(ctx, res.LeaseUntil)
 		h.nack(ctx, m, res)
-	case o == gateway.OutcomeDuplicate, res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
+	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
+		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
 		h.ack(ctx, m, res)
-	default: // failed, no_key, store_error
+	default: // failed, no_key, store_error, conflict
 		h.nack(ctx, m, res)
 	}
 }

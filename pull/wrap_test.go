@@ -347,3 +347,33 @@ func TestFencedOutTransactionIsAcked(t *testing.T) {
 		t.Errorf("deliveries, acks = %d, %d; want 1, 1", d, a)
 	}
 }
+
+// With Options.Fingerprint, an order_id reused for another payload is a
+// conflict: nacked (so it reaches the dead-letter topic), or acked as a
+// duplicate with AcceptConflicts; fn does not run for it.
+func TestConflictIsNackedOrAccepted(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		t.Run(fmt.Sprint("AcceptConflicts=", accept), func(t *testing.T) {
+			f := newFixture(t, setup{})
+			var runs counter
+			first := f.publish("2 chairs", "order_id", "7")
+			stop := f.receive(f.sub, pull.Wrap(f.g, func(_ context.Context, m *pubsub.Message) error {
+				runs.inc(m.ID)
+				return nil
+			}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"),
+				Fingerprint: gateway.FingerprintPayload, AcceptConflicts: accept}))
+			waitOutcome(t, f.logs, gateway.OutcomeWon, first, 1)
+			other := f.publish("9 tables", "order_id", "7")
+			if accept {
+				waitOutcome(t, f.logs, gateway.OutcomeConflict, other, 1)
+				f.waitAcked(other)
+			} else {
+				waitOutcome(t, f.logs, gateway.OutcomeConflict, other, 2) // nacked, so delivered again
+			}
+			stop()
+			if n := runs.get(other); n != 0 {
+				t.Errorf("fn ran %d times for the conflicting order", n)
+			}
+		})
+	}
+}

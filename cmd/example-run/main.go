@@ -16,6 +16,13 @@
 //	                 see docs/security.md); unset: no verification in-app
 //	IDEMGATE_METRICS stdout: write OpenTelemetry metrics as JSON to stderr
 //	                 every minute (and at exit); empty: none
+//	IDEMGATE_ORDERS_FINGERPRINT
+//	                 reject or accept: fingerprint the payloads of /orders, so
+//	                 that an order_id reused for a different order is a
+//	                 conflict, refused with 409 (reject: it reaches the
+//	                 dead-letter topic) or acknowledged as a duplicate and
+//	                 logged (accept); empty (default): no fingerprint, and a
+//	                 reused order_id is a duplicate
 //
 // Routes:
 //

@@ -138,9 +138,10 @@ func TestExampleRunSupplierFailureNacks(t *testing.T) {
 
 func TestExampleRunBadConfig(t *testing.T) {
 	for env, want := range map[string]string{
-		"IDEMGATE_STORE=nosuch://x": "nosuch",
-		"IDEMGATE_LEASE=soon":       "IDEMGATE_LEASE",
-		"LOG_LEVEL=loud":            "LOG_LEVEL",
+		"IDEMGATE_STORE=nosuch://x":       "nosuch",
+		"IDEMGATE_LEASE=soon":             "IDEMGATE_LEASE",
+		"IDEMGATE_ORDERS_FINGERPRINT=yes": "IDEMGATE_ORDERS_FINGERPRINT",
+		"LOG_LEVEL=loud":                  "LOG_LEVEL",
 	} {
 		k, v, _ := strings.Cut(env, "=")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -176,5 +177,40 @@ func TestExampleRunPushAuth(t *testing.T) {
 	}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "PUSH_") {
 		t.Fatalf("an audience without a service account: run = %v, want an error naming PUSH_*", err)
+	}
+}
+
+// IDEMGATE_ORDERS_FINGERPRINT turns on the payload fingerprint of /orders:
+// an order_id reused for another order is refused with 409 (reject) or
+// acknowledged as a duplicate (accept); the same order republished stays a
+// duplicate. Without it, a reused order_id is a duplicate (the default
+// contract).
+func TestExampleRunOrdersFingerprint(t *testing.T) {
+	other := func(id string) string {
+		b, _ := json.Marshal(map[string]any{
+			"message":      map[string]any{"messageId": id, "data": base64.StdEncoding.EncodeToString([]byte(`{"order":2}`)), "attributes": map[string]string{"order_id": "o-7"}},
+			"subscription": "projects/p/subscriptions/s",
+		})
+		return string(b)
+	}
+	for setting, want := range map[string]int{"": 204, "reject": 409, "accept": 204} {
+		t.Run("IDEMGATE_ORDERS_FINGERPRINT="+setting, func(t *testing.T) {
+			sup := &supplier{hits: map[string]int{}}
+			ss := httptest.NewServer(sup)
+			defer ss.Close()
+			base := start(t, map[string]string{"SUPPLIER_URL": ss.URL, "IDEMGATE_ORDERS_FINGERPRINT": setting})
+			if code := post(t, base+"/orders", pushBody("1", map[string]string{"order_id": "o-7"})); code != 200 {
+				t.Fatalf("POST /orders = %d, want 200", code)
+			}
+			if code := post(t, base+"/orders", pushBody("2", map[string]string{"order_id": "o-7"})); code != 204 {
+				t.Fatalf("the same order republished = %d, want 204", code)
+			}
+			if code := post(t, base+"/orders", other("3")); code != want {
+				t.Fatalf("another order under o-7 = %d, want %d", code, want)
+			}
+			if n := sup.count("order_id:o-7"); n != 1 {
+				t.Fatalf("supplier got o-7 %d times, want 1", n)
+			}
+		})
 	}
 }

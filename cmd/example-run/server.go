@@ -35,7 +35,11 @@ func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) 
 		return nil, err
 	}
 	byMessage := g.Route(gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
-	byOrder := g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}
+	if cfg.OrdersFingerprint != "" {
+		orders.Fingerprint, orders.AcceptConflicts = gateway.FingerprintPayload, cfg.OrdersFingerprint == "accept"
+	}
+	byOrder := g.Route(orders)
 	byUpdate := g.Route(gateway.RouteOptions{Key: prefixed("po-update:", gateway.KeyFromMessageID)})
 
 	send := func(ctx context.Context, m *pushenvelope.Message) error {

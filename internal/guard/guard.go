@@ -40,6 +40,12 @@ type Delivery struct {
 	KeyErr error
 	// AllowUnguarded runs the work unguarded when there is no key.
 	AllowUnguarded bool
+	// Fingerprint, if set, fingerprints the payload (gateway.FingerprintFunc);
+	// an error rejects the delivery.
+	Fingerprint func(*pushenvelope.Message) ([]byte, error)
+	// AcceptConflicts logs a conflict as accepted: the adapter acknowledges
+	// it as a duplicate instead of refusing it.
+	AcceptConflicts bool
 	// Logger receives the delivery's log line; nil means the gateway's.
 	Logger *slog.Logger
 }
