@@ -32,7 +32,7 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-func charge(context.Context) error                 { return nil }
+func charge(context.Context) error             { return nil }
 func placeOrder(context.Context, []byte) error { return nil }
 
 var shipped int // shipOrder's runs
