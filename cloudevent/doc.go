@@ -46,6 +46,8 @@
 //	fn panicked                           500   nack; the claim is released
 //	the store failed                      503   nack; fn did not run
 //	no key (e.g. a missing attribute)     500   nack, unless AllowUnguarded
+//	the key was used for another payload
+//	(with Options.Fingerprint)            409   nack, or 200 (ack) with AcceptConflicts
 //	messagePublished data that is not
 //	a Pub/Sub message                     400   nack; fn did not run
 //
