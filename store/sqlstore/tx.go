@@ -15,6 +15,10 @@ import (
 // transactions given to [Store.CompleteTx] on it.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Dialect returns the dialect the store speaks, for code that writes its
+// own statements next to the store's (placeholders, DDL).
+func (s *Store) Dialect() Dialect { return s.dialect }
+
 // CompleteTx records c done inside tx, a transaction of the caller's, so
 // that the record turns DONE exactly when tx commits: the business writes
 // of the same transaction and the completion are kept or lost together.
