@@ -160,18 +160,7 @@ func benchmarkCompleteTxOn(b *testing.B, db *sql.DB, workers, round int) {
 		if err != nil {
 			return err
 		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() // a no-op after Commit
-		if err := s.CompleteTx(ctx, tx, c); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, insert, c.Key, i); err != nil {
-			return err
-		}
-		return tx.Commit()
+		return insertCompleted(ctx, db, s, c, insert, c.Key, i)
 	}
 	separate := func(ctx context.Context, i int64) error {
 		c, err := claim(ctx, i)

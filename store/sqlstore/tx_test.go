@@ -1,6 +1,8 @@
 package sqlstore_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -102,4 +104,22 @@ func TestCompleteTxFoundRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// insertCompleted is the transactional write of a message: in one
+// transaction, CompleteTx first, then the business INSERT with args; it
+// commits when both succeed and rolls back otherwise.
+func insertCompleted(ctx context.Context, db *sql.DB, s *sqlstore.Store, c store.Claim, insert string, args ...any) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := s.CompleteTx(ctx, tx, c); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, insert, args...); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

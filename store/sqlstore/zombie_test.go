@@ -126,18 +126,7 @@ func runZombies(t *testing.T, db *sql.DB, seed uint64, transactional bool) zombi
 		return func(ctx context.Context) error {
 			stall()
 			c, _ := gateway.ClaimFromContext(ctx)
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback() // a no-op after Commit
-			if err := s.CompleteTx(ctx, tx, c); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, insert, msg); err != nil {
-				return err
-			}
-			return tx.Commit()
+			return insertCompleted(ctx, db, s, c, insert, msg)
 		}
 	}
 
