@@ -36,9 +36,10 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // here but returned for the caller to roll back (and retry the
 // transaction, or let the delivery be retried).
 //
-// The store's table must be in the database tx runs on: a transaction on
-// another database fails with the database's "no such table" error and
-// completes nothing.
+// The store's table must be in the database tx runs on, next to the
+// business tables: a transaction on another database fails with the
+// database's error for a missing table (not ErrFenced) and completes
+// nothing.
 //
 // Call CompleteTx first in the transaction, before the business writes. It
 // locks the record's row until tx ends, so a holder that lost its key
