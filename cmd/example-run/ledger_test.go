@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql" // driver "mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // driver "sqlite"
@@ -38,13 +39,29 @@ func TestExampleRunLedger(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		table := "igt_" + strings.ToLower(rand.Text()[:16])
 		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		base := start(t, map[string]string{"IDEMGATE_STORE": dsn + sep + "table=" + table})
+		base := start(t, map[string]string{"IDEMGATE_STORE": withTable(dsn, table)})
 		checkLedger(t, base, db, "$1")
 	})
+	t.Run("MariaDB", func(t *testing.T) {
+		dsn := testenv.MySQLDSN(t)
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		table := "igt_" + strings.ToLower(rand.Text()[:16])
+		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
+		base := start(t, map[string]string{"IDEMGATE_STORE": withTable("mysql://"+dsn, table)})
+		checkLedger(t, base, db, "?")
+	})
+}
+
+// withTable adds the store URL parameter table to rawURL.
+func withTable(rawURL, table string) string {
+	if strings.Contains(rawURL, "?") {
+		return rawURL + "&table=" + table
+	}
+	return rawURL + "?table=" + table
 }
 
 // checkLedger delivers one message to /ledger twice and expects one row.
