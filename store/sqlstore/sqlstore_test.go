@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/sqlstore"
@@ -40,10 +41,19 @@ func TestConformance(t *testing.T) {
 			if b.dialect == sqlstore.SQLite {
 				conns = 1 // as the package documentation advises
 			}
-			db := b.open(t, conns)
-			inTx := inSQLTx(db)
+			var (
+				db   *sql.DB
+				inTx inTxFunc
+			)
 			if b.pgxTx {
-				inTx = inPgxTx(pgxPool(t))
+				// As docs/stores/sql.md advises: the store's *sql.DB on
+				// the application's pgx pool.
+				pool := pgxPool(t)
+				db, inTx = stdlib.OpenDBFromPool(pool), inPgxTx(pool)
+				t.Cleanup(func() { db.Close() })
+			} else {
+				db = b.open(t, conns)
+				inTx = inSQLTx(db)
 			}
 			storetest.Run(t, storetest.Config{
 				NewStore: func(t testing.TB, s storetest.Setup) store.Store {
@@ -58,11 +68,11 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// inTx is storetest.Config.InTx.
-type inTx = func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
+// inTxFunc is the type of storetest.Config.InTx.
+type inTxFunc = func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
 
 // inSQLTx runs the suite's transactions on db, completing with CompleteTx.
-func inSQLTx(db *sql.DB) inTx {
+func inSQLTx(db *sql.DB) inTxFunc {
 	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -77,7 +87,7 @@ func inSQLTx(db *sql.DB) inTx {
 
 // inPgxTx runs the suite's transactions on pool, completing with
 // CompletePgxTx.
-func inPgxTx(pool *pgxpool.Pool) inTx {
+func inPgxTx(pool *pgxpool.Pool) inTxFunc {
 	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
