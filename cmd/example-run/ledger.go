@@ -42,10 +42,16 @@ func newLedger(ctx context.Context, st store.Store, log *slog.Logger) (*ledger, 
 	case sqlstore.MySQL, sqlstore.MariaDB:
 		ddl = "CREATE TABLE IF NOT EXISTS " + ledgerTable + " (message_id TEXT NOT NULL, amount TEXT NOT NULL, data LONGBLOB NOT NULL) ENGINE = InnoDB"
 	}
-	if _, err := s.DB().ExecContext(ctx, ddl); err != nil {
-		return nil, fmt.Errorf("create the /ledger table %s: %w", ledgerTable, err)
+	// Instances that start together may race on the DDL (PostgreSQL can
+	// fail the loser of two concurrent CREATE TABLE IF NOT EXISTS); the
+	// next attempt finds the table.
+	var err error
+	for range 3 {
+		if _, err = s.DB().ExecContext(ctx, ddl); err == nil {
+			return l, nil
+		}
 	}
-	return l, nil
+	return nil, fmt.Errorf("create the /ledger table %s: %w", ledgerTable, err)
 }
 
 // record is the body of POST /ledger. It completes the claim first, which
