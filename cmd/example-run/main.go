@@ -31,6 +31,13 @@
 //	                  a producer that publishes one order twice)
 //	POST /po-updates  de-duplicates on the messageId and serializes the
 //	                  updates of one po_id attribute with a Mutex
+//	POST /ledger      de-duplicates on the messageId; with a SQL store, writes
+//	                  one row (message_id, the amount attribute, data) to the
+//	                  table example_ledger, created at start-up if absent, and
+//	                  records the message done in the same transaction
+//	                  (sqlstore's CompleteTx), so a delivery that lost its
+//	                  claim writes nothing; with any other store it answers
+//	                  501 (Pub/Sub retries, then dead-letters)
 //	GET  /healthz     200 when serving
 //
 // Logs are JSON lines with Cloud Logging's "severity" field. SIGTERM (Cloud
@@ -81,7 +88,7 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 		return err
 	}
 	defer st.Close()
-	h, err := newServer(st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
+	h, err := newServer(ctx, st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func prefixed(prefix string, k gateway.KeyFunc) gateway.KeyFunc {
 
 // newServer builds the routes. bare serves the same action without any
 // guard; it exists only to measure the guard's cost (docs/benchmarks.md).
-func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
+func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
 	sup := example.NewSupplier(cfg.SupplierURL, log)
 	g, err := gateway.New(st, &gateway.Options{Lease: cfg.Lease, Logger: log})
 	if err != nil {
@@ -70,6 +70,16 @@ func newServer(st store.Store, cfg example.Config, log *slog.Logger, bare bool) 
 	mux.Handle("POST /", byMessage.Push(send))
 	mux.Handle("POST /orders", byOrder.Push(send))
 	mux.Handle("POST /po-updates", byUpdate.Idempotent(pushHandler(update)))
+	l, err := newLedger(ctx, st, log)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		mux.HandleFunc("POST /ledger", noLedger)
+		return mux, nil
+	}
+	byLedger := g.Route(gateway.RouteOptions{Key: prefixed("ledger:", gateway.KeyFromMessageID)})
+	mux.Handle("POST /ledger", byLedger.Push(l.record))
 	return mux, nil
 }
 

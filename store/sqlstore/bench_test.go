@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -110,4 +111,72 @@ func newBaseline(b testing.TB, db *sql.DB, d sqlstore.Dialect) baseline {
 	}
 	b.Cleanup(func() { db.ExecContext(testenv.Context(b), "DROP TABLE IF EXISTS "+table) })
 	return base
+}
+
+// BenchmarkCompleteTxPostgreSQL compares the two ways a fresh message can
+// write a business row and complete its claim, each after its Claim: the
+// subject in one transaction (BEGIN, CompleteTx, the INSERT, COMMIT: one
+// commit, four round trips), the baseline as two statements that each
+// commit on their own (the INSERT, then Complete: two commits, two round
+// trips), as a body under Lock does without CompleteTx. 32 workers, rounds
+// of 1024 messages (benchratio.Compare).
+func BenchmarkCompleteTxPostgreSQL(b *testing.B) {
+	benchmarkCompleteTxOn(b, postgresBackend.open(b, benchWorkers), benchWorkers, 32*benchWorkers)
+}
+
+// BenchmarkCompleteTxNetworkPostgreSQL is BenchmarkCompleteTxPostgreSQL
+// behind the Toxiproxy proxy of BenchmarkNetworkPostgreSQL, where round
+// trips rather than commits set the pace.
+func BenchmarkCompleteTxNetworkPostgreSQL(b *testing.B) {
+	for _, d := range testenv.NetworkDelays() {
+		b.Run(d.Name, func(b *testing.B) {
+			pr := newProxied(b, postgresBackend)
+			pr.proxy.Latency(b, testenv.Upstream, d.OneWay)
+			pr.proxy.Latency(b, testenv.Downstream, d.OneWay)
+			benchmarkCompleteTxOn(b, openDB(b, pr.c, networkWorkers), networkWorkers, 64*networkWorkers)
+		})
+	}
+}
+
+func benchmarkCompleteTxOn(b *testing.B, db *sql.DB, workers, round int) {
+	ctx := testenv.Context(b)
+	s := newStore(b, db, sqlstore.PostgreSQL, nil)
+	ledger := uniqueTable()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE `+ledger+` (msg text NOT NULL, amount bigint NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.ExecContext(testenv.Context(b), "DROP TABLE IF EXISTS "+ledger) })
+	insert := `INSERT INTO ` + ledger + ` (msg, amount) VALUES ($1, $2)`
+	prefix := rand.Text()[:10] + "-"
+	claim := func(ctx context.Context, i int64) (store.Claim, error) {
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute)
+		if err == nil && c.Status != store.Won {
+			err = fmt.Errorf("fresh message: Claim = %v", c.Status)
+		}
+		return c, err
+	}
+	inTx := func(ctx context.Context, i int64) error {
+		c, err := claim(ctx, i)
+		if err != nil {
+			return err
+		}
+		return insertCompleted(ctx, db, s, c, insert, c.Key, i)
+	}
+	separate := func(ctx context.Context, i int64) error {
+		c, err := claim(ctx, i)
+		if err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, insert, c.Key, i); err != nil {
+			return err
+		}
+		ok, err := s.Complete(ctx, c)
+		if err == nil && !ok {
+			err = errors.New("Complete of a fresh claim answered false")
+		}
+		return err
+	}
+	b.Run("Ratio", func(b *testing.B) {
+		benchratio.Compare(b, workers, round, inTx, separate)
+	})
 }

@@ -1,8 +1,8 @@
 // Package sqlstore is a [store.Store] that keeps its records in a SQL
 // table, through database/sql: PostgreSQL, MySQL, MariaDB or SQLite.
 //
-// The store writes SQL for one [Dialect] and imports no driver; open the
-// *sql.DB with the driver of your choice and hand it over:
+// The store writes SQL for one [Dialect] and imports no database/sql
+// driver; open the *sql.DB with the driver of your choice and hand it over:
 //
 //	db, err := sql.Open("pgx", "postgres://app@db:5432/app") // import _ "github.com/jackc/pgx/v5/stdlib"
 //	…
@@ -37,6 +37,16 @@
 // COMMITTED) switches for good to a Claim in which losers write nothing;
 // READ COMMITTED, the default, remains the level to give the store's user
 // (see the docs).
+//
+// # Completing inside your transaction
+//
+// When the side effect is a row in the same database as the records,
+// [Store.CompleteTx] records a claim done inside the caller's *sql.Tx
+// ([Store.CompletePgxTx] inside a pgx.Tx), fence-checked, so that the
+// business rows and DONE commit together or not at all. A holder that lost
+// its key to a takeover gets an error matching store.ErrFenced and rolls
+// back: its writes never land, where a separate Complete could only refuse
+// to record work already written.
 //
 // # Drivers
 //

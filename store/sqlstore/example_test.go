@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	_ "modernc.org/sqlite" // driver "sqlite"
 
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -87,4 +89,70 @@ func ExampleStore_PurgeExpired() {
 		}
 		log.Printf("idemgate purge: %d expired records deleted", n)
 	}
+}
+
+// A body of the gateway's Lock that writes a payment and records its key
+// done in one transaction, on the database of the store's table. A holder
+// that stalled past its lease and lost the key to another delivery gets
+// store.ErrFenced from CompleteTx, and its transaction rolls back: the
+// payment is written once, however the deliveries race.
+func ExampleStore_CompleteTx() {
+	dir, err := os.MkdirTemp("", "idemgate-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE payments (id TEXT NOT NULL, cents INTEGER NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+	s, err := sqlstore.New(db, sqlstore.SQLite, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := s.CreateTable(ctx); err != nil {
+		log.Fatal(err)
+	}
+	g, err := gateway.New(s, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	err = g.Lock(ctx, "payment-42", func(ctx context.Context) error {
+		c, _ := gateway.ClaimFromContext(ctx)
+		return withTx(ctx, db, func(tx *sql.Tx) error {
+			if err := s.CompleteTx(ctx, tx, c); err != nil {
+				return err // first: a holder that lost its key gets store.ErrFenced, writes nothing
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO payments (id, cents) VALUES (?, 1250)", c.Key)
+			return err
+		}) // the payment and DONE commit together, or neither does
+	})
+
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n); err != nil {
+		log.Fatal(err)
+	}
+	dup, err2 := s.Claim(ctx, "payment-42", time.Minute)
+	fmt.Println(err, n, dup.Status, err2)
+	// Output: <nil> 1 already_done <nil>
+}
+
+// withTx runs fn in a transaction of db, which commits when fn returns nil
+// and rolls back otherwise.
+func withTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
 }

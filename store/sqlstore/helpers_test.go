@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 
@@ -31,6 +32,9 @@ type backend struct {
 	// noWrite starts PostgreSQL stores on the Claim that writes only when
 	// it wins, which they otherwise take only above READ COMMITTED.
 	noWrite bool
+	// pgxTx runs the conformance suite's transactions through pgx's own
+	// API rather than database/sql.
+	pgxTx bool
 }
 
 // The MySQL dialect runs on the MariaDB server: it is written for both.
@@ -82,6 +86,18 @@ func postgresConnector(t testing.TB) driver.Connector {
 		t.Fatal(err)
 	}
 	return stdlib.GetConnector(*cfg)
+}
+
+// pgxPool returns a pgx pool on the PostgreSQL test database, closed when
+// t ends.
+func pgxPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(testenv.Context(t), testenv.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 func mysqlConnector(params string) func(t testing.TB) driver.Connector {

@@ -176,6 +176,7 @@ func TestNetFaultLatency(t *testing.T) {
 				},
 				RealClock: true,
 				Tick:      tick,
+				InTx:      inSQLTx(db),
 			})
 		})
 	}

@@ -36,6 +36,7 @@ const (
 // in a SQL table. It is safe for concurrent use.
 type Store struct {
 	db       *sql.DB
+	dialect  Dialect
 	spec     spec
 	table    table
 	q        statements
@@ -79,7 +80,7 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	case o.TTL == 0:
 		o.TTL = defaultTTL
 	}
-	s := &Store{db: db, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL))}
+	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL))}
 	if sp.prepare {
 		s.prepared = new(stmtCache)
 	}
@@ -192,13 +193,7 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 		if err != nil {
 			return err
 		}
-		if s.spec.mysql {
-			id, err := res.LastInsertId()
-			done = id != 0
-			return err
-		}
-		n, err := res.RowsAffected()
-		done = n > 0
+		done, err = s.completed(res)
 		return err
 	})
 	if err != nil {

@@ -1,9 +1,15 @@
 package sqlstore_test
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/sqlstore"
@@ -20,10 +26,13 @@ func TestConformance(t *testing.T) {
 	// prepared statements instead of interpolated parameters.
 	// PostgreSQL once more on the Claim it switches to above READ
 	// COMMITTED.
+	// PostgreSQL once more with the transactional cases run through pgx's
+	// own API (CompletePgxTx).
 	more := []backend{
 		{name: "MariaDB-prepared", dialect: sqlstore.MariaDB, connector: mysqlConnector("")},
 		{name: "MySQL-prepared", dialect: sqlstore.MySQL, connector: mysqlConnector("")},
 		pgNoWriteBackend,
+		{name: "PostgreSQL-pgxtx", dialect: sqlstore.PostgreSQL, connector: postgresConnector, pgxTx: true},
 	}
 	for _, b := range append(backends, more...) {
 		t.Run(b.name, func(t *testing.T) {
@@ -32,7 +41,20 @@ func TestConformance(t *testing.T) {
 			if b.dialect == sqlstore.SQLite {
 				conns = 1 // as the package documentation advises
 			}
-			db := b.open(t, conns)
+			var (
+				db   *sql.DB
+				inTx inTxFunc
+			)
+			if b.pgxTx {
+				// As docs/stores/sql.md advises: the store's *sql.DB on
+				// the application's pgx pool.
+				pool := pgxPool(t)
+				db, inTx = stdlib.OpenDBFromPool(pool), inPgxTx(pool)
+				t.Cleanup(func() { db.Close() })
+			} else {
+				db = b.open(t, conns)
+				inTx = inSQLTx(db)
+			}
 			storetest.Run(t, storetest.Config{
 				NewStore: func(t testing.TB, s storetest.Setup) store.Store {
 					return b.store(t, db, &sqlstore.Options{TTL: s.TTL})
@@ -40,8 +62,41 @@ func TestConformance(t *testing.T) {
 				RealClock: true,
 				Tick:      tick,
 				EdgeLease: 2 * time.Millisecond,
+				InTx:      inTx,
 			})
 		})
+	}
+}
+
+// inTxFunc is the type of storetest.Config.InTx.
+type inTxFunc = func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
+
+// inSQLTx runs the suite's transactions on db, completing with CompleteTx.
+func inSQLTx(db *sql.DB) inTxFunc {
+	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(func(c store.Claim) error { return st.(*sqlstore.Store).CompleteTx(ctx, tx, c) }); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+		return tx.Commit()
+	}
+}
+
+// inPgxTx runs the suite's transactions on pool, completing with
+// CompletePgxTx.
+func inPgxTx(pool *pgxpool.Pool) inTxFunc {
+	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := fn(func(c store.Claim) error { return st.(*sqlstore.Store).CompletePgxTx(ctx, tx, c) }); err != nil {
+			return errors.Join(err, tx.Rollback(ctx))
+		}
+		return tx.Commit(ctx)
 	}
 }
 

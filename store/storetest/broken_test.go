@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,9 @@ type bugs struct {
 	keepsTokenOnRelease  bool
 	perFieldClaim        bool
 	keepsFingerprint     bool // a takeover or a Release keeps the old fingerprint
+	txIgnoresFence       bool // CompleteTx completes whatever the fence
+	txOutsideTx          bool // CompleteTx writes at once, not on commit
+	noInTx               bool // a CompleteTx method, but no Config.InTx
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -226,6 +230,64 @@ func (s *model) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	return store.Claim{Key: c.Key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil}, nil
 }
 
+// modelTx is a transaction of the model: its writes wait in it, and are
+// applied, under the model's lock, when it commits.
+type modelTx struct{ pending []func() }
+
+// CompleteTx records c done in tx. The fence is checked now, as a SQL
+// UPDATE checks it when it runs, and again when tx commits, where a
+// database would have held the row's lock in between.
+func (s *model) CompleteTx(ctx context.Context, tx *modelTx, c store.Claim) error {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return err
+	}
+	k := s.key(c.Key)
+	owns := func() bool { // called with s.mu held
+		r, ok := s.m[k]
+		return ok && (r.fence == c.Fence || s.bugs.txIgnoresFence) && s.now().Before(r.expiry)
+	}
+	apply := func() {
+		r := s.m[k]
+		if owns() && !r.done {
+			r.done, r.expiry = true, s.now().Add(s.ttl)
+			s.m[k] = r
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !owns() {
+		return store.ErrFenced
+	}
+	if s.bugs.txOutsideTx {
+		apply()
+		return nil
+	}
+	tx.pending = append(tx.pending, apply)
+	return nil
+}
+
+// inTx is Config.InTx for the model: fn's completions apply when it
+// returns nil, and vanish otherwise.
+func inTx(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
+	s, ok := st.(*model)
+	if n, hidden := st.(noExtend); hidden {
+		s, ok = n.s, true
+	}
+	if !ok {
+		return fmt.Errorf("inTx: %T is not the model", st)
+	}
+	tx := &modelTx{}
+	if err := fn(func(c store.Claim) error { return s.CompleteTx(ctx, tx, c) }); err != nil {
+		return err // rolled back: the pending writes are dropped
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, apply := range tx.pending {
+		apply()
+	}
+	return nil
+}
+
 // noExtend hides Extend.
 type noExtend struct{ s *model }
 
@@ -238,13 +300,17 @@ func (n noExtend) Complete(ctx context.Context, c store.Claim) (bool, error) {
 func (n noExtend) Release(ctx context.Context, c store.Claim) error { return n.s.Release(ctx, c) }
 
 func modelConfig(b bugs) Config {
-	return Config{NewStore: func(t testing.TB, s Setup) store.Store {
+	cfg := Config{NewStore: func(t testing.TB, s Setup) store.Store {
 		m := &model{m: map[string]rec{}, now: s.Now, ttl: s.TTL, bugs: b}
 		if b.noExtend {
 			return noExtend{m}
 		}
 		return m
 	}}
+	if !b.noInTx {
+		cfg.InTx = inTx
+	}
+	return cfg
 }
 
 func TestModelPasses(t *testing.T) {
@@ -286,6 +352,9 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"re-affirms a released claim", bugs{keepsTokenOnRelease: true}, []string{"ReleasedTokenNotReaffirmed"}},
 		{"decides a takeover per field", bugs{perFieldClaim: true}, []string{"LeaseEdgeTakeovers"}},
 		{"keeps an old fingerprint", bugs{keepsFingerprint: true}, []string{"Fingerprints"}},
+		{"CompleteTx ignores the fence", bugs{txIgnoresFence: true}, []string{"TxCompleteFenced"}},
+		{"CompleteTx writes outside the transaction", bugs{txOutsideTx: true}, []string{"TxCompleteRollsBack"}},
+		{"CompleteTx untested (no InTx)", bugs{noInTx: true}, []string{"CompleteTxNeedsInTx"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
