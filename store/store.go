@@ -81,6 +81,9 @@ type Claim struct {
 	Fingerprint []byte
 }
 
-// ErrFenced is returned by [Extender.Extend] when the claim no longer owns its
-// record.
+// ErrFenced is returned (or wrapped) by [Extender.Extend], and by the
+// CompleteTx methods of the stores that can complete a claim inside the
+// caller's transaction, when the claim no longer owns its record. A body
+// that returns it from a fenced-out transaction is acknowledged by the
+// gateway: nothing was written, and the new holder owns the work.
 var ErrFenced = errors.New("store: claim fenced out")
