@@ -41,6 +41,15 @@ var cases = []testCase{
 	{"LeaseEdgeTakeovers", longTTL, leaseEdgeTakeovers},
 	{"Linearizable", longTTL, linearizable},
 	{"CompleteTxNeedsInTx", longTTL, txConfigured},
+	{"InspectAbsent", longTTL, inspectAbsent},
+	{"InspectClaimed", longTTL, inspectClaimed},
+	{"InspectDone", longTTL, inspectDone},
+	{"InspectReleasedOrLapsed", longTTL, inspectReleased},
+	{"InspectExpired", shortTTL, inspectExpired},
+	{"InspectForgetArguments", longTTL, inspectArguments},
+	{"ForgetClaimed", longTTL, forgetClaimed},
+	{"ForgetDone", longTTL, forgetDone},
+	{"ForgetAbsent", longTTL, forgetAbsent},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke
