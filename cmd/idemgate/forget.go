@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const forgetHelp = `Forget frees each KEY at once, whatever its state, so that the next
+delivery of its message runs the work again. It breaks the guarantee for
+those keys on purpose. The record is not deleted: it becomes a released
+claim one fence higher, so a holder still at work is fenced out (its
+completion is refused) and fences never restart.
+
+Forget shows the records first and asks for confirmation on stdin, unless
+-yes is given. Keys without a live record have nothing to forget.
+`
+
+func (c *cli) forget(ctx context.Context, args []string) int {
+	fs, cm := c.flags("forget", "KEY…", forgetHelp, time.Minute)
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
+	defer cancel()
+	if err := checkKeys(fs.Args()); err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	x, closeStore, err := c.openInspector(ctx, cm)
+	if err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	defer closeStore()
+
+	// 1. Show what would be forgotten.
+	var live []string
+	for _, key := range fs.Args() {
+		r, ok, err := x.Inspect(ctx, key)
+		if err != nil {
+			return c.fail(ctx, cm, err)
+		}
+		if !ok {
+			fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record)\n", key)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%q: %s, %s, fence %d\n", key, r.State, status(r, ok), r.Fence)
+		live = append(live, key)
+	}
+	if len(live) == 0 {
+		return exitOK
+	}
+	// 2. Confirm.
+	if !*yes {
+		fmt.Fprintf(c.stdout, "Forget %d record(s)? The next delivery of each runs its work again. [y/N] ", len(live))
+		line, _ := c.stdin.ReadString('\n') // EOF or an error: no answer, no
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(c.stdout)
+			fmt.Fprintln(c.stderr, "idemgate: not confirmed; nothing forgotten (-yes skips the question)")
+			return exitProblem
+		}
+	}
+	// 3. Forget, each in one atomic step of the store.
+	for _, key := range live {
+		ok, err := x.Forget(ctx, key)
+		if err != nil {
+			return c.fail(ctx, cm, err)
+		}
+		if ok {
+			fmt.Fprintf(c.stdout, "%q: forgotten: the next delivery runs the work\n", key)
+		} else {
+			fmt.Fprintf(c.stdout, "%q: nothing to forget any more (the record expired meanwhile)\n", key)
+		}
+	}
+	return exitOK
+}
