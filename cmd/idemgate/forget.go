@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 const forgetHelp = `Forget frees each KEY at once, whatever its state, so that the next
@@ -23,55 +26,48 @@ func (c *cli) forget(ctx context.Context, args []string) int {
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
-	defer cancel()
-	if err := checkKeys(fs.Args()); err != nil {
-		return c.fail(ctx, cm, err)
-	}
-	x, closeStore, err := c.openInspector(ctx, cm)
-	if err != nil {
-		return c.fail(ctx, cm, err)
-	}
-	defer closeStore()
-
-	// 1. Show what would be forgotten.
-	var live []string
-	for _, key := range fs.Args() {
-		r, ok, err := x.Inspect(ctx, key)
-		if err != nil {
-			return c.fail(ctx, cm, err)
+	return c.withKeys(ctx, cm, fs.Args(), func(ctx context.Context, x store.Inspector, keys []string) error {
+		// 1. Show what would be forgotten.
+		var live []string
+		for _, key := range keys {
+			r, ok, err := x.Inspect(ctx, key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record)\n", key)
+				continue
+			}
+			fmt.Fprintf(c.stdout, "%q: %s, %s, fence %d\n", key, r.State, status(r, ok), r.Fence)
+			live = append(live, key)
 		}
-		if !ok {
-			fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record)\n", key)
-			continue
+		if len(live) == 0 {
+			return nil
 		}
-		fmt.Fprintf(c.stdout, "%q: %s, %s, fence %d\n", key, r.State, status(r, ok), r.Fence)
-		live = append(live, key)
-	}
-	if len(live) == 0 {
-		return exitOK
-	}
-	// 2. Confirm.
-	if !*yes {
-		fmt.Fprintf(c.stdout, "Forget %d record(s)? The next delivery of each runs its work again. [y/N] ", len(live))
-		line, _ := c.stdin.ReadString('\n') // EOF or an error: no answer, no
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			fmt.Fprintln(c.stdout)
-			fmt.Fprintln(c.stderr, "idemgate: not confirmed; nothing forgotten (-yes skips the question)")
-			return exitProblem
+		// 2. Confirm.
+		if !*yes {
+			fmt.Fprintf(c.stdout, "Forget %d record(s)? The next delivery of each runs its work again. [y/N] ", len(live))
+			line, _ := c.stdin.ReadString('\n') // EOF or an error: no answer, no
+			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+				fmt.Fprintln(c.stdout)
+				return errNotConfirmed
+			}
 		}
-	}
-	// 3. Forget, each in one atomic step of the store.
-	for _, key := range live {
-		ok, err := x.Forget(ctx, key)
-		if err != nil {
-			return c.fail(ctx, cm, err)
+		// 3. Forget, each in one atomic step of the store.
+		for _, key := range live {
+			ok, err := x.Forget(ctx, key)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fmt.Fprintf(c.stdout, "%q: forgotten: the next delivery runs the work\n", key)
+			} else {
+				fmt.Fprintf(c.stdout, "%q: nothing to forget any more (the record expired meanwhile)\n", key)
+			}
 		}
-		if ok {
-			fmt.Fprintf(c.stdout, "%q: forgotten: the next delivery runs the work\n", key)
-		} else {
-			fmt.Fprintf(c.stdout, "%q: nothing to forget any more (the record expired meanwhile)\n", key)
-		}
-	}
-	return exitOK
+		return nil
+	})
 }
+
+// errNotConfirmed ends a forget that was not confirmed.
+var errNotConfirmed = errors.New("not confirmed; nothing forgotten (-yes skips the question)")

@@ -28,33 +28,25 @@ func (c *cli) inspect(ctx context.Context, args []string) int {
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
-	defer cancel()
-	if err := checkKeys(fs.Args()); err != nil {
-		return c.fail(ctx, cm, err)
-	}
-	x, closeStore, err := c.openInspector(ctx, cm)
-	if err != nil {
-		return c.fail(ctx, cm, err)
-	}
-	defer closeStore()
-	for i, key := range fs.Args() {
-		r, ok, err := x.Inspect(ctx, key)
-		if err != nil {
-			return c.fail(ctx, cm, err)
-		}
-		if *asJSON {
-			if err := json.NewEncoder(c.stdout).Encode(toJSON(key, r, ok)); err != nil {
-				return c.fail(ctx, cm, err)
+	return c.withKeys(ctx, cm, fs.Args(), func(ctx context.Context, x store.Inspector, keys []string) error {
+		for i, key := range keys {
+			r, ok, err := x.Inspect(ctx, key)
+			if err != nil {
+				return err
 			}
-			continue
+			if *asJSON {
+				if err := json.NewEncoder(c.stdout).Encode(toJSON(key, r, ok)); err != nil {
+					return err
+				}
+				continue
+			}
+			if i > 0 {
+				fmt.Fprintln(c.stdout)
+			}
+			writeRecord(c.stdout, key, r, ok)
 		}
-		if i > 0 {
-			fmt.Fprintln(c.stdout)
-		}
-		writeRecord(c.stdout, key, r, ok)
-	}
-	return exitOK
+		return nil
+	})
 }
 
 // status says in one word what the next delivery of r's message meets; ok

@@ -207,23 +207,32 @@ func checkKeys(keys []string) error {
 	return nil
 }
 
-// openInspector opens cm's store for inspect and forget. A SQL store's
-// table must be in place: these commands create nothing.
-func (c *cli) openInspector(ctx context.Context, cm *common) (store.Inspector, func(), error) {
+// withKeys runs fn, within cm's timeout, on the Inspector of cm's store
+// and keys, and returns the exit status. inspect and forget need a SQL
+// store's table in place: they create nothing.
+func (c *cli) withKeys(ctx context.Context, cm *common, keys []string, fn func(context.Context, store.Inspector, []string) error) int {
+	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
+	defer cancel()
+	err := checkKeys(keys)
+	if err != nil {
+		return c.fail(ctx, cm, err)
+	}
 	o, err := c.open(ctx, cm)
 	if err != nil {
-		return nil, nil, err
+		return c.fail(ctx, cm, err)
 	}
-	if err := tableReady(ctx, o); err != nil {
-		o.Close()
-		return nil, nil, err
-	}
+	defer o.Close()
 	x, err := inspector(o)
-	if err != nil {
-		o.Close()
-		return nil, nil, err
+	if err == nil {
+		err = tableReady(ctx, o)
 	}
-	return x, func() { o.Close() }, nil
+	if err == nil {
+		err = fn(ctx, x, keys)
+	}
+	if err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	return exitOK
 }
 
 // tableOwner is a store kept in a table (sqlstore).

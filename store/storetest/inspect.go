@@ -22,6 +22,17 @@ func inspector(e *env) (store.Inspector, error) {
 	return x, nil
 }
 
+// inspectorAndClaim returns the store's Inspector and a claim won on key
+// for a long lease.
+func inspectorAndClaim(e *env, key string) (store.Inspector, store.Claim, error) {
+	x, err := inspector(e)
+	if err != nil {
+		return nil, store.Claim{}, err
+	}
+	c, err := e.claim(key, long, store.Won, "first Claim must win")
+	return x, c, err
+}
+
 // inspect calls Inspect and fails on error or when the record's presence
 // is not want.
 func (e *env) inspect(x store.Inspector, key string, want bool, rule string) (store.Record, error) {
@@ -84,11 +95,7 @@ func inspectAbsent(e *env) error {
 }
 
 func inspectClaimed(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
@@ -122,11 +129,7 @@ func inspectClaimed(e *env) error {
 }
 
 func inspectDone(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
@@ -161,11 +164,7 @@ func inspectDone(e *env) error {
 }
 
 func inspectReleased(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
@@ -201,11 +200,7 @@ func inspectReleased(e *env) error {
 }
 
 func inspectExpired(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
@@ -223,11 +218,7 @@ func inspectExpired(e *env) error {
 }
 
 func forgetClaimed(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
@@ -274,11 +265,7 @@ func forgetClaimed(e *env) error {
 }
 
 func forgetDone(e *env) error {
-	x, err := inspector(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	x, a, err := inspectorAndClaim(e, "k")
 	if err != nil {
 		return err
 	}
