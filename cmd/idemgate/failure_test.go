@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,5 +136,38 @@ func TestCheckEviction(t *testing.T) {
 	r = idemgate(t, "", "check", "-store", url)
 	if r.code != exitOK || !strings.Contains(r.stdout, "ok    eviction  maxmemory-policy noeviction") {
 		t.Errorf("check of a noeviction Redis = %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// cancellingReader is an operator who interrupts (cancel) instead of
+// answering: its Read blocks until released.
+type cancellingReader struct {
+	cancel  context.CancelFunc
+	release chan struct{}
+}
+
+func (r cancellingReader) Read([]byte) (int, error) {
+	r.cancel()
+	<-r.release
+	return 0, io.EOF
+}
+
+// TestForgetInterrupted: an interrupt while forget waits for its answer
+// forgets nothing and ends the command.
+func TestForgetInterrupted(t *testing.T) {
+	url := "redis://" + testenv.RedisAddr(t) + "/0?prefix=" + unique() + ":"
+	s := seed(t, url)
+	ctx, cancel := context.WithCancel(t.Context())
+	stdin := cancellingReader{cancel: cancel, release: make(chan struct{})}
+	defer close(stdin.release)
+	var out, errs bytes.Buffer
+	code := run(ctx, []string{"forget", "-store", url, "held"}, stdin, &out, &errs)
+	r := result{code, out.String(), errs.String()}
+	if r.code != exitProblem || !strings.Contains(r.stdout, "[y/N]") {
+		t.Errorf("forget interrupted = %d, stdout %q; want 1 after the question", r.code, r.stdout)
+	}
+	r.oneErrorLine(t, "interrupted; nothing forgotten")
+	if ok, err := s.st.Complete(t.Context(), s.held); !ok || err != nil {
+		t.Errorf("the holder's Complete after an interrupted forget = %v, %v; want true", ok, err)
 	}
 }

@@ -13,7 +13,8 @@
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
 // datastore://project, firestore://project; see docs/operations.md), and
-// -timeout, which bounds the whole command, connecting included.
+// -timeout, which bounds the whole command, connecting included (but not
+// the time forget's question waits for an answer).
 //
 // Exit status: 0 when the command did what was asked (inspect found the
 // records or their absence; check found no problem); 1 when check found a
@@ -71,7 +72,8 @@ Every command takes:
   -store URL       the store (default $IDEMGATE_STORE): redis://host:6379/0,
                    postgres://…, mysql://user:pass@tcp(host:3306)/db,
                    sqlite:///path/file.db, datastore://project, firestore://project
-  -timeout D       bound on the whole command, connecting included
+  -timeout D       bound on the whole command, connecting included (forget's
+                   question waits for its answer regardless)
 
 Run "idemgate COMMAND -h" for a command's flags.
 
@@ -130,7 +132,7 @@ func (c *cli) flags(name, args, help string, timeout time.Duration) (*flag.FlagS
 	fs.SetOutput(c.stderr)
 	var cm common
 	fs.StringVar(&cm.store, "store", os.Getenv(storeEnv), "store `URL` (default $"+storeEnv+")")
-	fs.DurationVar(&cm.timeout, "timeout", timeout, "bound on the whole command, connecting included")
+	fs.DurationVar(&cm.timeout, "timeout", timeout, "bound on the whole command, connecting included (not the wait for forget's answer)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgate %s [flags] %s\n\n%s\nFlags:\n", name, args, help)
 		fs.PrintDefaults()
