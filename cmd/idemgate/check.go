@@ -106,22 +106,8 @@ func (c *cli) check(ctx context.Context, args []string) int {
 
 	// 3. The clock.
 	if s, ok := o.Store.(clocked); ok {
-		before := time.Now()
-		now, err := s.Now(ctx)
-		after := time.Now()
-		if err != nil {
+		if err := r.clock(ctx, s, *maxSkew); err != nil {
 			r.fail("clock", "%v", c.explain(ctx, cm, err))
-		} else {
-			skew := now.Sub(before.Add(after.Sub(before) / 2))
-			// The store's clock is read somewhere in the round trip, to the
-			// millisecond: that bounds what can be known.
-			margin := after.Sub(before)/2 + time.Millisecond
-			msg := fmt.Sprintf("the store's clock is %s this machine's (±%v)", skewWords(skew), margin.Round(time.Millisecond))
-			if skew.Abs()-margin > *maxSkew {
-				r.fail("clock", "%s, more than -max-skew %v: fix the clocks' synchronisation (NTP)", msg, *maxSkew)
-			} else {
-				r.ok("clock", "%s; the store decides on its own clock", msg)
-			}
 		}
 	} else {
 		r.info("clock", "skew not measurable: this store decides on each process's own clock, so keep the service's clocks synchronised (and see SkewMargin in docs/stores/%s.md)", o.Name)
@@ -141,6 +127,28 @@ func (c *cli) check(ctx context.Context, args []string) int {
 		}
 	}
 	return r.done()
+}
+
+// clock measures the skew of s's clock against this machine's and reports
+// a problem when it exceeds maxSkew by more than the measurement can tell.
+func (r *report) clock(ctx context.Context, s clocked, maxSkew time.Duration) error {
+	before := time.Now()
+	now, err := s.Now(ctx)
+	after := time.Now()
+	if err != nil {
+		return err
+	}
+	skew := now.Sub(before.Add(after.Sub(before) / 2))
+	// The store's clock is read somewhere in the round trip, to the
+	// millisecond: that bounds what can be known.
+	margin := after.Sub(before)/2 + time.Millisecond
+	msg := fmt.Sprintf("the store's clock is %s this machine's (±%v)", skewWords(skew), margin.Round(time.Millisecond))
+	if skew.Abs()-margin > maxSkew {
+		r.fail("clock", "%s, more than -max-skew %v: fix the clocks' synchronisation (NTP)", msg, maxSkew)
+		return nil
+	}
+	r.ok("clock", "%s; the store decides on its own clock", msg)
+	return nil
 }
 
 // done prints the verdict and returns the exit status.

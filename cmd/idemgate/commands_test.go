@@ -36,6 +36,9 @@ var backends = []backend{
 	{name: "Redis", clock: true, url: func(t *testing.T) string {
 		return "redis://" + testenv.RedisAddr(t) + "/0?prefix=" + unique() + ":"
 	}},
+	{name: "RedisCluster", clock: true, url: func(t *testing.T) string {
+		return "redis+cluster://" + strings.Join(testenv.RedisClusterAddrs(t), ",") + "?prefix=" + unique() + ":"
+	}},
 	{name: "PostgreSQL", purges: true, clock: true, url: func(t *testing.T) string {
 		return withParam(testenv.PostgresDSN(t), "table", unique())
 	}},
