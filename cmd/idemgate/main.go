@@ -131,7 +131,9 @@ func (c *cli) flags(name, args, help string, timeout time.Duration) (*flag.FlagS
 	fs := flag.NewFlagSet("idemgate "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	var cm common
-	fs.StringVar(&cm.store, "store", os.Getenv(storeEnv), "store `URL` (default $"+storeEnv+")")
+	// The default is read in open, not here: the help must not print a
+	// URL that may hold a password.
+	fs.StringVar(&cm.store, "store", "", "store `URL` (default $"+storeEnv+")")
 	fs.DurationVar(&cm.timeout, "timeout", timeout, "bound on the whole command, connecting included (not the wait for forget's answer)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgate %s [flags] %s\n\n%s\nFlags:\n", name, args, help)
@@ -159,6 +161,9 @@ var errUsage = errors.New("usage")
 
 // open opens the store of cm for an operator's command, within ctx.
 func (c *cli) open(ctx context.Context, cm *common) (*storeurl.Opened, error) {
+	if cm.store == "" {
+		cm.store = os.Getenv(storeEnv)
+	}
 	switch u := strings.TrimSpace(cm.store); {
 	case u == "":
 		return nil, fmt.Errorf("%w: no store: give -store URL or set %s", errUsage, storeEnv)

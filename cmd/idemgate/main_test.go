@@ -99,3 +99,12 @@ func TestStoreFromEnvironment(t *testing.T) {
 		t.Fatalf("inspect with the store in %s = %d, %q, %q; want the key absent", storeEnv, r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestHelpHidesTheStoreURL(t *testing.T) {
+	t.Setenv(storeEnv, "postgres://app:s3cret@db:5432/orders")
+	for _, cmd := range []string{"inspect", "forget", "purge", "check"} {
+		if r := idemgate(t, "", cmd, "-h"); strings.Contains(r.stdout+r.stderr, "s3cret") {
+			t.Errorf("%s -h prints the store URL from %s, password included:\n%s", cmd, storeEnv, r.stderr)
+		}
+	}
+}
