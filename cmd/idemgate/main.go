@@ -170,11 +170,7 @@ func (c *cli) open(ctx context.Context, cm *common) (*storeurl.Opened, error) {
 	case strings.HasPrefix(u, "memory://"), strings.HasPrefix(u, "mem://"):
 		return nil, fmt.Errorf("%w: %s is the store of one process, which no other process can see: give the URL of the shared store your service uses", errUsage, u)
 	}
-	o, err := storeurl.OpenExisting(ctx, cm.store)
-	if err != nil {
-		return nil, err
-	}
-	return o, nil
+	return storeurl.OpenExisting(ctx, cm.store)
 }
 
 // fail prints err on one line and returns the exit status it calls for.
