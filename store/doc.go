@@ -28,13 +28,17 @@
 //	any other                     Release   —                  unchanged   —            same
 //	CLAIMED                       Extend    fence matches      extended    Claim        same
 //	any other                     Extend    —                  unchanged   ErrFenced    same
+//	CLAIMED or DONE, unexpired    Forget    —                  reclaimable true         +1
+//	absent, or now ≥ expiresAt    Forget    —                  unchanged   false        same
 //
 // On Won the store sets leaseUntil = now + lease and expiresAt = leaseUntil +
 // ttl. Complete sets expiresAt = now + ttl. Release sets leaseUntil = now, so
 // the next Claim wins at once. Extend sets leaseUntil = now + lease and moves
 // expiresAt to at least leaseUntil + ttl. The ttl is a setting of the store
 // (one hour by default in every store of this module); the lease is chosen
-// per call.
+// per call. Forget, the operator's action of the optional [Inspector], is a
+// Release that asks for no fence and frees a DONE record too: the state
+// becomes CLAIMED, the token empties and leaseUntil = now.
 //
 // # Fencing
 //

@@ -29,12 +29,12 @@ const sqlPingTimeout = 10 * time.Second
 //
 // The parameter table names the store's table ("name" or "schema.name",
 // default idemgate_records); every other parameter goes to the driver. The
-// table is created when it is missing. MySQL connections interpolate
+// table is created when it is missing, if create is set. MySQL connections interpolate
 // parameters unless the URL sets interpolateParams (one round trip per
 // statement instead of two), and MariaDB 10.5 or later gets the MariaDB
 // dialect. SQLite gets WAL mode and a 5s busy timeout unless the URL sets
 // its own _pragma parameters, and one connection.
-func openSQL(ctx context.Context, scheme, rawURL string) (*Opened, error) {
+func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, error) {
 	shown := redactURL(rawURL)
 	dsn, table, err := cutTableParam(scheme, rawURL)
 	if err != nil {
@@ -44,7 +44,7 @@ func openSQL(ctx context.Context, scheme, rawURL string) (*Opened, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
-	st, err := openSQLStore(ctx, db, scheme, table)
+	st, err := openSQLStore(ctx, db, scheme, table, create)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", shown, err)
@@ -97,8 +97,9 @@ func openDB(scheme, dsn string) (*sql.DB, error) {
 	return nil, fmt.Errorf("not a SQL scheme: %q", scheme)
 }
 
-// openSQLStore pings db, picks the dialect and makes sure the table exists.
-func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string) (*sqlstore.Store, error) {
+// openSQLStore pings db, picks the dialect and, if create is set, makes
+// sure the table exists.
+func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string, create bool) (*sqlstore.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, sqlPingTimeout)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
@@ -118,6 +119,9 @@ func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string) (*sqlst
 	st, err := sqlstore.New(db, dialect, &sqlstore.Options{Table: table})
 	if err != nil {
 		return nil, err
+	}
+	if !create {
+		return st, nil
 	}
 	if err := st.CreateTable(ctx); err != nil {
 		return nil, err

@@ -31,8 +31,21 @@ type Opened struct {
 	Close func() error
 }
 
-// Open opens the store named by rawURL. An empty URL means memory://.
+// Open opens the store named by rawURL. An empty URL means memory://. A
+// SQL store's table is created when it is missing.
 func Open(ctx context.Context, rawURL string) (*Opened, error) {
+	return open(ctx, rawURL, true)
+}
+
+// OpenExisting opens the store named by rawURL as Open does, but never
+// creates anything: a missing SQL table stays missing, for a tool that must
+// report it (cmd/idemgate) rather than create it.
+func OpenExisting(ctx context.Context, rawURL string) (*Opened, error) {
+	return open(ctx, rawURL, false)
+}
+
+// open opens rawURL; create says whether a missing SQL table is created.
+func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 	if rawURL == "" {
 		rawURL = "memory://"
 	}
@@ -52,7 +65,7 @@ func Open(ctx context.Context, rawURL string) (*Opened, error) {
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		o, err = openRedis(ctx, rawURL)
 	case "postgres", "postgresql", "mysql", "sqlite":
-		o, err = openSQL(ctx, scheme, rawURL)
+		o, err = openSQL(ctx, scheme, rawURL, create)
 	case "datastore":
 		o, err = openDatastore(ctx, rawURL)
 	case "firestore":

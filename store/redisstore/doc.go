@@ -45,7 +45,8 @@
 // # Round trips
 //
 // Each operation is one EVALSHA of its own script (claim.lua, complete.lua,
-// release.lua, extend.lua), atomic on its one key. A fresh message costs two
+// release.lua, extend.lua, and inspect.lua and forget.lua for the
+// operator's [Store.Inspect] and [Store.Forget]), atomic on its one key. A fresh message costs two
 // commands (Claim, Complete) and a duplicate one. After a restart, a failover
 // or SCRIPT FLUSH the first call of each script gets NOSCRIPT and is sent
 // again as EVAL, which caches it. go-redis may retry a command whose reply

@@ -40,6 +40,7 @@ type Store struct {
 	spec     spec
 	table    table
 	q        statements
+	ttl      int64      // milliseconds
 	prepared *stmtCache // nil: statements are sent as text
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
@@ -80,7 +81,7 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	case o.TTL == 0:
 		o.TTL = defaultTTL
 	}
-	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL))}
+	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL)), ttl: ceilMillis(o.TTL)}
 	if sp.prepare {
 		s.prepared = new(stmtCache)
 	}

@@ -31,6 +31,9 @@ type bugs struct {
 	txIgnoresFence       bool // CompleteTx completes whatever the fence
 	txOutsideTx          bool // CompleteTx writes at once, not on commit
 	noInTx               bool // a CompleteTx method, but no Config.InTx
+	forgetDeletes        bool // Forget removes the record: the fence restarts at 1
+	forgetKeepsFence     bool // Forget frees the key without bumping the fence
+	inspectShowsExpired  bool // Inspect reports a record past its expiry
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -288,6 +291,53 @@ func inTx(ctx context.Context, st store.Store, fn func(complete func(store.Claim
 	return nil
 }
 
+func (s *model) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return store.Record{}, false, err
+	}
+	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
+		return store.Record{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r, ok := s.m[s.key(key)]
+	if !ok || (!now.Before(r.expiry) && !s.bugs.inspectShowsExpired) {
+		return store.Record{}, false, nil
+	}
+	out := store.Record{Key: key, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp}
+	if r.done {
+		out.State, out.Token, out.CompletedAt = store.Done, "", r.expiry.Add(-s.ttl)
+	}
+	return out, true, nil
+}
+
+func (s *model) Forget(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return false, err
+	}
+	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r, ok := s.m[s.key(key)]
+	if !ok || !now.Before(r.expiry) {
+		return false, nil
+	}
+	if s.bugs.forgetDeletes {
+		delete(s.m, s.key(key))
+		return true, nil
+	}
+	if !s.bugs.forgetKeepsFence {
+		r.fence++
+	}
+	r.done, r.token, r.fp, r.leaseUntil = false, "", nil, now
+	s.m[s.key(key)] = r
+	return true, nil
+}
+
 // noExtend hides Extend.
 type noExtend struct{ s *model }
 
@@ -355,6 +405,9 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"CompleteTx ignores the fence", bugs{txIgnoresFence: true}, []string{"TxCompleteFenced"}},
 		{"CompleteTx writes outside the transaction", bugs{txOutsideTx: true}, []string{"TxCompleteRollsBack"}},
 		{"CompleteTx untested (no InTx)", bugs{noInTx: true}, []string{"CompleteTxNeedsInTx"}},
+		{"forget deletes the record", bugs{forgetDeletes: true}, []string{"ForgetClaimed", "ForgetDone"}},
+		{"forget keeps the fence", bugs{forgetKeepsFence: true}, []string{"ForgetClaimed", "ForgetDone"}},
+		{"inspect shows an expired record", bugs{inspectShowsExpired: true}, []string{"InspectExpired"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

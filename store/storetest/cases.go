@@ -42,6 +42,15 @@ var cases = []testCase{
 	{"Linearizable", longTTL, linearizable},
 	{"CompleteTxNeedsInTx", longTTL, txConfigured},
 	{"Fingerprints", longTTL, fingerprintRules},
+	{"InspectAbsent", longTTL, inspectAbsent},
+	{"InspectClaimed", longTTL, inspectClaimed},
+	{"InspectDone", longTTL, inspectDone},
+	{"InspectReleasedOrLapsed", longTTL, inspectReleased},
+	{"InspectExpired", shortTTL, inspectExpired},
+	{"InspectForgetArguments", longTTL, inspectArguments},
+	{"ForgetClaimed", longTTL, forgetClaimed},
+	{"ForgetDone", longTTL, forgetDone},
+	{"ForgetAbsent", longTTL, forgetAbsent},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke

@@ -102,6 +102,33 @@ func fingerprintRules(e *env) error {
 		return err
 	}
 
+	// Inspect shows it; Forget, a forced Release, clears it.
+	x, ok := e.s.(store.Inspector)
+	if !ok {
+		return violated("%T does not implement store.Inspector", e.s)
+	}
+	if _, err := e.claimCtx(with(fpA), "i", long, store.Won, "first Claim must win"); err != nil {
+		return err
+	}
+	for _, step := range []struct {
+		forget bool
+		want   []byte
+		rule   string
+	}{{false, fpA, "Inspect must show the kept fingerprint"}, {true, nil, "Forget must clear the fingerprint, as Release does"}} {
+		if step.forget {
+			if _, err := x.Forget(e.ctx, "i"); err != nil {
+				return fmt.Errorf("Forget: %w", err)
+			}
+		}
+		r, _, err := x.Inspect(e.ctx, "i")
+		if err != nil {
+			return fmt.Errorf("Inspect: %w", err)
+		}
+		if !bytes.Equal(r.Fingerprint, step.want) {
+			return violated("%s: Inspect's Fingerprint = %x, want %x", step.rule, r.Fingerprint, step.want)
+		}
+	}
+
 	// Too long: refused before anything is written.
 	if _, err := e.s.Claim(with(make([]byte, store.MaxFingerprintLen+1)), "long", long); !errors.Is(err, store.ErrInvalidFingerprint) {
 		return violated("Claim with a %d-byte fingerprint = %v, want an error matching store.ErrInvalidFingerprint", store.MaxFingerprintLen+1, err)

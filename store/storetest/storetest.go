@@ -38,6 +38,11 @@
 // failure names the key, lists its calls and writes porcupine's
 // visualization to a temporary file.
 //
+// The Inspect and Forget cases require store.Inspector of every store, as
+// the Extend cases require store.Extender: Inspect reports each state with
+// its fields and an expired record as absent, and Forget frees a claimed or
+// done key at once with a higher fence, fencing out its old holder.
+//
 // A store that can record a claim done inside the caller's own transaction
 // (a CompleteTx method, so that the business write and the completion
 // commit together) sets Config.InTx, and the suite adds the TxComplete

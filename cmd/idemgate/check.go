@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/store/redisstore"
+)
+
+const checkHelp = `Check verifies, as far as the store can tell, that it is ready for the
+service: it connects, looks for the SQL table and its index, reads a
+record, measures the skew of the store's clock against this machine's
+where the store has a readable clock (SQL, Redis), and reads Redis's
+maxmemory-policy. It writes nothing. Run it in the deploy pipeline
+before rolling out: it exits 1 when it finds a problem.
+`
+
+// probeKey is the key check reads to prove that records can be read. It
+// is only read, never written.
+const probeKey = "idemgate-check-probe"
+
+// clocked is a store with a readable clock of its own (sqlstore, redisstore).
+type clocked interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// evicting is a store that can read its server's eviction policy
+// (redisstore).
+type evicting interface {
+	CheckEviction(ctx context.Context) error
+}
+
+// report prints check's findings and counts the problems.
+type report struct {
+	c        *cli
+	problems int
+}
+
+func (r *report) ok(what, format string, args ...any) { r.line("ok", what, format, args...) }
+func (r *report) info(what, format string, args ...any) {
+	r.line("info", what, format, args...)
+}
+func (r *report) fail(what, format string, args ...any) {
+	r.problems++
+	r.line("FAIL", what, format, args...)
+}
+func (r *report) line(level, what, format string, args ...any) {
+	fmt.Fprintf(r.c.stdout, "%-5s %-9s %s\n", level, what, oneLine(fmt.Sprintf(format, args...)))
+}
+
+func (c *cli) check(ctx context.Context, args []string) int {
+	fs, cm := c.flags("check", "", checkHelp, 30*time.Second)
+	maxSkew := fs.Duration("max-skew", 2*time.Second, "largest skew of the store's clock against this machine's that passes")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(c.stderr, "idemgate: check takes no arguments")
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
+	defer cancel()
+	r := &report{c: c}
+	o, err := c.open(ctx, cm)
+	if errors.Is(err, errUsage) {
+		return c.fail(ctx, cm, err)
+	}
+	if err != nil {
+		r.fail("store", "%v", c.explain(ctx, cm, err))
+		return r.done()
+	}
+	defer o.Close()
+	r.ok("store", "%s store opened", o.Name)
+
+	// 1. The table, where there is one.
+	if t, ok := o.Store.(tableOwner); ok {
+		switch exists, err := t.TableExists(ctx); {
+		case err != nil:
+			r.fail("table", "%v", c.explain(ctx, cm, err))
+			return r.done()
+		case !exists:
+			r.fail("table", "%v", errNoTable)
+			return r.done()
+		}
+		r.ok("table", "table and index in place")
+	} else {
+		r.info("table", "%s keeps records without a schema: nothing to create", o.Name)
+	}
+
+	// 2. A read, which also proves the store is reachable where opening
+	// it did no I/O (Datastore, Firestore).
+	x, err := inspector(o)
+	if err == nil {
+		_, _, err = x.Inspect(ctx, probeKey)
+	}
+	if err != nil {
+		r.fail("read", "%v", c.explain(ctx, cm, err))
+		return r.done()
+	}
+	r.ok("read", "records readable")
+
+	// 3. The clock.
+	if s, ok := o.Store.(clocked); ok {
+		if err := r.clock(ctx, s, *maxSkew); err != nil {
+			r.fail("clock", "%v", c.explain(ctx, cm, err))
+		}
+	} else {
+		r.info("clock", "skew not measurable: this store decides on each process's own clock, so keep the service's clocks synchronised (and see SkewMargin in docs/stores/%s.md)", o.Name)
+	}
+
+	// 4. Redis's eviction policy.
+	if s, ok := o.Store.(evicting); ok {
+		err := s.CheckEviction(ctx)
+		var ev *redisstore.EvictionError
+		switch {
+		case err == nil:
+			r.ok("eviction", "maxmemory-policy noeviction")
+		case errors.As(err, &ev) && allowsEviction(cm.store):
+			r.info("eviction", "maxmemory-policy %s%s may evict records, accepted by allow_eviction=true in the store URL", ev.Policy, onAddr(ev.Addr))
+		default:
+			r.fail("eviction", "%v", c.explain(ctx, cm, err))
+		}
+	}
+	return r.done()
+}
+
+// clock measures the skew of s's clock against this machine's and reports
+// a problem when it exceeds maxSkew by more than the measurement can tell.
+func (r *report) clock(ctx context.Context, s clocked, maxSkew time.Duration) error {
+	before := time.Now()
+	now, err := s.Now(ctx)
+	after := time.Now()
+	if err != nil {
+		return err
+	}
+	skew := now.Sub(before.Add(after.Sub(before) / 2))
+	// The store's clock is read somewhere in the round trip, to the
+	// millisecond: that bounds what can be known.
+	margin := after.Sub(before)/2 + time.Millisecond
+	msg := fmt.Sprintf("the store's clock is %s this machine's (±%v)", skewWords(skew), margin.Round(time.Millisecond))
+	if skew.Abs()-margin > maxSkew {
+		r.fail("clock", "%s, more than -max-skew %v: fix the clocks' synchronisation (NTP)", msg, maxSkew)
+		return nil
+	}
+	r.ok("clock", "%s; the store decides on its own clock", msg)
+	return nil
+}
+
+// done prints the verdict and returns the exit status.
+func (r *report) done() int {
+	if r.problems > 0 {
+		fmt.Fprintf(r.c.stdout, "check: %d problem(s) found\n", r.problems)
+		return exitProblem
+	}
+	fmt.Fprintln(r.c.stdout, "check: no problem found")
+	return exitOK
+}
+
+// explain adds to err that the command ran out of time, when it did.
+func (c *cli) explain(ctx context.Context, cm *common, err error) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("%v (no answer within -timeout %v)", err, cm.timeout)
+	}
+	return err.Error()
+}
+
+// skewWords says how far ahead or behind a clock is.
+func skewWords(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	switch {
+	case d > 0:
+		return fmt.Sprintf("%v ahead of", d)
+	case d < 0:
+		return fmt.Sprintf("%v behind", -d)
+	}
+	return "level with"
+}
+
+// onAddr is " on addr", or nothing for a lone server.
+func onAddr(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return " on " + addr
+}
+
+// allowsEviction reports whether a Redis store URL sets allow_eviction,
+// which made opening it skip the eviction check.
+func allowsEviction(rawURL string) bool {
+	_, query, _ := strings.Cut(rawURL, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return false
+	}
+	ok, _ := strconv.ParseBool(q.Get("allow_eviction"))
+	return ok
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/storeurl"
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
+)
+
+// backend is a real store the commands run against.
+type backend struct {
+	name string
+	// url returns the URL of a fresh, isolated store on the backend.
+	url func(t *testing.T) string
+	// purges says that the store needs purge (SQL).
+	purges bool
+	// clock says that check can measure the store's clock.
+	clock bool
+}
+
+// withParam appends name=value to rawURL's query.
+func withParam(rawURL, name, value string) string {
+	sep := "?"
+	if strings.Contains(rawURL[strings.LastIndex(rawURL, "/")+1:], "?") {
+		sep = "&"
+	}
+	return rawURL + sep + name + "=" + value
+}
+
+var backends = []backend{
+	{name: "Redis", clock: true, url: func(t *testing.T) string {
+		return "redis://" + testenv.RedisAddr(t) + "/0?prefix=" + unique() + ":"
+	}},
+	{name: "RedisCluster", clock: true, url: func(t *testing.T) string {
+		return "redis+cluster://" + strings.Join(testenv.RedisClusterAddrs(t), ",") + "?prefix=" + unique() + ":"
+	}},
+	{name: "PostgreSQL", purges: true, clock: true, url: func(t *testing.T) string {
+		return withParam(testenv.PostgresDSN(t), "table", unique())
+	}},
+	{name: "MariaDB", purges: true, clock: true, url: func(t *testing.T) string {
+		return withParam("mysql://"+testenv.MySQLDSN(t), "table", unique())
+	}},
+	{name: "SQLite", purges: true, clock: true, url: func(t *testing.T) string {
+		return "sqlite://" + filepath.Join(t.TempDir(), "records.db")
+	}},
+	{name: "Datastore", url: func(t *testing.T) string {
+		testenv.DatastoreEmulatorHost(t) // fails or skips when there is none
+		return "datastore://idemgate-test?namespace=" + unique()
+	}},
+	{name: "Firestore", url: func(t *testing.T) string {
+		testenv.FirestoreEmulatorHost(t)
+		return "firestore://idemgate-test?collection=" + unique()
+	}},
+}
+
+// seeded is a store with one record in each state, as a service left it.
+type seeded struct {
+	st                   store.Store
+	held, done, released store.Claim
+}
+
+// seed opens rawURL as the service does (creating a SQL table) and claims
+// keys "held", "done" (completed) and "released".
+func seed(t *testing.T, rawURL string) seeded {
+	t.Helper()
+	o, err := storeurl.Open(t.Context(), rawURL)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", rawURL, err)
+	}
+	t.Cleanup(func() { o.Close() })
+	s := seeded{st: o.Store}
+	claim := func(key string) store.Claim {
+		c, err := o.Store.Claim(t.Context(), key, time.Hour)
+		if err != nil || c.Status != store.Won {
+			t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
+		}
+		return c
+	}
+	s.held, s.done, s.released = claim("held"), claim("done"), claim("released")
+	if ok, err := o.Store.Complete(t.Context(), s.done); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	if err := o.Store.Release(t.Context(), s.released); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// inspectJSON runs inspect -json on keys and returns the records by key.
+func inspectJSON(t *testing.T, url string, keys ...string) map[string]jsonRecord {
+	t.Helper()
+	r := idemgate(t, "", append([]string{"inspect", "-store", url, "-json"}, keys...)...)
+	if r.code != exitOK {
+		t.Fatalf("inspect = %d, stderr %q", r.code, r.stderr)
+	}
+	out := map[string]jsonRecord{}
+	for line := range strings.Lines(r.stdout) {
+		var j jsonRecord
+		if err := json.Unmarshal([]byte(line), &j); err != nil {
+			t.Fatalf("inspect -json line %q: %v", line, err)
+		}
+		out[j.Key] = j
+	}
+	if len(out) != len(keys) {
+		t.Fatalf("inspect -json printed %d records for %d keys:\n%s", len(out), len(keys), r.stdout)
+	}
+	return out
+}
+
+func TestCommands(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			url := b.url(t)
+			s := seed(t, url)
+
+			// inspect: one record in each state, and an absent key.
+			got := inspectJSON(t, url, "held", "done", "released", "absent")
+			for key, want := range map[string]struct {
+				status string
+				fence  int64
+			}{
+				"held":     {"held", s.held.Fence},
+				"done":     {"done", s.done.Fence},
+				"released": {"released", s.released.Fence + 1},
+				"absent":   {"absent", 0},
+			} {
+				if j := got[key]; j.Status != want.status || j.Fence != want.fence || j.Found != (key != "absent") {
+					t.Errorf("inspect %s = %+v, want status %s, fence %d", key, j, want.status, want.fence)
+				}
+			}
+			if j := got["held"]; j.Token != s.held.Token || j.LeaseUntil == nil || j.LeaseUntil.Sub(s.held.LeaseUntil).Abs() > time.Millisecond {
+				t.Errorf("inspect held = %+v, want the holder's token %q and lease %v", j, s.held.Token, s.held.LeaseUntil)
+			}
+			if j := got["done"]; j.CompletedAt == nil || j.ExpiresAt == nil || j.ExpiresAt.Sub(*j.CompletedAt) != time.Hour {
+				t.Errorf("inspect done = %+v, want completedAt an hour (the ttl) before expiresAt", j)
+			}
+			r := idemgate(t, "", "inspect", "-store", url, "done", "absent")
+			if r.code != exitOK || !strings.Contains(r.stdout, "status:     done: the work succeeded") || !strings.Contains(r.stdout, `key:        "absent"`) {
+				t.Errorf("inspect (text) = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+
+			// forget, not confirmed: nothing changes.
+			r = idemgate(t, "n\n", "forget", "-store", url, "done")
+			if r.code != exitProblem || !strings.Contains(r.stdout, "[y/N]") {
+				t.Errorf("forget answered n = %d, stdout %q; want 1 after the question", r.code, r.stdout)
+			}
+			r.oneErrorLine(t, "not confirmed")
+			if c, err := s.st.Claim(t.Context(), "done", time.Minute); err != nil || c.Status != store.AlreadyDone {
+				t.Fatalf("after an unconfirmed forget, Claim = %v, %v; want AlreadyDone", c.Status, err)
+			}
+
+			// forget, confirmed: the holder is fenced out, the DONE key runs again.
+			r = idemgate(t, "y\n", "forget", "-store", url, "held", "done", "absent")
+			if r.code != exitOK || strings.Count(r.stdout, ": forgotten") != 2 || !strings.Contains(r.stdout, `"absent": nothing to forget`) {
+				t.Fatalf("forget = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			if ok, err := s.st.Complete(t.Context(), s.held); ok || err != nil {
+				t.Errorf("the holder's Complete after forget = %v, %v; want false (fenced out)", ok, err)
+			}
+			for _, old := range []store.Claim{s.held, s.done} {
+				c, err := s.st.Claim(t.Context(), old.Key, time.Minute)
+				if err != nil || c.Status != store.Won || c.Fence <= old.Fence {
+					t.Errorf("Claim(%q) after forget = %v fence %d, %v; want Won above fence %d", old.Key, c.Status, c.Fence, err, old.Fence)
+				}
+			}
+
+			// forget -yes asks nothing; a key with no record needs no question.
+			r = idemgate(t, "", "forget", "-store", url, "-yes", "released")
+			if r.code != exitOK || strings.Contains(r.stdout, "[y/N]") || !strings.Contains(r.stdout, `"released": forgotten`) {
+				t.Errorf("forget -yes = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			r = idemgate(t, "", "forget", "-store", url, "never-seen")
+			if r.code != exitOK || strings.Contains(r.stdout, "[y/N]") {
+				t.Errorf("forget of an absent key = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+
+			// purge.
+			r = idemgate(t, "", "purge", "-store", url)
+			want := "nothing to purge"
+			if b.purges {
+				want = "purged 0 expired records"
+			}
+			if r.code != exitOK || !strings.Contains(r.stdout, want) {
+				t.Errorf("purge = %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+			}
+
+			// check.
+			r = idemgate(t, "", "check", "-store", url)
+			if r.code != exitOK || !strings.HasSuffix(r.stdout, "check: no problem found\n") {
+				t.Errorf("check = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			clock := "skew not measurable"
+			if b.clock {
+				clock = "the store's clock is"
+			}
+			if !strings.Contains(r.stdout, clock) {
+				t.Errorf("check output does not mention %q:\n%s", clock, r.stdout)
+			}
+		})
+	}
+}

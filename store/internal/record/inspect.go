@@ -1,0 +1,87 @@
+package record
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// Forget decides a Forget: a live record, whatever its state, becomes a
+// released claim one fence higher (Release without the fence guard). An
+// expired or absent record is left alone.
+func (p Rules) Forget(r *Record, now time.Time) *Record {
+	if !p.live(r, now) {
+		return nil
+	}
+	next := *r
+	next.State = StateClaimed
+	next.Fence++
+	next.Token = ""
+	next.LeaseUntil = micro(now)
+	return &next
+}
+
+// View returns r as store.Record shows it to an operator, read at now;
+// ok is false when r is absent or expired.
+func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok bool) {
+	if !p.live(r, now) {
+		return store.Record{}, false
+	}
+	out = store.Record{
+		Key:        key,
+		State:      store.Claimed,
+		Fence:      r.Fence,
+		Token:      r.Token,
+		LeaseUntil: r.LeaseUntil,
+		ExpiresAt:  r.ExpiresAt,
+		ReadAt:     now,
+	}
+	if r.State == StateDone {
+		out.State, out.Token = store.Done, ""
+		out.CompletedAt = r.ExpiresAt.Add(-p.TTL)
+	}
+	return out, true
+}
+
+// Inspect implements store.Inspector: one round that writes nothing.
+func (o *Ops) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, false, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return store.Record{}, false, err
+	}
+	var (
+		out store.Record
+		ok  bool
+	)
+	err := o.update(ctx, "Inspect", key, func(cur *Record, now time.Time) *Record {
+		out, ok = o.Rules.View(cur, key, now)
+		return nil
+	})
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	return out, ok, nil
+}
+
+// Forget implements store.Inspector.
+func (o *Ops) Forget(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := o.update(ctx, "Forget", key, func(cur *Record, now time.Time) *Record {
+		next := o.Rules.Forget(cur, now)
+		ok = next != nil
+		return next
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}

@@ -1,0 +1,33 @@
+package record
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The skew margin moves Forget's and View's idea of "expired" as it moves
+// every other operation's.
+func TestForgetAndViewHonourTheMargin(t *testing.T) {
+	p := Rules{TTL: time.Hour, Skew: 2 * time.Second}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	within := t0.Add(time.Hour + time.Second)
+	next := p.Forget(done, within)
+	if next == nil || next.State != StateClaimed || next.Fence != 4 || next.Token != "" || !next.LeaseUntil.Equal(within) || !next.ExpiresAt.Equal(done.ExpiresAt) {
+		t.Fatalf("Forget within the margin = %+v, want a released claim at fence 4 keeping its expiry", next)
+	}
+	if next := p.Forget(done, t0.Add(time.Hour+2*time.Second)); next != nil {
+		t.Fatalf("Forget past the margin wrote %+v, want nothing", next)
+	}
+	r, ok := p.View(done, "k", within)
+	if !ok || r.State != store.Done || r.Token != "" || !r.CompletedAt.Equal(t0) || !r.ReadAt.Equal(within) {
+		t.Fatalf("View within the margin = %+v, %v; want DONE completed at %v", r, ok, t0)
+	}
+	if _, ok := p.View(done, "k", t0.Add(time.Hour+2*time.Second)); ok {
+		t.Fatal("View past the margin must report no record")
+	}
+	if _, ok := p.View(nil, "k", t0); ok {
+		t.Fatal("View of an absent record must report no record")
+	}
+}

@@ -1,0 +1,137 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+var _ store.Inspector = (*Store)(nil)
+
+// The operator's statements (Inspect, Forget, Now) are rendered when used
+// rather than kept in statements: they run rarely, and rendering costs
+// less than the round trip.
+
+// inspectSelect reads the clock and the live record, if any, in one row:
+// the LEFT JOIN yields NULLs when the key is absent or its record expired.
+const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at
+FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
+
+// forgetUpdate turns a live record, CLAIMED or DONE, into a released claim:
+// Release's assignments (releaseUpdate in postgres.go) without its fence
+// and state guards. It never deletes, so the fence goes on rising. The
+// fence always changes, so MySQL counts the row as affected whatever
+// CLIENT_FOUND_ROWS says.
+const forgetUpdate = `UPDATE {T} SET
+	state       = 1,
+	fence       = fence + 1,
+	token       = '',
+	lease_until = {NOW}
+WHERE key_hash = $1 AND expires_at > {NOW}`
+
+// render writes tmpl for the store's dialect and table. Only the MySQL
+// family uses positional placeholders and backquotes; only SQLite prepares
+// its statements, which tells it from PostgreSQL.
+func (s *Store) render(tmpl string) query {
+	ttl := strconv.FormatInt(s.ttl, 10)
+	switch {
+	case s.spec.mysql:
+		return positional(expand(tmpl, "T", s.table.ref(backquote), "NOW", mysqlNow, "TTL", ttl))
+	case s.spec.prepare:
+		return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", sqliteNow, "TTL", ttl))
+	}
+	return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", pgNow, "TTL", ttl))
+}
+
+// Inspect implements [store.Inspector] in one statement, which reads the
+// record and the database's clock together.
+func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Record{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", err)
+	}
+	var (
+		now                          int64
+		state, fence, until, expires sql.NullInt64
+		token                        sql.NullString
+	)
+	q := s.render(inspectSelect)
+	err := s.retry(ctx, func() error {
+		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires}, keyHash(key))
+	})
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", err)
+	}
+	if !state.Valid {
+		return store.Record{}, false, nil
+	}
+	r := store.Record{
+		Key:        key,
+		State:      store.Claimed,
+		Fence:      fence.Int64,
+		Token:      token.String,
+		LeaseUntil: time.UnixMilli(until.Int64),
+		ExpiresAt:  time.UnixMilli(expires.Int64),
+		ReadAt:     time.UnixMilli(now),
+	}
+	switch state.Int64 {
+	case 1:
+	case 2:
+		r.State, r.Token = store.Done, ""
+		r.CompletedAt = time.UnixMilli(expires.Int64 - s.ttl)
+	default:
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %.40q has state %d, want 1 or 2", key, state.Int64)
+	}
+	return r, true, nil
+}
+
+// Forget implements [store.Inspector] in one UPDATE.
+func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
+	if err := store.CheckKey(key); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("sqlstore: forget: %w", err)
+	}
+	q := s.render(forgetUpdate)
+	var n int64
+	err := s.retry(ctx, func() error {
+		res, err := s.exec(ctx, q, keyHash(key))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: forget: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Now returns the database's clock, the one every statement decides with,
+// to measure its skew against the caller's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var ms int64
+	if err := s.queryRow(ctx, s.render(`SELECT {NOW}`), []any{&ms}); err != nil {
+		return time.Time{}, fmt.Errorf("sqlstore: clock: %w", err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// TableExists reports whether the store's table and its index on
+// expires_at are both in place. It changes nothing; [Store.CreateTable]
+// creates what is missing.
+func (s *Store) TableExists(ctx context.Context) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, s.q.exists).Scan(&n); err != nil {
+		return false, fmt.Errorf("sqlstore: look up table %s: %w", s.table, err)
+	}
+	return n == s.q.objects, nil
+}
