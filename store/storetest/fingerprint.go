@@ -103,7 +103,7 @@ func fingerprintRules(e *env) error {
 	}
 
 	// Inspect shows it; Forget, a forced Release, clears it.
-	x, ok := e.s.(store.Inspector)
+	in, ok := e.s.(store.Inspector)
 	if !ok {
 		return violated("%T does not implement store.Inspector", e.s)
 	}
@@ -116,11 +116,11 @@ func fingerprintRules(e *env) error {
 		rule   string
 	}{{false, fpA, "Inspect must show the kept fingerprint"}, {true, nil, "Forget must clear the fingerprint, as Release does"}} {
 		if step.forget {
-			if _, err := x.Forget(e.ctx, "i"); err != nil {
+			if _, err := in.Forget(e.ctx, "i"); err != nil {
 				return fmt.Errorf("Forget: %w", err)
 			}
 		}
-		r, _, err := x.Inspect(e.ctx, "i")
+		r, _, err := in.Inspect(e.ctx, "i")
 		if err != nil {
 			return fmt.Errorf("Inspect: %w", err)
 		}
