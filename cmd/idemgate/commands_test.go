@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,12 @@ func seed(t *testing.T, rawURL string) seeded {
 	t.Cleanup(func() { o.Close() })
 	s := seeded{st: o.Store}
 	claim := func(key string) store.Claim {
-		c, err := o.Store.Claim(t.Context(), key, time.Hour)
+		// "done" keeps a payload fingerprint, which inspect must show.
+		ctx := t.Context()
+		if key == "done" {
+			ctx = store.WithFingerprint(ctx, []byte("order-7-payload"))
+		}
+		c, err := o.Store.Claim(ctx, key, time.Hour)
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
 		}
@@ -139,6 +145,9 @@ func TestCommands(t *testing.T) {
 			}
 			if j := got["done"]; j.CompletedAt == nil || j.ExpiresAt == nil || j.ExpiresAt.Sub(*j.CompletedAt) != time.Hour {
 				t.Errorf("inspect done = %+v, want completedAt an hour (the ttl) before expiresAt", j)
+			}
+			if j := got["done"]; j.Fingerprint != hex.EncodeToString([]byte("order-7-payload")) || got["held"].Fingerprint != "" {
+				t.Errorf("inspect fingerprints: done %q, held %q; want the kept one, and none", j.Fingerprint, got["held"].Fingerprint)
 			}
 			r := idemgate(t, "", "inspect", "-store", url, "done", "absent")
 			if r.code != exitOK || !strings.Contains(r.stdout, "status:     done: the work succeeded") || !strings.Contains(r.stdout, `key:        "absent"`) {

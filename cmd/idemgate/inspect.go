@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -93,6 +94,9 @@ func writeRecord(w io.Writer, key string, r store.Record, ok bool) {
 		fmt.Fprintf(w, "completed:  %s\n", when(r.CompletedAt, r.ReadAt))
 	}
 	fmt.Fprintf(w, "expires:    %s\n", when(r.ExpiresAt, r.ReadAt))
+	if len(r.Fingerprint) > 0 {
+		fmt.Fprintf(w, "payload:    %x (fingerprint; a delivery of this key with another is a conflict)\n", r.Fingerprint)
+	}
 	fmt.Fprintf(w, "read at:    %s (the store's clock)\n", stamp(r.ReadAt))
 }
 
@@ -123,6 +127,7 @@ type jsonRecord struct {
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 	ReadAt      *time.Time `json:"readAt,omitempty"`
+	Fingerprint string     `json:"fingerprint,omitempty"` // hex
 }
 
 func toJSON(key string, r store.Record, ok bool) jsonRecord {
@@ -130,7 +135,7 @@ func toJSON(key string, r store.Record, ok bool) jsonRecord {
 	if !ok {
 		return j
 	}
-	j.State, j.Fence, j.Token = r.State.String(), r.Fence, r.Token
+	j.State, j.Fence, j.Token, j.Fingerprint = r.State.String(), r.Fence, r.Token, hex.EncodeToString(r.Fingerprint)
 	j.LeaseUntil, j.ExpiresAt, j.CompletedAt, j.ReadAt = utc(r.LeaseUntil), utc(r.ExpiresAt), utc(r.CompletedAt), utc(r.ReadAt)
 	return j
 }
