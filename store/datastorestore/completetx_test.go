@@ -5,13 +5,37 @@ import (
 	"errors"
 	"flag"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/datastore"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 	"github.com/idemgate/idemgate/store/internal/googletest"
 )
+
+// TestCompleteTxOtherDatabase: a transaction on another database (here
+// another project of the emulator) does not see the store's records, so
+// CompleteTx in it is fenced out, and the claim stays open.
+func TestCompleteTxOtherDatabase(t *testing.T) {
+	st := newStore(t, newClient(t), datastorestore.Options{})
+	ctx := t.Context()
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := projectClient(t, project+"-other")
+	_, err = other.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		return st.CompleteTx(tx, c)
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("CompleteTx in another database's transaction = %v, want ErrFenced", err)
+	}
+	if ok, err := st.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete after = %v, %v; want true (the claim untouched)", ok, err)
+	}
+}
 
 var (
 	zombieSeed     = flag.Uint64("zombie.seed", 0, "seed of TestZombiesCannotRepeatTransactionalWrites (0: from the clock)")

@@ -35,6 +35,13 @@ const project = "idemgate-test"
 // emulator's own options (e.g. a gRPC interceptor).
 func newClient(t testing.TB, opts ...option.ClientOption) *datastore.Client {
 	t.Helper()
+	return projectClient(t, project, opts...)
+}
+
+// projectClient is newClient for a project of its own: the emulator keeps
+// each project's data apart, as Datastore keeps databases.
+func projectClient(t testing.TB, project string, opts ...option.ClientOption) *datastore.Client {
+	t.Helper()
 	host := testenv.DatastoreEmulatorHost(t)
 	all := append([]option.ClientOption{
 		option.WithEndpoint("passthrough:///" + host),
