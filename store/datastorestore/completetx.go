@@ -38,13 +38,16 @@ import (
 // database does not see the store's records, so every CompleteTx in it
 // reports ErrFenced for want of a record.
 //
-// When another transaction or store operation writes the record between
-// tx's lookup and its commit, the commit fails with
-// [datastore.ErrConcurrentTransaction] and RunInTransaction runs the
+// Datastore never lets tx and another writer of the record (a Claim taking
+// the key over, say) both commit on the version tx read: one waits for the
+// other's lock, or tx's commit fails with
+// [datastore.ErrConcurrentTransaction], and RunInTransaction runs the
 // function again in a new transaction (three attempts by default). That is
 // safe: the retry looks the record up afresh, so a claim taken over in the
-// meantime is fenced out on the retry, and one completed by the same fence
-// answers nil again.
+// meantime is fenced out on the retry. A commit that landed but whose reply
+// was lost is not run again: RunInTransaction's rollback of it fails, and
+// it returns the commit's error, so the body fails and the redelivery finds
+// the key done.
 //
 // The gateway still calls Complete after the body returns; on a record
 // already DONE with the same fence it answers true and writes nothing.

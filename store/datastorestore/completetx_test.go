@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
-	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store"
@@ -41,107 +39,47 @@ func TestCompleteTxOtherDatabase(t *testing.T) {
 }
 
 // TestCompleteTxRetries: RunInTransaction runs the function again after a
-// commit that lost its race, and CompleteTx then checks the fence afresh;
-// after a commit that landed but whose reply was lost it runs nothing
-// again, because the emulator refuses to roll a committed transaction
-// back. Either way the ledger is booked at most once.
+// commit that lost its race, and CompleteTx then checks the fence afresh.
+// It also retries Internal, but not after a commit that landed and whose
+// reply was lost: the emulator refuses to roll a committed transaction
+// back, and RunInTransaction then gives up. The ledger is booked at most
+// once.
 func TestCompleteTxRetries(t *testing.T) {
-	ctx := t.Context()
-	for _, tc := range []struct {
-		name     string
-		commit   func(invoke func() error) error // the first Commit
-		fenced   bool                            // the claim is released after the first attempt
-		wantErr  func(error) bool
-		wantRPCs []string
-		booked   int
-	}{
-		{
-			name:     "lost race",
-			commit:   func(func() error) error { return status.Error(codes.Aborted, "injected: contention") },
-			wantErr:  func(err error) bool { return err == nil },
-			wantRPCs: []string{"BeginTransaction", "Lookup", "Commit", "Rollback", "BeginTransaction", "Lookup", "Commit"},
-			booked:   1,
-		},
-		{
-			name:     "lost race, fenced out before the retry",
-			commit:   func(func() error) error { return status.Error(codes.Aborted, "injected: contention") },
-			fenced:   true,
-			wantErr:  func(err error) bool { return errors.Is(err, store.ErrFenced) },
-			wantRPCs: []string{"BeginTransaction", "Lookup", "Commit", "Rollback", "BeginTransaction", "Lookup", "Rollback"},
-			booked:   0,
-		},
-		{
-			name: "commit landed, reply lost",
-			commit: func(invoke func() error) error {
-				if err := invoke(); err != nil {
-					return err
-				}
-				return status.Error(codes.Internal, "injected: the reply was lost") // a code RunInTransaction retries
-			},
-			wantErr:  func(err error) bool { return status.Code(err) == codes.Internal },
-			wantRPCs: []string{"BeginTransaction", "Lookup", "Commit", "Rollback"},
-			booked:   1,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := &googletest.Wire{}
-			client := wireClient(t, w)
-			ns := namespace()
-			st, err := datastorestore.New(client, &datastorestore.Options{Namespace: ns})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// other is another instance, beside the wire.
-			other, err := datastorestore.New(newClient(t), &datastorestore.Options{Namespace: ns})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := st.Claim(ctx, "k", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := true // the calls run one at a time, on this goroutine
-			w.SetFault(func(ctx context.Context, method string, invoke func() error) error {
-				switch {
-				case method == "Commit" && first:
-					return tc.commit(invoke)
-				case method == "Rollback" && first:
-					first = false
-					err := invoke()
-					if tc.fenced {
-						if err := other.Release(ctx, c); err != nil {
-							t.Error(err)
-						}
+	again := []string{"BeginTransaction", "Lookup", "Commit", "Rollback", "BeginTransaction", "Lookup"}
+	googletest.TxRetries(t, func(t *testing.T) googletest.TxWorld {
+		w := &googletest.Wire{}
+		client := wireClient(t, w)
+		ns := namespace()
+		st, err := datastorestore.New(client, &datastorestore.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := datastorestore.New(newClient(t), &datastorestore.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger := datastore.NewQuery(ledgerKind).Namespace(ns)
+		return googletest.TxWorld{
+			Store: st, Other: other, Wire: w,
+			Book: func(ctx context.Context, c store.Claim) error {
+				_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+					if err := st.CompleteTx(tx, c); err != nil {
+						return err
 					}
+					k := datastore.IncompleteKey(ledgerKind, nil)
+					k.Namespace = ns
+					_, err := tx.Put(k, &ledgerEntry{Msg: c.Key, Fence: c.Fence})
 					return err
-				}
-				return invoke()
-			})
-			w.Take()
-			_, err = client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-				if err := st.CompleteTx(tx, c); err != nil {
-					return err
-				}
-				k := datastore.IncompleteKey(ledgerKind, nil)
-				k.Namespace = ns
-				_, err := tx.Put(k, &ledgerEntry{Msg: "k", Fence: c.Fence})
+				})
 				return err
-			})
-			if !tc.wantErr(err) {
-				t.Errorf("RunInTransaction = %v", err)
-			}
-			if got := w.Take(); !cmp.Equal(got, tc.wantRPCs) {
-				t.Errorf("RPCs = %v, want %v", got, tc.wantRPCs)
-			}
-			n, err := client.Count(ctx, datastore.NewQuery(ledgerKind).Namespace(ns))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n != tc.booked {
-				t.Errorf("%d ledger entries, want %d", n, tc.booked)
-			}
-		})
-	}
+			},
+			Booked: func(ctx context.Context) (int, error) { return client.Count(ctx, ledger) },
+		}
+	}, codes.Internal, googletest.TxRPCs{
+		LostRace:    append(again, "Commit"),
+		FencedRetry: append(again, "Rollback"),
+		LostReply:   []string{"BeginTransaction", "Lookup", "Commit", "Rollback"},
+	})
 }
 
 var (

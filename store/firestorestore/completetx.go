@@ -43,11 +43,14 @@ import (
 // database does not see the store's records, so every CompleteTx in it
 // reports ErrFenced for want of a record.
 //
-// When another write reaches the record while tx is open, Firestore aborts
-// one side and RunTransaction runs the function again in a new
-// transaction. That is safe: the retry reads the record afresh, so a claim
-// taken over in the meantime is fenced out on the retry, and one completed
-// by the same fence answers nil again.
+// Firestore never lets tx and another writer of the record (a Claim taking
+// the key over, say) both commit on the version tx read: one waits for the
+// other, or tx is aborted and RunTransaction runs the function again in a
+// new transaction. That is safe: the retry reads the record afresh, so a
+// claim taken over in the meantime is fenced out on the retry.
+// RunTransaction retries nothing but Aborted, which applied nothing: a
+// commit that landed but whose reply was lost comes back as an error, the
+// body fails, and the redelivery finds the key done.
 //
 // The gateway still calls Complete after the body returns; on a record
 // already DONE with the same fence it answers true and writes nothing.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store"
@@ -72,6 +73,49 @@ func TestCompleteTxOtherDatabase(t *testing.T) {
 	if ok, err := st.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete after = %v, %v; want true (the claim untouched)", ok, err)
 	}
+}
+
+// TestCompleteTxRetries: RunTransaction runs the function again after an
+// Aborted commit, and CompleteTx then checks the fence afresh. A commit
+// that landed and whose reply was lost (Unavailable) is sent again by the
+// client's RPC retry, refused as a closed transaction, and not run again.
+// The ledger is booked at most once.
+func TestCompleteTxRetries(t *testing.T) {
+	again := []string{"BeginTransaction", "BatchGetDocuments", "Commit", "Rollback", "BeginTransaction", "BatchGetDocuments"}
+	googletest.TxRetries(t, func(t *testing.T) googletest.TxWorld {
+		coll := collection()
+		// other first: wireClient hides the emulator from newClient.
+		other, err := firestorestore.New(newClient(t), &firestorestore.Options{Collection: coll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &googletest.Wire{}
+		client := wireClient(t, w)
+		st, err := firestorestore.New(client, &firestorestore.Options{Collection: coll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger := client.Collection(collection())
+		return googletest.TxWorld{
+			Store: st, Other: other, Wire: w,
+			Book: func(ctx context.Context, c store.Claim) error {
+				return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+					if err := st.CompleteTx(tx, c); err != nil {
+						return err
+					}
+					return tx.Create(ledger.NewDoc(), map[string]any{"msg": c.Key, "fence": c.Fence})
+				})
+			},
+			Booked: func(ctx context.Context) (int, error) {
+				docs, err := ledger.Documents(ctx).GetAll()
+				return len(docs), err
+			},
+		}
+	}, codes.Unavailable, googletest.TxRPCs{
+		LostRace:    append(again, "Commit"),
+		FencedRetry: append(again, "Rollback"),
+		LostReply:   []string{"BeginTransaction", "BatchGetDocuments", "Commit", "Commit", "Rollback"},
+	})
 }
 
 var (
