@@ -102,3 +102,21 @@ func TxRetries(t *testing.T, newWorld func(t *testing.T) TxWorld, lostReply code
 		})
 	}
 }
+
+// OtherDatabase checks that CompleteTx in a transaction of another
+// database, which cannot see st's records, is fenced out and leaves the
+// claim alone. inOther runs CompleteTx(tx, c) of st in such a transaction
+// and returns what the transaction returned. st must be fresh.
+func OtherDatabase(t *testing.T, st Store, inOther func(ctx context.Context, c store.Claim) error) {
+	ctx := t.Context()
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inOther(ctx, c); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("CompleteTx in another database's transaction = %v, want ErrFenced", err)
+	}
+	if ok, err := st.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete after = %v, %v; want true (the claim untouched)", ok, err)
+	}
+}
