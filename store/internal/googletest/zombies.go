@@ -21,7 +21,7 @@ import (
 // over while the stalled holder (the zombie) is still going to write.
 const (
 	stormCopies  = 4                      // concurrent deliveries per message
-	stormWorkers = 64                     // deliveries in flight at most
+	stormWorkers = 64                     // deliveries under way at most, waiting ones included
 	stormLease   = 100 * time.Millisecond // the gateway's lease, not renewed
 	stallMin     = 150 * time.Millisecond // a stalled body pauses stallMin…stallMax
 	stallMax     = 250 * time.Millisecond
@@ -36,9 +36,9 @@ type StormStats struct {
 	Retries int64 // Lock calls that met a live holder or failed, and were tried again
 }
 
-// Storm delivers the messages msgs[i], stormCopies times each and all at
-// once, through a gateway over st: each delivery calls Lock with the
-// message as key and a body that may stall and then calls sink. Like
+// Storm delivers each message of msgs stormCopies times at once through a
+// gateway over st: each delivery calls Lock with the message as key and a
+// body that may stall and then calls sink. Like
 // Pub/Sub, a delivery that meets a live holder, or fails, is delivered
 // again (after the holder's lease, or a short pause) until its Lock ends
 // with nil or ErrDuplicate, or its body's sink returns an error matching
