@@ -78,9 +78,9 @@ var (
 
 // How many messages each mode of the zombie proof delivers. The emulator
 // commits a hundred transactions a second at best (one commit alone takes
-// some 25 ms) and a storm costs it about twelve transactions per message,
-// six of which commit (counted on the wire over 100 messages), so the
-// proof's time is the emulator's. Measured with the race detector on
+// some 25 ms) and a storm costs it about twelve transactions per message
+// (six Commit and six Rollback RPCs, counted on the wire over 100
+// messages), so the proof's time is the emulator's. Measured with the race detector on
 // the 2-core test machine, shared with other jobs: 500 messages took 44 s
 // in the transactional mode and 55 s in the plain one at a load average of
 // 11, and 67 s in the transactional mode at a load average of 20; 300
