@@ -156,19 +156,20 @@ func Seed(t *testing.T, flagged uint64, flag string) uint64 {
 // apart.
 func CheckLedger(t *testing.T, msgs []string, count map[string]int, stats StormStats, transactional bool) {
 	t.Helper()
-	extra := 0
+	entries, extra := 0, 0
 	for _, msg := range msgs {
 		n := count[msg]
 		if n == 0 {
 			t.Errorf("message %s has no ledger entry, though every delivery ended done", msg)
 		}
+		entries += n
 		extra += max(n-1, 0)
 		delete(count, msg)
 	}
 	for msg := range count {
 		t.Errorf("ledger entry for %q, which was never delivered", msg)
 	}
-	t.Logf("%d messages, %d duplicate ledger entries", len(msgs), extra)
+	t.Logf("%d ledger entries for %d messages: %d duplicates", entries, len(msgs), extra)
 	switch {
 	case transactional && extra > 0:
 		t.Errorf("%d duplicate ledger entries with the completion in the ledger's transaction, want none: a zombie's transaction committed", extra)
