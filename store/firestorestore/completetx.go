@@ -40,8 +40,8 @@ import (
 // The record and the business documents must be in the same database, the
 // one tx belongs to: tx must come from the client the store was built with
 // (or one on the same project and database). A transaction of another
-// database does not see the store's records, so every CompleteTx in it
-// reports ErrFenced for want of a record.
+// database reads that database's record of the key, not the store's:
+// usually there is none, and CompleteTx reports ErrFenced.
 //
 // Firestore never lets tx and another writer of the record (a Claim taking
 // the key over, say) both commit on the version tx read: one waits for the
