@@ -44,8 +44,9 @@ const (
 	defaultTTL  = time.Hour
 )
 
-// Store is a [store.Store] and [store.Extender] on Datastore. It is safe
-// for concurrent use.
+// Store is a [store.Store] and [store.Extender] on Datastore that can also
+// complete a claim inside the caller's transaction ([Store.CompleteTx]).
+// It is safe for concurrent use.
 type Store struct {
 	client    *datastore.Client
 	kind      string

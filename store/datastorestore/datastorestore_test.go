@@ -13,12 +13,14 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	googletest.Conformance(t, storesOn(newClient(t)))
+	client := newClient(t)
+	googletest.Conformance(t, storesOn(client), inTx(client))
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	t.Parallel()
-	googletest.ConformanceRealClock(t, storesOn(newClient(t)))
+	client := newClient(t)
+	googletest.ConformanceRealClock(t, storesOn(client), inTx(client))
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {

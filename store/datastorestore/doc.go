@@ -55,6 +55,16 @@
 // expect between two instances; a released claim is free at once whatever
 // the clocks say.
 //
+// # Completing inside your transaction
+//
+// When the side effect is a write to the same database as the records,
+// [Store.CompleteTx] records the claim done inside the caller's own
+// transaction (RunInTransaction), checking its fence there: the business
+// entities and the completion commit together or not at all, and a holder
+// that stalled past its lease and was taken over fails the check, so its
+// transaction rolls back instead of repeating the side effect. See
+// docs/stores/datastore.md.
+//
 // # Lifetime
 //
 // Nothing is deleted by this package: configure a TTL policy on the

@@ -3,11 +3,14 @@ package datastorestore_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"time"
 
 	"cloud.google.com/go/datastore"
 
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
@@ -53,4 +56,73 @@ func ExampleNew() {
 	// Output:
 	// first delivery: won fence 1
 	// redelivery: already_done
+}
+
+// Booking a payment and completing its message in one transaction: the
+// ledger entry commits only if the claim still owns its record, so a
+// delivery that stalled past its lease and was taken over books nothing.
+func ExampleStore_CompleteTx() {
+	ctx := context.Background()
+	client, err := datastore.NewClient(ctx, "my-project")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	// The records and the ledger share the client's database, so that one
+	// transaction spans both.
+	st, err := datastorestore.New(client, &datastorestore.Options{Namespace: "payments"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, err := gateway.New(st, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	type Entry struct {
+		Order  string
+		Amount int64
+	}
+	book := func(ctx context.Context, c store.Claim, e *Entry) error {
+		_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			// First the completion: if c was fenced out, return its error
+			// and the transaction rolls back; nothing is booked.
+			if err := st.CompleteTx(tx, c); err != nil {
+				return err
+			}
+			k := datastore.IncompleteKey("Ledger", nil) // an auto ID: nothing else dedupes
+			k.Namespace = "payments"
+			_, err := tx.Put(k, e)
+			return err
+		})
+		return err
+	}
+
+	messageID := rand.Text() // the Pub/Sub message ID, in real life
+	handle := func(ctx context.Context) error {
+		c, _ := gateway.ClaimFromContext(ctx)
+		return book(ctx, c, &Entry{Order: "o-1", Amount: 4200})
+	}
+	fmt.Println("first delivery:", g.Lock(ctx, messageID, handle))
+	fmt.Println("redelivery:", g.Lock(ctx, messageID, handle))
+
+	// A holder whose claim is gone, here released, books nothing.
+	stale, err := st.Claim(ctx, rand.Text(), time.Minute)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := st.Release(ctx, stale); err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = book(ctx, stale, &Entry{Order: "o-2", Amount: 100})
+	fmt.Println("stale claim fenced out:", errors.Is(err, store.ErrFenced))
+	// Output:
+	// first delivery: <nil>
+	// redelivery: gateway: duplicate: the work for this key is already done
+	// stale claim fenced out: true
 }

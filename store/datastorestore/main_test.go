@@ -1,6 +1,7 @@
 package datastorestore_test
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 	"github.com/idemgate/idemgate/store/internal/googletest"
 )
@@ -32,6 +34,13 @@ const project = "idemgate-test"
 // newClient returns a client of the test emulator; opts come after the
 // emulator's own options (e.g. a gRPC interceptor).
 func newClient(t testing.TB, opts ...option.ClientOption) *datastore.Client {
+	t.Helper()
+	return projectClient(t, project, opts...)
+}
+
+// projectClient is newClient for a project of its own: the emulator keeps
+// each project's data apart, as Datastore keeps databases.
+func projectClient(t testing.TB, project string, opts ...option.ClientOption) *datastore.Client {
 	t.Helper()
 	host := testenv.DatastoreEmulatorHost(t)
 	all := append([]option.ClientOption{
@@ -68,5 +77,16 @@ func newStore(t testing.TB, client *datastore.Client, o datastorestore.Options) 
 func storesOn(client *datastore.Client) googletest.NewStore {
 	return func(t testing.TB, o googletest.Options) googletest.Store {
 		return newStore(t, client, datastorestore.Options{TTL: o.TTL, SkewMargin: o.SkewMargin, Now: o.Now})
+	}
+}
+
+// inTx runs the suite's transactions on client, which must be the client
+// of the stores it is given.
+func inTx(client *datastore.Client) googletest.InTx {
+	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
+		_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			return fn(func(c store.Claim) error { return st.(*datastorestore.Store).CompleteTx(tx, c) })
+		})
+		return err
 	}
 }

@@ -27,8 +27,8 @@ var errReadOnly = errors.New("datastorestore: read-only outcome")
 // aborting the holder's own writes. The first attempt skips this, so an
 // uncontended claim stays at two RPCs.
 func (s *Store) transact(ctx context.Context, key string, attempt int, decide record.Decide) error {
-	k, hashed := s.entityKey(key)
 	if attempt > 1 {
+		k, hashed := s.entityKey(key)
 		cur, err := s.read(k, key, hashed, func(dst *entity) error { return s.client.Get(ctx, k, dst) })
 		if err != nil {
 			return err
@@ -39,22 +39,12 @@ func (s *Store) transact(ctx context.Context, key string, attempt int, decide re
 	}
 	committing := false
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		cur, err := s.read(k, key, hashed, func(dst *entity) error { return tx.Get(k, dst) })
-		if err != nil {
-			return err
-		}
-		next := decide(cur, s.now())
-		if next == nil {
+		wrote, err := s.step(tx, key, decide)
+		if err == nil && !wrote {
 			return errReadOnly
 		}
-		if hashed {
-			next.Key = key
-		}
-		if _, err := tx.Put(k, (*entity)(next)); err != nil {
-			return err
-		}
-		committing = true
-		return nil
+		committing = wrote
+		return err
 	}, datastore.BeginLater, datastore.MaxAttempts(1)) // retries are ours, with the same token
 	switch {
 	case errors.Is(err, errReadOnly):
@@ -63,6 +53,27 @@ func (s *Store) transact(ctx context.Context, key string, attempt int, decide re
 		return &commitError{err}
 	}
 	return err
+}
+
+// step reads key's record in tx, calls decide, and queues the write decide
+// asks for in tx. It reports whether it queued one.
+func (s *Store) step(tx *datastore.Transaction, key string, decide record.Decide) (wrote bool, err error) {
+	k, hashed := s.entityKey(key)
+	cur, err := s.read(k, key, hashed, func(dst *entity) error { return tx.Get(k, dst) })
+	if err != nil {
+		return false, err
+	}
+	next := decide(cur, s.now())
+	if next == nil {
+		return false, nil
+	}
+	if hashed {
+		next.Key = key
+	}
+	if _, err := tx.Put(k, (*entity)(next)); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // read loads key's record with get: nil when absent. A hashed entity name

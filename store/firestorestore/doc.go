@@ -49,6 +49,17 @@
 // in the datastorestore package: the processes that share a collection
 // must keep their clocks within [Options.SkewMargin] of each other.
 //
+// # Completing inside your transaction
+//
+// When the side effect is a write to the same database as the records,
+// [Store.CompleteTx] records the claim done inside the caller's own
+// transaction (RunTransaction), checking its fence there: the business
+// documents and the completion commit together or not at all, and a holder
+// that stalled past its lease and was taken over fails the check, so its
+// transaction rolls back instead of repeating the side effect. CompleteTx
+// reads, so it comes before the transaction's first write. See
+// docs/stores/firestore.md.
+//
 // # Lifetime
 //
 // Nothing is deleted by this package: configure a TTL policy on the

@@ -42,8 +42,9 @@ const (
 	defaultTTL        = time.Hour
 )
 
-// Store is a [store.Store] and [store.Extender] on Firestore. It is safe for
-// concurrent use.
+// Store is a [store.Store] and [store.Extender] on Firestore that can also
+// complete a claim inside the caller's transaction ([Store.CompleteTx]).
+// It is safe for concurrent use.
 type Store struct {
 	coll *firestore.CollectionRef
 	ops  record.Ops

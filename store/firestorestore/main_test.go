@@ -1,6 +1,7 @@
 package firestorestore_test
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
 	"github.com/idemgate/idemgate/store/internal/googletest"
 )
@@ -62,6 +64,16 @@ func newStore(t testing.TB, client *firestore.Client, o firestorestore.Options) 
 func storesOn(client *firestore.Client) googletest.NewStore {
 	return func(t testing.TB, o googletest.Options) googletest.Store {
 		return newStore(t, client, firestorestore.Options{TTL: o.TTL, SkewMargin: o.SkewMargin, Now: o.Now})
+	}
+}
+
+// inTx runs the suite's transactions on client, which must be the client
+// of the stores it is given.
+func inTx(client *firestore.Client) googletest.InTx {
+	return func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error {
+		return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+			return fn(func(c store.Claim) error { return st.(*firestorestore.Store).CompleteTx(tx, c) })
+		})
 	}
 }
 

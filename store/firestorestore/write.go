@@ -16,19 +16,8 @@ import (
 func (s *Store) round(ctx context.Context, key string, _ int, decide record.Decide) error {
 	ref, hashed := s.docRef(key)
 	snap, err := ref.Get(ctx)
-	var cur *record.Record
-	switch {
-	case err == nil:
-		r, err := parse(snap.Data())
-		if err != nil {
-			return fmt.Errorf("document %q: %w", ref.ID, err)
-		}
-		if hashed && r.Key != key {
-			return fmt.Errorf("document %q holds key %s, not this one", ref.ID, record.QuoteKey(r.Key))
-		}
-		cur = &r
-	case status.Code(err) == codes.NotFound:
-	default:
+	cur, err := load(ref, key, hashed, snap, err)
+	if err != nil {
 		return err
 	}
 	next := decide(cur, s.now())
@@ -44,6 +33,26 @@ func (s *Store) round(ctx context.Context, key string, _ int, decide record.Deci
 		_, err = ref.Update(ctx, updates(next), firestore.LastUpdateTime(snap.UpdateTime))
 	}
 	return err
+}
+
+// load returns key's record from the read of its document ref that gave
+// snap and err: nil when the document does not exist. A hashed document ID
+// must hold this very key.
+func load(ref *firestore.DocumentRef, key string, hashed bool, snap *firestore.DocumentSnapshot, err error) (*record.Record, error) {
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	r, err := parse(snap.Data())
+	if err != nil {
+		return nil, fmt.Errorf("document %q: %w", ref.ID, err)
+	}
+	if hashed && r.Key != key {
+		return nil, fmt.Errorf("document %q holds key %s, not this one", ref.ID, record.QuoteKey(r.Key))
+	}
+	return &r, nil
 }
 
 // conflict reports whether err is a failed write precondition: the

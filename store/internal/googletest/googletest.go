@@ -13,6 +13,7 @@
 package googletest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,23 +39,30 @@ type Options struct {
 // sees.
 type NewStore func(t testing.TB, o Options) Store
 
-// Conformance runs the storetest contract on the suite's clock.
-func Conformance(t *testing.T, newStore NewStore) {
+// InTx runs fn in a transaction of the database of st, a store from a
+// NewStore, committing when fn returns nil: storetest.Config.InTx.
+type InTx func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
+
+// Conformance runs the storetest contract on the suite's clock, the
+// transactional cases included.
+func Conformance(t *testing.T, newStore NewStore, inTx InTx) {
 	storetest.Run(t, storetest.Config{
 		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
 			return newStore(t, Options{TTL: s.TTL, Now: s.Now})
 		},
+		InTx: inTx,
 	})
 }
 
 // ConformanceRealClock runs the storetest contract on the real clock, as
 // production does.
-func ConformanceRealClock(t *testing.T, newStore NewStore) {
+func ConformanceRealClock(t *testing.T, newStore NewStore, inTx InTx) {
 	storetest.Run(t, storetest.Config{
 		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
 			return newStore(t, Options{TTL: s.TTL})
 		},
 		RealClock: true,
 		Tick:      250 * time.Millisecond,
+		InTx:      inTx,
 	})
 }

@@ -129,6 +129,38 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 	return out, nil
 }
 
+// Step is one read-modify-write of key's record inside a transaction the
+// caller owns: it reads the record, calls decide, and queues decide's
+// record for the caller's commit. It neither commits nor retries.
+type Step func(key string, decide Decide) error
+
+// CompleteTx decides a Complete inside the caller's transaction through
+// step. It returns nil when c's fence owns the record (now queued as DONE,
+// or DONE already), an error matching store.ErrFenced when it does not
+// (nothing is queued), and step's error otherwise. A failed transaction is
+// the caller's to retry: a retried transaction runs CompleteTx again, on a
+// fresh read.
+func (o *Ops) CompleteTx(c store.Claim, step Step) error {
+	var (
+		ok  bool
+		err error
+	)
+	if store.CheckKey(c.Key) == nil { // else no record can exist
+		err = step(c.Key, func(cur *Record, now time.Time) *Record {
+			var next *Record
+			ok, next = o.Rules.Complete(cur, c.Fence, now)
+			return next
+		})
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: CompleteTx %s: %w", o.Name, QuoteKey(c.Key), err)
+	case !ok:
+		return fmt.Errorf("%s: CompleteTx %s: fence %d no longer owns the record: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
+	}
+	return nil
+}
+
 // update runs rounds until one succeeds, one fails for good, or the
 // attempts run out. decide must be a function of its inputs: the results it
 // reports from the last round are the ones that count.

@@ -1,7 +1,8 @@
 // Package record holds what the stores that decide on the client share
 // (datastorestore, firestorestore): the record, the transitions of the store
 // contract as pure functions, the four store operations built on one
-// read-modify-write primitive, and the retry loop around it.
+// read-modify-write primitive, the retry loop around it, and Complete inside
+// a transaction of the caller's (CompleteTx).
 package record
 
 import (

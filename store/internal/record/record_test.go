@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +117,36 @@ func TestMicro(t *testing.T) {
 	in := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
 	if got := micro(in); got.Nanosecond() != 123456000 {
 		t.Fatalf("micro(%v) = %v, want microseconds kept and the rest dropped", in, got)
+	}
+}
+
+func TestCompleteTx(t *testing.T) {
+	o := Ops{Name: "teststore", Rules: Rules{TTL: time.Hour}}
+	claimed := Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	// step runs decide on r a minute past its lease (no matter to a
+	// completion) and keeps what decide would write.
+	step := func(r *Record, wrote **Record) Step {
+		return func(key string, decide Decide) error {
+			*wrote = decide(r, t0.Add(time.Minute))
+			return nil
+		}
+	}
+	var wrote *Record
+	if err := o.CompleteTx(store.Claim{Key: "k", Fence: 3}, step(&claimed, &wrote)); err != nil || wrote == nil || wrote.State != StateDone {
+		t.Errorf("CompleteTx of the holder's claim = %v, wrote %+v; want nil and DONE", err, wrote)
+	}
+	wrote = nil
+	if err := o.CompleteTx(store.Claim{Key: "k", Fence: 2}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+		t.Errorf("CompleteTx with a stale fence = %v, wrote %+v; want ErrFenced and no write", err, wrote)
+	}
+	called := false
+	err := o.CompleteTx(store.Claim{Key: "", Fence: 1}, func(string, Decide) error { called = true; return nil })
+	if !errors.Is(err, store.ErrFenced) || called {
+		t.Errorf("CompleteTx of an invalid key = %v (step called: %v); want ErrFenced without a read", err, called)
+	}
+	boom := errors.New("lookup failed")
+	err = o.CompleteTx(store.Claim{Key: "k", Fence: 3}, func(string, Decide) error { return boom })
+	if !errors.Is(err, boom) || errors.Is(err, store.ErrFenced) || !strings.HasPrefix(err.Error(), "teststore: CompleteTx ") {
+		t.Errorf("CompleteTx over a failed read = %v; want the read's error, wrapped, not ErrFenced", err)
 	}
 }

@@ -1,0 +1,62 @@
+package datastorestore
+
+import (
+	"errors"
+
+	"cloud.google.com/go/datastore"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/internal/record"
+)
+
+// CompleteTx records c as done inside tx, the caller's own transaction, so
+// that the completion and the caller's business writes commit together or
+// not at all. Call it from the function given to RunInTransaction and
+// return its error from that function:
+//
+//	_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+//		if err := st.CompleteTx(tx, c); err != nil {
+//			return err // fenced out: the ledger write below never commits
+//		}
+//		_, err := tx.Put(datastore.IncompleteKey("Ledger", nil), &entry)
+//		return err
+//	})
+//
+// CompleteTx looks the record up in tx and applies Complete's rule to it:
+// when c's fence still owns the record (CLAIMED, whether or not its lease
+// has lapsed, or DONE with that fence already) it queues the record as
+// DONE, with the expiry Complete gives it, and returns nil. Otherwise —
+// the claim was taken over, released, or its record is absent, expired or
+// DONE under another fence — it queues nothing and returns an error
+// matching [store.ErrFenced]; the caller must then fail its transaction,
+// which rolls back its business writes. Any other error comes from the
+// lookup, and likewise must fail the transaction.
+//
+// The record and the business entities must be in the same database, the
+// one tx belongs to: tx must come from the client the store was built
+// with (or one on the same project and database). A transaction of another
+// database reads that database's record of the key, not the store's:
+// usually there is none, and CompleteTx reports ErrFenced.
+//
+// Datastore never lets tx and another writer of the record (a Claim taking
+// the key over, say) both commit on the version tx read: one waits for the
+// other's lock, or tx's commit fails with
+// [datastore.ErrConcurrentTransaction], and RunInTransaction runs the
+// function again in a new transaction (three attempts by default). That is
+// safe: the retry looks the record up afresh, so a claim taken over in the
+// meantime is fenced out on the retry. A commit that landed but whose reply
+// was lost is not run again: RunInTransaction's rollback of it fails, and
+// it returns the commit's error, so the body fails and the redelivery finds
+// the key done.
+//
+// The gateway still calls Complete after the body returns; on a record
+// already DONE with the same fence it answers true and writes nothing.
+func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim) error {
+	if tx == nil {
+		return errors.New("datastorestore: CompleteTx: nil transaction")
+	}
+	return s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+		_, err := s.step(tx, key, decide)
+		return err
+	})
+}

@@ -1,0 +1,73 @@
+package firestorestore
+
+import (
+	"errors"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/internal/record"
+)
+
+// CompleteTx records c as done inside tx, the caller's own transaction, so
+// that the completion and the caller's business writes commit together or
+// not at all. Call it from the function given to RunTransaction, before
+// any write of that transaction, and return its error from that function:
+//
+//	err := client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+//		if err := st.CompleteTx(tx, c); err != nil {
+//			return err // fenced out: the ledger write below never commits
+//		}
+//		return tx.Create(client.Collection("ledger").NewDoc(), entry)
+//	})
+//
+// CompleteTx reads the record in tx and applies Complete's rule to it: when
+// c's fence still owns the record (CLAIMED, whether or not its lease has
+// lapsed, or DONE with that fence already) it queues the record as DONE,
+// with the expiry Complete gives it, and returns nil. Otherwise — the
+// claim was taken over, released, or its record is absent, expired or
+// DONE under another fence — it queues nothing and returns an error
+// matching [store.ErrFenced]; the caller must then fail its transaction,
+// which rolls back its business writes. Any other error comes from the
+// read, and likewise must fail the transaction.
+//
+// A Firestore transaction does all its reads before its writes. CompleteTx
+// reads, so it must come before the transaction's first write (Create,
+// Set, Update, Delete); called after one, it fails with the client's error
+// "firestore: read after write in transaction", and the client refuses to
+// commit that transaction even if the error is ignored.
+//
+// The record and the business documents must be in the same database, the
+// one tx belongs to: tx must come from the client the store was built with
+// (or one on the same project and database). A transaction of another
+// database reads that database's record of the key, not the store's:
+// usually there is none, and CompleteTx reports ErrFenced.
+//
+// Firestore never lets tx and another writer of the record (a Claim taking
+// the key over, say) both commit on the version tx read: one waits for the
+// other, or tx is aborted and RunTransaction runs the function again in a
+// new transaction. That is safe: the retry reads the record afresh, so a
+// claim taken over in the meantime is fenced out on the retry.
+// RunTransaction retries nothing but Aborted, which applied nothing: a
+// commit that landed but whose reply was lost comes back as an error, the
+// body fails, and the redelivery finds the key done.
+//
+// The gateway still calls Complete after the body returns; on a record
+// already DONE with the same fence it answers true and writes nothing.
+func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim) error {
+	if tx == nil {
+		return errors.New("firestorestore: CompleteTx: nil transaction")
+	}
+	return s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+		ref, hashed := s.docRef(key)
+		snap, err := tx.Get(ref)
+		cur, err := load(ref, key, hashed, snap, err)
+		if err != nil {
+			return err
+		}
+		if next := decide(cur, s.now()); next != nil {
+			return tx.Update(ref, updates(next)) // Complete only ever rewrites a record it read
+		}
+		return nil
+	})
+}
