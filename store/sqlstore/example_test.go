@@ -68,13 +68,51 @@ func ExampleNew() {
 	// already_done 1
 }
 
-// A purge job, run in a goroutine of the service for as long as ctx lives.
 // Expired records stay in the table, behaving as absent, until a purge
-// deletes them. Every instance may run one: concurrent purges are safe.
+// deletes them: run purgeEvery (below) in a goroutine of the service, or
+// `idemgate purge` from a scheduled job. Here two completed orders expire
+// after the store's ttl, and one purge deletes them.
 func ExampleStore_PurgeExpired() {
-	var s *sqlstore.Store                   // from sqlstore.New
-	ctx := context.Background()             // the service's lifetime
-	tick := time.NewTicker(5 * time.Minute) // a fraction of the ttl
+	dir, err := os.MkdirTemp("", "idemgate-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "idemgate.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	s, err := sqlstore.New(db, sqlstore.SQLite, &sqlstore.Options{TTL: 50 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := s.CreateTable(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range []string{"order-1", "order-2"} {
+		c, err := s.Claim(ctx, key, time.Millisecond)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := s.Complete(ctx, c); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	time.Sleep(100 * time.Millisecond) // the ttl passes on the database's clock
+	n, err := s.PurgeExpired(ctx, 1000)
+	fmt.Println(n, err)
+	// Output: 2 <nil>
+}
+
+// purgeEvery deletes expired records every interval (a fraction of the
+// ttl) for as long as ctx lives. Every instance may run one: concurrent
+// purges are safe.
+func purgeEvery(ctx context.Context, s *sqlstore.Store, interval time.Duration) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -90,6 +128,8 @@ func ExampleStore_PurgeExpired() {
 		log.Printf("idemgate purge: %d expired records deleted", n)
 	}
 }
+
+var _ = purgeEvery // shown by ExampleStore_PurgeExpired's documentation
 
 // A body of the gateway's Lock that writes a payment and records its key
 // done in one transaction, on the database of the store's table. A holder
