@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,14 @@ func TestCommandCounts(t *testing.T) {
 	}
 	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
 		t.Errorf("a duplicate of a held key sent %v, want 1 command: [EVALSHA]", got)
+	}
+
+	long := store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1))
+	if _, err := s.Claim(long, "long", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+		t.Errorf("Claim with a fingerprint too long = %v, want ErrInvalidFingerprint", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("a Claim with a fingerprint too long sent %v, want nothing", got)
 	}
 }
 
