@@ -41,8 +41,8 @@ func TestFingerprintLayout(t *testing.T) {
 	if err != nil || again.Status != store.Won || again.Fence != 1 || !bytes.Equal(again.Fingerprint, fingerprint) {
 		t.Errorf("retried Claim = %+v, %v; want the win re-affirmed with the kept fingerprint", again, err)
 	}
-	if c, err = s.Extend(ctx, c, 2*time.Minute); err != nil {
-		t.Fatal(err)
+	if c, err = s.Extend(ctx, c, 2*time.Minute); err != nil || !bytes.Equal(c.Fingerprint, fingerprint) {
+		t.Fatalf("Extend = %+v, %v; want the claim with its fingerprint", c, err)
 	}
 	if r := readRecord(t, client, prefix+"k"); r.state != "c" || r.fp != string(fingerprint) || r.token != "to:ken" {
 		t.Errorf("extended record = %+v, want state c with the fingerprint and the token", r)

@@ -174,7 +174,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	}
 	c, ok := claimReply(key, r)
 	if !ok {
-		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %q", r)
+		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %v", r)
 	}
 	if c.Status == store.Won {
 		c.Token = token
@@ -261,7 +261,8 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if until == 0 {
 		return store.Claim{}, store.ErrFenced
 	}
-	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until)}, nil
+	// The fingerprint is c's: only a Claim that raises the fence writes one.
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint}, nil
 }
 
 // fence is c's fence as the scripts compare it: the decimal digits the
