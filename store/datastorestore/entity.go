@@ -47,6 +47,7 @@ const (
 	propLeaseUntil = "leaseUntil"
 	propExpiresAt  = "expiresAt"
 	propKey        = "key"
+	propFP         = "fingerprint"
 )
 
 // entity is a record as Datastore loads and saves it.
@@ -64,12 +65,16 @@ func (r *entity) Save() ([]datastore.Property, error) {
 	if r.Key != "" {
 		ps = append(ps, datastore.Property{Name: propKey, Value: r.Key, NoIndex: true})
 	}
+	if len(r.Fingerprint) > 0 {
+		ps = append(ps, datastore.Property{Name: propFP, Value: r.Fingerprint, NoIndex: true})
+	}
 	return ps, nil
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
 // ignored, so that operators may annotate entities; a known property of the
-// wrong type, or a state other than CLAIMED and DONE, is an error.
+// wrong type, or a state other than CLAIMED and DONE, is an error. An entity
+// without a fingerprint (one written before there were any) keeps none.
 func (r *entity) Load(ps []datastore.Property) error {
 	*r = entity{}
 	for _, p := range ps {
@@ -87,6 +92,8 @@ func (r *entity) Load(ps []datastore.Property) error {
 			r.ExpiresAt, ok = p.Value.(time.Time)
 		case propKey:
 			r.Key, ok = p.Value.(string)
+		case propFP:
+			r.Fingerprint, ok = p.Value.([]byte)
 		default:
 			ok = true
 		}

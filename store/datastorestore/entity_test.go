@@ -1,6 +1,7 @@
 package datastorestore
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestEntityName(t *testing.T) {
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := entity{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key"}
+	in := entity{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}}
 	ps, err := in.Save()
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +69,18 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err := out.Load(ps); err != nil {
 		t.Fatalf("Load: %v (unknown properties must be ignored)", err)
 	}
-	if out != in {
+	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip = %+v, want %+v", out, in)
 	}
 	short := entity{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
-	if ps, _ := short.Save(); len(ps) != 5 {
-		t.Errorf("a record with a readable name saved %d properties, want 5 (no key)", len(ps))
+	ps, _ = short.Save()
+	if len(ps) != 5 {
+		t.Errorf("a record with a readable name and no fingerprint saved %d properties, want 5 (no key, no fingerprint)", len(ps))
+	}
+	// An entity written before fingerprints existed has none.
+	out = entity{Fingerprint: []byte("stale")}
+	if err := out.Load(ps); err != nil || out.Fingerprint != nil {
+		t.Errorf("Load of an entity without a fingerprint = %v, fingerprint %q; want none", err, out.Fingerprint)
 	}
 }
 
@@ -84,6 +91,7 @@ func TestRecordLoadRejects(t *testing.T) {
 		"unknown state":        {{Name: "state", Value: "MAYBE"}},
 		"no state at all":      {{Name: "fence", Value: int64(1)}},
 		"token as a timestamp": {{Name: "state", Value: "CLAIMED"}, {Name: "token", Value: t0}},
+		"fingerprint as text":  {{Name: "state", Value: "CLAIMED"}, {Name: "fingerprint", Value: "a1"}},
 	} {
 		var r entity
 		if err := r.Load(ps); err == nil {

@@ -22,6 +22,10 @@
 //	leaseUntil  timestamp  until when the holder owns the key
 //	expiresAt   timestamp  until when the record suppresses duplicates
 //	key         string     the original key, only on documents with a hashed ID
+//	fingerprint bytes      the payload fingerprint kept at Won (at most 32 bytes), absent for none
+//
+// A document written before the store kept fingerprints has no fingerprint
+// field and reads as keeping none.
 //
 // # Operations
 //

@@ -54,6 +54,7 @@ const (
 	fieldLeaseUntil = "leaseUntil"
 	fieldExpiresAt  = "expiresAt"
 	fieldKey        = "key"
+	fieldFP         = "fingerprint"
 )
 
 // fields returns the document of a new record.
@@ -68,24 +69,34 @@ func fields(r *record.Record) map[string]any {
 	if r.Key != "" {
 		m[fieldKey] = r.Key
 	}
+	if len(r.Fingerprint) > 0 {
+		m[fieldFP] = r.Fingerprint
+	}
 	return m
 }
 
 // updates returns the changes that turn a stored record into r; the key
-// field never changes.
+// field never changes. A record without a fingerprint has the field
+// deleted, in the same write.
 func updates(r *record.Record) []firestore.Update {
+	var fp any = firestore.Delete
+	if len(r.Fingerprint) > 0 {
+		fp = r.Fingerprint
+	}
 	return []firestore.Update{
 		{Path: fieldState, Value: r.State},
 		{Path: fieldFence, Value: r.Fence},
 		{Path: fieldToken, Value: r.Token},
 		{Path: fieldLeaseUntil, Value: r.LeaseUntil},
 		{Path: fieldExpiresAt, Value: r.ExpiresAt},
+		{Path: fieldFP, Value: fp},
 	}
 }
 
 // parse reads a record from a document's data. Unknown fields are ignored,
 // so that operators may annotate documents; a known field of the wrong type,
-// or a state other than CLAIMED and DONE, is an error.
+// or a state other than CLAIMED and DONE, is an error. A document without a
+// fingerprint (one written before there were any) keeps none.
 func parse(data map[string]any) (record.Record, error) {
 	var r record.Record
 	for name, v := range data {
@@ -103,6 +114,8 @@ func parse(data map[string]any) (record.Record, error) {
 			r.ExpiresAt, ok = v.(time.Time)
 		case fieldKey:
 			r.Key, ok = v.(string)
+		case fieldFP:
+			r.Fingerprint, ok = v.([]byte)
 		default:
 			ok = true
 		}

@@ -1,11 +1,14 @@
 package firestorestore
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/store/internal/record"
+
+	"cloud.google.com/go/firestore"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -44,24 +47,36 @@ func TestDocID(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := record.Record{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key"}
+	in := record.Record{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}}
 	data := fields(&in)
 	data["note"] = "added by an operator"
 	out, err := parse(data)
 	if err != nil {
 		t.Fatalf("parse: %v (unknown fields must be ignored)", err)
 	}
-	if out != in {
+	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip = %+v, want %+v", out, in)
 	}
 	short := record.Record{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
 	if n := len(fields(&short)); n != 5 {
-		t.Errorf("a record with a readable ID has %d fields, want 5 (no key)", n)
+		t.Errorf("a record with a readable ID and no fingerprint has %d fields, want 5 (no key, no fingerprint)", n)
+	}
+	// A document written before fingerprints existed has none.
+	if out, err := parse(fields(&short)); err != nil || out.Fingerprint != nil {
+		t.Errorf("parse of a document without a fingerprint = %v, fingerprint %q; want none", err, out.Fingerprint)
 	}
 	for _, u := range updates(&in) {
 		if u.Path == fieldKey {
 			t.Error("an update rewrites the key field, which never changes")
 		}
+	}
+	// An update to a record without a fingerprint deletes the field.
+	deletes := false
+	for _, u := range updates(&short) {
+		deletes = deletes || u.Path == fieldFP && u.Value == firestore.Delete
+	}
+	if !deletes {
+		t.Error("an update to a record without a fingerprint must delete the field")
 	}
 }
 
@@ -72,6 +87,7 @@ func TestParseRejects(t *testing.T) {
 		"unknown state":        {"state": "MAYBE"},
 		"no state at all":      {"fence": int64(1)},
 		"token as a timestamp": {"state": "CLAIMED", "token": t0},
+		"fingerprint as text":  {"state": "CLAIMED", "fingerprint": "a1"},
 	} {
 		if _, err := parse(data); err == nil {
 			t.Errorf("%s: parse succeeded, want an error", name)

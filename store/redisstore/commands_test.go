@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"bytes"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -35,16 +37,18 @@ func (r *recorder) take() []string {
 	return cmds
 }
 
-// TestCommandCounts pins the cost of the two common paths: a fresh message
-// (Claim won, Complete) is two commands, a duplicate (Claim already done)
-// is one. The scripts are cached on the server first, as they are after the
-// first message, so no NOSCRIPT fallback is counted here.
+// TestCommandCounts pins the cost of the common paths: a fresh message
+// (Claim won, Complete) is two commands, a duplicate (Claim already done or
+// held by another) is one. Every Claim carries a full-size fingerprint,
+// which rides in the same command. The scripts are cached on the server
+// first, as they are after the first message, so no NOSCRIPT fallback is
+// counted here.
 func TestCommandCounts(t *testing.T) {
 	client := newClient(t)
 	rec := &recorder{}
 	client.AddHook(cmdHook(rec.add))
 	s := newStore(t, client, &redisstore.Options{Prefix: uniquePrefix(t)})
-	ctx := t.Context()
+	ctx := store.WithFingerprint(t.Context(), bytes.Repeat([]byte{0xfe}, store.MaxFingerprintLen))
 
 	warm, err := s.Claim(ctx, "warm-up", time.Minute)
 	if err != nil {
@@ -75,6 +79,26 @@ func TestCommandCounts(t *testing.T) {
 	}
 	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
 		t.Errorf("a duplicate sent %v, want 1 command: [EVALSHA]", got)
+	}
+
+	if _, err := s.Claim(ctx, "held", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	h, err := s.Claim(ctx, "held", time.Minute)
+	if err != nil || h.Status != store.HeldByOther {
+		t.Fatalf("Claim = %v, %v; want HeldByOther", h.Status, err)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
+		t.Errorf("a duplicate of a held key sent %v, want 1 command: [EVALSHA]", got)
+	}
+
+	long := store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1))
+	if _, err := s.Claim(long, "long", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+		t.Errorf("Claim with a fingerprint too long = %v, want ErrInvalidFingerprint", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("a Claim with a fingerprint too long sent %v, want nothing", got)
 	}
 }
 

@@ -21,6 +21,17 @@
 //	C1:1796000400000:1796004000000:2PEXRHDEZ7H2NQQKBXYRNB3GLM
 //	D1:1796000400000:1796003612345:
 //
+// A record that keeps a payload fingerprint (see [store.WithFingerprint])
+// writes its state in lower case, c or d, and the fingerprint's length in
+// decimal and its bytes, verbatim, before the token:
+//
+//	<c|d><fence>:<leaseUntil>:<expiresAt>:<length>:<fingerprint><token>
+//
+// Claim passes the fingerprint to the script as an argument, which keeps it
+// binary-safe, and the script returns the kept one in its reply. Records
+// written before fingerprints existed are upper case and read as keeping
+// none.
+//
 // This layout is stable: a later version that changes it will use a
 // different leading letter, and the scripts refuse a value they do not
 // recognise instead of guessing. One string was chosen over a hash because
@@ -28,7 +39,8 @@
 // expiry, with one SET … PXAT, and because a done record (about 31 bytes)
 // fits Redis's embedded string encoding: MEMORY USAGE reports about 150
 // bytes for a done record under a 50-byte key, no more than a hash with
-// one-letter fields, and less than a hash for a claimed record.
+// one-letter fields, and less than a hash for a claimed record. A 32-byte
+// fingerprint adds 32 bytes to that.
 //
 // Redis deletes a record by itself at expiresAt plus [Options.Grace]
 // (PEXPIREAT); nothing sweeps.
@@ -46,8 +58,10 @@
 //
 // Each operation is one EVALSHA of its own script (claim.lua, complete.lua,
 // release.lua, extend.lua, and inspect.lua and forget.lua for the
-// operator's [Store.Inspect] and [Store.Forget]), atomic on its one key. A fresh message costs two
-// commands (Claim, Complete) and a duplicate one. After a restart, a failover
+// operator's [Store.Inspect] and [Store.Forget], each after record.lua,
+// which reads and writes the layout), atomic on its one key. A fresh message
+// costs two commands (Claim, Complete) and a duplicate one, with or without
+// a fingerprint. After a restart, a failover
 // or SCRIPT FLUSH the first call of each script gets NOSCRIPT and is sent
 // again as EVAL, which caches it. go-redis may retry a command whose reply
 // was lost; every script is safe to run twice: a retried Claim finds its own

@@ -2,14 +2,13 @@
 --   ARGV[1] fence  ARGV[2] lease (ms)  ARGV[3] ttl (ms)  ARGV[4] grace (ms)
 -- Reply: the new leaseUntil, or 0 when fenced out (absent, DONE, another
 -- fence, or expired).
--- Record layout (see doc.go): <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
 local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, _, expires_at, token = string.match(rec, '^([CD])(%d+):(%d+):(%d+):(.*)$')
+local state, fence, _, expires_at, fp, token = parse(rec)
 if not state then
-  return redis.error_reply('ERR idemgate: key holds a value that is not an idemgate record')
+  return redis.error_reply(not_a_record)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -19,6 +18,6 @@ if state ~= 'C' or fence ~= ARGV[1] or now >= expires_at then
 end
 local lease_until = now + tonumber(ARGV[2])
 expires_at = math.max(expires_at, lease_until + tonumber(ARGV[3]))
-redis.call('SET', KEYS[1], string.format('C%s:%d:%d:', fence, lease_until, expires_at) .. token,
+redis.call('SET', KEYS[1], record(string.format('C%s:%d:%d:', fence, lease_until, expires_at), fp, token),
   'PXAT', string.format('%d', expires_at + tonumber(ARGV[4])))
 return lease_until

@@ -18,8 +18,8 @@ var (
 	//go:embed forget.lua
 	forgetLua string
 
-	inspectScript = redis.NewScript(inspectLua)
-	forgetScript  = redis.NewScript(forgetLua)
+	inspectScript = redis.NewScript(recordLua + inspectLua)
+	forgetScript  = redis.NewScript(recordLua + forgetLua)
 )
 
 var _ store.Inspector = (*Store)(nil)
@@ -48,7 +48,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 
 // parseInspect reads inspect.lua's reply.
 func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, error) {
-	if len(reply) != 1 && len(reply) != 6 {
+	if len(reply) != 1 && len(reply) != 7 {
 		return store.Record{}, false, fmt.Errorf("unexpected reply %q", reply)
 	}
 	var n [4]int64 // now, fence, leaseUntil, expiresAt
@@ -73,6 +73,9 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 		LeaseUntil: time.UnixMilli(n[2]),
 		ExpiresAt:  time.UnixMilli(n[3]),
 		ReadAt:     time.UnixMilli(n[0]),
+	}
+	if reply[6] != "" {
+		r.Fingerprint = []byte(reply[6])
 	}
 	switch reply[1] {
 	case "C":

@@ -1,9 +1,9 @@
 -- inspect.lua: read the record at KEYS[1] and the server's clock; write nothing.
--- Reply: {now}                                                    no live record
---        {now, state, fence, leaseUntil, expiresAt, token}        a live record
--- Every element is a string of decimal digits (state is C or D), so that a
--- fence beyond 2^53 reaches the client exactly.
--- Record layout (see doc.go): <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
+-- Reply: {now}                                                         no live record
+--        {now, state, fence, leaseUntil, expiresAt, token, fingerprint} a live record
+-- now, fence, leaseUntil and expiresAt are strings of decimal digits, so
+-- that a fence beyond 2^53 reaches the client exactly; state is C or D;
+-- fingerprint is '' for none. The layout is record.lua's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local clock = string.format('%d', now)
@@ -11,11 +11,11 @@ local rec = redis.call('GET', KEYS[1])
 if not rec then
   return {clock}
 end
-local state, fence, lease_until, expires_at, token = string.match(rec, '^([CD])(%d+):(%d+):(%d+):(.*)$')
+local state, fence, lease_until, expires_at, fp, token = parse(rec)
 if not state then
-  return redis.error_reply('ERR idemgate: key holds a value that is not an idemgate record')
+  return redis.error_reply(not_a_record)
 end
 if now >= tonumber(expires_at) then
   return {clock} -- expired: absent to every operation, though Redis keeps it for the grace
 end
-return {clock, state, fence, lease_until, expires_at, token}
+return {clock, state, fence, lease_until, expires_at, token, fp}

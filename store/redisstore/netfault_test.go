@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 
 // parseRecord parses a record's raw value (see record_test.go); its
 // pexpireAt is left zero.
-func parseRecord(t *testing.T, raw string) record {
+func parseRecord(t testing.TB, raw string) record {
 	t.Helper()
 	m := recordLayout.FindStringSubmatch(raw)
 	if m == nil {
@@ -36,7 +37,16 @@ func parseRecord(t *testing.T, raw string) record {
 			t.Fatalf("record %q: %v", raw, err)
 		}
 	}
-	return record{state: m[1], fence: n[0], leaseUntil: n[1], expiresAt: n[2], token: m[5]}
+	r := record{state: m[1], fence: n[0], leaseUntil: n[1], expiresAt: n[2], token: m[5]}
+	if r.state == "c" || r.state == "d" { // <n>:<fingerprint><token>
+		size, rest, _ := strings.Cut(r.token, ":")
+		l, err := strconv.Atoi(size)
+		if err != nil || l < 1 || l > len(rest) {
+			t.Fatalf("record %q: no fingerprint after a lower-case state", raw)
+		}
+		r.fp, r.token = rest[:l], rest[l:]
+	}
+	return r
 }
 
 // unchanged reports whether the record of rkey on the server is still was

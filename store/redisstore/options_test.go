@@ -139,7 +139,11 @@ func TestForeignValue(t *testing.T) {
 	if err := client.HSet(ctx, prefix+"hash", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"str", "hash"} {
+	// A fingerprinted layout whose fingerprint is cut short.
+	if err := client.Set(ctx, prefix+"cut", "c1:2:3:40:short", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"str", "hash", "cut"} {
 		c := store.Claim{Key: key, Status: store.Won, Fence: 1, Token: "t"}
 		if got, err := s.Claim(ctx, key, time.Minute); err == nil {
 			t.Errorf("Claim of a foreign %s value = %v, nil; want an error", key, got.Status)

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,14 +13,15 @@ import (
 
 // record is a record read back in the layout doc.go documents.
 type record struct {
-	state                 string
+	state                 string // as stored: lower case when a fingerprint follows
 	fence                 int64
 	leaseUntil, expiresAt int64 // unix ms on the server's clock
+	fp                    string
 	token                 string
 	pexpireAt             int64 // when Redis deletes the key, unix ms
 }
 
-var recordLayout = regexp.MustCompile(`^([CD])(\d+):(\d+):(\d+):(.*)$`)
+var recordLayout = regexp.MustCompile(`(?s)^([CDcd])(\d+):(\d+):(\d+):(.*)$`)
 
 // readRecord reads and parses the raw key of a record.
 func readRecord(t testing.TB, client redis.UniversalClient, rawKey string) record {
@@ -31,22 +31,13 @@ func readRecord(t testing.TB, client redis.UniversalClient, rawKey string) recor
 	if err != nil {
 		t.Fatalf("GET %s: %v", rawKey, err)
 	}
-	m := recordLayout.FindStringSubmatch(v)
-	if m == nil {
-		t.Fatalf("record %q does not follow the documented layout", v)
-	}
-	num := func(s string) int64 {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("record %q: %v", v, err)
-		}
-		return n
-	}
+	r := parseRecord(t, v)
 	at, err := client.PExpireTime(ctx, rawKey).Result()
 	if err != nil {
 		t.Fatalf("PEXPIRETIME %s: %v", rawKey, err)
 	}
-	return record{state: m[1], fence: num(m[2]), leaseUntil: num(m[3]), expiresAt: num(m[4]), token: m[5], pexpireAt: at.Milliseconds()}
+	r.pexpireAt = at.Milliseconds()
+	return r
 }
 
 // serverMillis returns the server's clock (TIME) in unix milliseconds.

@@ -150,7 +150,8 @@ func (s *Store) redisKey(key string) string {
 }
 
 // Claim implements [store.Store]. The server's clock decides whether a lease
-// or a record has lapsed; one EVALSHA runs the whole decision.
+// or a record has lapsed; one EVALSHA runs the whole decision, and carries
+// the fingerprint to keep, if any.
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
@@ -159,29 +160,59 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err != nil {
 		return store.Claim{}, err
 	}
+	fp := store.Fingerprint(ctx)
+	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	token := store.ClaimToken(ctx)
-	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token).Int64Slice()
+	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token, fp).Slice()
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	if len(r) < 2 {
+	c, ok := claimReply(key, r)
+	if !ok {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %v", r)
 	}
-	c := store.Claim{Key: key, Fence: r[1]}
-	switch {
-	case r[0] == replyWon && len(r) == 3:
-		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(r[2])
-	case r[0] == replyDone:
-		c.Status = store.AlreadyDone
-	case r[0] == replyHeld && len(r) == 3:
-		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(r[2])
-	default:
-		return store.Claim{}, fmt.Errorf("redisstore: claim: unexpected reply %v", r)
+	if c.Status == store.Won {
+		c.Token = token
 	}
 	return c, nil
+}
+
+// claimReply reads claim.lua's reply: the status, the fence, the lease's
+// end unless the record is done, and the kept fingerprint ("" for none).
+func claimReply(key string, r []any) (store.Claim, bool) {
+	n := len(r)
+	if n < 3 {
+		return store.Claim{}, false
+	}
+	status, ok1 := r[0].(int64)
+	fence, ok2 := r[1].(int64)
+	fp, ok3 := r[n-1].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return store.Claim{}, false
+	}
+	c := store.Claim{Key: key, Fence: fence}
+	if fp != "" {
+		c.Fingerprint = []byte(fp)
+	}
+	switch {
+	case status == replyDone && n == 3:
+		c.Status = store.AlreadyDone
+		return c, true
+	case status == replyWon && n == 4:
+		c.Status = store.Won
+	case status == replyHeld && n == 4:
+		c.Status = store.HeldByOther
+	default:
+		return store.Claim{}, false
+	}
+	until, ok := r[2].(int64)
+	c.LeaseUntil = time.UnixMilli(until)
+	return c, ok
 }
 
 // The first element of claim.lua's reply.
@@ -230,7 +261,8 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if until == 0 {
 		return store.Claim{}, store.ErrFenced
 	}
-	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until)}, nil
+	// The fingerprint is c's: only a Claim that raises the fence writes one.
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint}, nil
 }
 
 // fence is c's fence as the scripts compare it: the decimal digits the

@@ -1,21 +1,21 @@
 -- release.lua: give KEYS[1] up if the caller's fence still owns the claim.
 --   ARGV[1] fence
 -- Reply: 1 released, 0 ignored (absent, DONE, fenced out or expired).
--- Record layout (see doc.go): <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
 local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, _, expires_at = string.match(rec, '^([CD])(%d+):(%d+):(%d+):')
+local state, fence, _, expires_at = parse(rec)
 if not state then
-  return redis.error_reply('ERR idemgate: key holds a value that is not an idemgate record')
+  return redis.error_reply(not_a_record)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if state ~= 'C' or fence ~= ARGV[1] or now >= tonumber(expires_at) then
   return 0
 end
--- Bump the fence, end the lease now and forget the token: the claim is
--- abandoned, so neither its fence nor its token may act on the record again.
-redis.call('SET', KEYS[1], string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), 'KEEPTTL')
+-- Bump the fence, end the lease now and forget the token and the
+-- fingerprint: the claim is abandoned, so neither its fence nor its token
+-- may act on the record again.
+redis.call('SET', KEYS[1], record(string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), '', ''), 'KEEPTTL')
 return 1

@@ -10,7 +10,10 @@ import (
 // server (TIME) and writes at most once, so every operation is a single
 // atomic step on one key. Run sends EVALSHA and falls back to EVAL when the
 // server answers NOSCRIPT (after a restart, a failover or SCRIPT FLUSH).
+// Each script starts with record.lua, which reads and writes the layout.
 var (
+	//go:embed record.lua
+	recordLua string
 	//go:embed claim.lua
 	claimLua string
 	//go:embed complete.lua
@@ -20,8 +23,8 @@ var (
 	//go:embed extend.lua
 	extendLua string
 
-	claimScript    = redis.NewScript(claimLua)
-	completeScript = redis.NewScript(completeLua)
-	releaseScript  = redis.NewScript(releaseLua)
-	extendScript   = redis.NewScript(extendLua)
+	claimScript    = redis.NewScript(recordLua + claimLua)
+	completeScript = redis.NewScript(recordLua + completeLua)
+	releaseScript  = redis.NewScript(recordLua + releaseLua)
+	extendScript   = redis.NewScript(recordLua + extendLua)
 )

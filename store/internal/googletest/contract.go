@@ -1,6 +1,7 @@
 package googletest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -163,11 +164,12 @@ var LayoutCases = []LayoutCase{
 
 // Layout checks what the stores' documentation promises about a stored
 // record: its name (the key, or "sha256:" and the hex SHA-256 of the
-// key), its fields, and their types. It claims and completes each key in
-// cases on st, then reads the record back with fetch, which returns its
-// fields by name (or fails t, naming what it could not read).
+// key), its fields, and their types. It claims each key in cases on st
+// with a full-size fingerprint and completes it, then reads the record
+// back with fetch, which returns its fields by name (or fails t, naming
+// what it could not read).
 func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T, key, name string) map[string]any) {
-	ctx := t.Context()
+	ctx := store.WithFingerprint(t.Context(), Fingerprint)
 	for _, tc := range cases {
 		c, err := st.Claim(ctx, tc.Key, time.Minute)
 		if err != nil || c.Status != store.Won {
@@ -181,7 +183,7 @@ func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T,
 			sum := sha256.Sum256([]byte(tc.Key))
 			name = "sha256:" + hex.EncodeToString(sum[:])
 		}
-		want := map[string]bool{"state": true, "fence": true, "token": true, "leaseUntil": true, "expiresAt": true}
+		want := map[string]bool{"state": true, "fence": true, "token": true, "leaseUntil": true, "expiresAt": true, "fingerprint": true}
 		if tc.Hashed {
 			want["key"] = true
 		}
@@ -198,6 +200,10 @@ func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T,
 			case "key":
 				if v != tc.Key {
 					t.Errorf("key field = %.20q, want %.20q", v, tc.Key)
+				}
+			case "fingerprint":
+				if b, ok := v.([]byte); !ok || !bytes.Equal(b, Fingerprint) {
+					t.Errorf("fingerprint = %#v, want the Claim's %d bytes", v, len(Fingerprint))
 				}
 			case "expiresAt", "leaseUntil":
 				if _, ok := v.(time.Time); !ok {

@@ -1,6 +1,7 @@
 package googletest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -27,10 +28,11 @@ type RPCs struct {
 }
 
 // RPCsPerMessage pins the round trips of each step of a message's life
-// of a store from wired.
+// of a store from wired. Every Claim carries a full-size fingerprint, as
+// the gateway's do: keeping it must cost no round trip.
 func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	st, w := wired(t)
-	ctx := t.Context()
+	ctx := store.WithFingerprint(t.Context(), Fingerprint)
 	step := func(name string, want []string, f func()) {
 		t.Helper()
 		w.Take()
@@ -66,7 +68,8 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 
 // ResentCommitReaffirms: the transport sends a Claim's first commit twice
 // (as gRPC's retry policy may after a connection drops). Whatever the
-// server answers the second copy, the Claim must end Won at fence 1.
+// server answers the second copy, the Claim must end Won at fence 1, with
+// the fingerprint it kept.
 func ResentCommitReaffirms(t *testing.T, wired Wired) {
 	st, w := wired(t)
 	var second error
@@ -77,10 +80,10 @@ func ResentCommitReaffirms(t *testing.T, wired Wired) {
 		second = invoke()
 		return second
 	}))
-	c, err := st.Claim(t.Context(), "k", time.Minute)
+	c, err := st.Claim(store.WithFingerprint(t.Context(), Fingerprint), "k", time.Minute)
 	t.Logf("the server answered the resent commit with: %v", second)
-	if err != nil || c.Status != store.Won || c.Fence != 1 {
-		t.Fatalf("Claim with a resent commit = %v at fence %d, %v; want Won at fence 1", c.Status, c.Fence, err)
+	if err != nil || c.Status != store.Won || c.Fence != 1 || !bytes.Equal(c.Fingerprint, Fingerprint) {
+		t.Fatalf("Claim with a resent commit = %v at fence %d with fingerprint %x, %v; want Won at fence 1 with the Claim's fingerprint", c.Status, c.Fence, c.Fingerprint, err)
 	}
 }
 

@@ -8,7 +8,8 @@ import (
 )
 
 // Forget decides a Forget: a live record, whatever its state, becomes a
-// released claim one fence higher (Release without the fence guard). An
+// released claim one fence higher, without a fingerprint (Release without
+// the fence guard). An
 // expired or absent record is left alone.
 func (p Rules) Forget(r *Record, now time.Time) *Record {
 	if !p.live(r, now) {
@@ -18,6 +19,7 @@ func (p Rules) Forget(r *Record, now time.Time) *Record {
 	next.State = StateClaimed
 	next.Fence++
 	next.Token = ""
+	next.Fingerprint = nil
 	next.LeaseUntil = micro(now)
 	return &next
 }
@@ -36,6 +38,9 @@ func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok 
 		LeaseUntil: r.LeaseUntil,
 		ExpiresAt:  r.ExpiresAt,
 		ReadAt:     now,
+	}
+	if len(r.Fingerprint) > 0 {
+		out.Fingerprint = append([]byte(nil), r.Fingerprint...)
 	}
 	if r.State == StateDone {
 		out.State, out.Token = store.Done, ""

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,11 +55,15 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 	if lease <= 0 {
 		return store.Claim{}, fmt.Errorf("%s: lease %v is not positive", o.Name, lease)
 	}
+	fp := bytes.Clone(store.Fingerprint(ctx)) // the record must not share the caller's array
+	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
 	token := store.ClaimToken(ctx) // once per call: every round reuses it
 	var c store.Claim
 	err := o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
 		var next *Record
-		c, next = o.Rules.Claim(cur, key, token, lease, now)
+		c, next = o.Rules.Claim(cur, key, token, fp, lease, now)
 		return next
 	})
 	if err != nil {

@@ -20,12 +20,13 @@ const (
 // Record is what a stored entity or document holds. See the store package
 // documentation for the meaning of each field.
 type Record struct {
-	State      string
-	Fence      int64
-	Token      string // empty once released
-	LeaseUntil time.Time
-	ExpiresAt  time.Time
-	Key        string // set only when the stored name is a hash of the key
+	State       string
+	Fence       int64
+	Token       string // empty once released
+	LeaseUntil  time.Time
+	ExpiresAt   time.Time
+	Key         string // set only when the stored name is a hash of the key
+	Fingerprint []byte // the payload fingerprint kept at Won; nil for none
 }
 
 // Rules are the transitions of the store package documentation, as pure
@@ -48,8 +49,9 @@ func (p Rules) held(r *Record, now time.Time) bool {
 	return r.State == StateClaimed && r.Token != "" && now.Before(r.LeaseUntil.Add(p.Skew))
 }
 
-// Claim decides a Claim with a fresh token.
-func (p Rules) Claim(r *Record, key, token string, lease time.Duration, now time.Time) (store.Claim, *Record) {
+// Claim decides a Claim with a fresh token and the caller's fingerprint fp
+// (nil for none), which a won claim keeps in place of the record's.
+func (p Rules) Claim(r *Record, key, token string, fp []byte, lease time.Duration, now time.Time) (store.Claim, *Record) {
 	var fence int64 // the fence being replaced: 0 for a new record
 	switch {
 	case !p.live(r, now):
@@ -59,13 +61,13 @@ func (p Rules) Claim(r *Record, key, token string, lease time.Duration, now time
 	case r.State == StateClaimed && r.Token != "" && r.Token == token:
 		return won(key, r), nil // a retry of the call that won: re-affirm
 	case p.held(r, now):
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil}, nil
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}, nil
 	case r.State == StateDone:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence}, nil
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint}, nil
 	default: // a lapsed or released claim
 		fence = r.Fence
 	}
-	next := &Record{State: StateClaimed, Fence: fence + 1, Token: token, LeaseUntil: micro(now.Add(lease))}
+	next := &Record{State: StateClaimed, Fence: fence + 1, Token: token, LeaseUntil: micro(now.Add(lease)), Fingerprint: fp}
 	next.ExpiresAt = micro(next.LeaseUntil.Add(p.TTL))
 	return won(key, next), next
 }
@@ -85,7 +87,8 @@ func (p Rules) Complete(r *Record, fence int64, now time.Time) (bool, *Record) {
 }
 
 // Release decides a Release: the fence rises and the token empties, so a
-// released claim is free at once and can never be re-affirmed.
+// released claim is free at once and can never be re-affirmed; the
+// fingerprint goes with the claim.
 func (p Rules) Release(r *Record, fence int64, now time.Time) *Record {
 	if !p.live(r, now) || r.State != StateClaimed || r.Fence != fence {
 		return nil
@@ -93,6 +96,7 @@ func (p Rules) Release(r *Record, fence int64, now time.Time) *Record {
 	next := *r
 	next.Fence++
 	next.Token = ""
+	next.Fingerprint = nil
 	next.LeaseUntil = micro(now)
 	return &next
 }
@@ -111,7 +115,7 @@ func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Ti
 }
 
 func won(key string, r *Record) store.Claim {
-	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil}
+	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
 }
 
 // micro drops what Datastore and Firestore cannot store, so that the times

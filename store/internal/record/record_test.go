@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -18,31 +19,36 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 func TestClaimTransitions(t *testing.T) {
 	p := Rules{TTL: time.Hour, Skew: 2 * time.Second}
 	lease := time.Minute
-	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	kept := []byte("kept")
+	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: kept}
 	released := &Record{State: StateClaimed, Fence: 4, Token: "", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
-	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0, Fingerprint: kept}
 	for _, tc := range []struct {
 		name      string
 		r         *Record
 		token     string
+		fp        []byte // the caller's fingerprint
 		now       time.Time
 		want      store.Status
 		wantFence int64
 		writes    bool
 	}{
-		{"absent", nil, "b", t0, store.Won, 1, true},
-		{"held", held, "b", t0.Add(-time.Second), store.HeldByOther, 3, false},
-		{"lapsed within the margin", held, "b", t0.Add(time.Second), store.HeldByOther, 3, false},
-		{"lapsed past the margin", held, "b", t0.Add(2 * time.Second), store.Won, 4, true},
-		{"same token", held, "a", t0.Add(time.Hour / 2), store.Won, 3, false},
-		{"released", released, "b", t0.Add(-time.Minute), store.Won, 5, true},
-		{"released, same token", released, "", t0, store.Won, 5, true},
-		{"done", done, "b", t0.Add(time.Second), store.AlreadyDone, 3, false},
-		{"done, same token", done, "a", t0.Add(time.Second), store.AlreadyDone, 3, false},
-		{"expired past the margin", done, "b", t0.Add(2 * time.Second), store.Won, 4, true},
+		{"absent", nil, "b", []byte("new"), t0, store.Won, 1, true},
+		{"absent, no fingerprint", nil, "b", nil, t0, store.Won, 1, true},
+		{"held", held, "b", []byte("new"), t0.Add(-time.Second), store.HeldByOther, 3, false},
+		{"lapsed within the margin", held, "b", nil, t0.Add(time.Second), store.HeldByOther, 3, false},
+		{"lapsed past the margin", held, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 4, true},
+		{"lapsed, taken without a fingerprint", held, "b", nil, t0.Add(2 * time.Second), store.Won, 4, true},
+		{"same token", held, "a", []byte("new"), t0.Add(time.Hour / 2), store.Won, 3, false},
+		{"released", released, "b", []byte("new"), t0.Add(-time.Minute), store.Won, 5, true},
+		{"released, same token", released, "", nil, t0, store.Won, 5, true},
+		{"done", done, "b", []byte("new"), t0.Add(time.Second), store.AlreadyDone, 3, false},
+		{"done, same token", done, "a", nil, t0.Add(time.Second), store.AlreadyDone, 3, false},
+		{"expired past the margin", done, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 4, true},
+		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, next := p.Claim(tc.r, "k", tc.token, lease, tc.now)
+			c, next := p.Claim(tc.r, "k", tc.token, tc.fp, lease, tc.now)
 			if c.Status != tc.want || c.Fence != tc.wantFence {
 				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, tc.wantFence)
 			}
@@ -60,17 +66,29 @@ func TestClaimTransitions(t *testing.T) {
 			if c.Status == store.HeldByOther && (!c.LeaseUntil.Equal(tc.r.LeaseUntil) || c.Token != "") {
 				t.Fatalf("HeldByOther = %+v, want the holder's lease and no token", c)
 			}
+			// A write keeps the caller's fingerprint, even none; otherwise
+			// the record's is returned.
+			wantFP := tc.fp
+			if next == nil {
+				wantFP = tc.r.Fingerprint
+			} else if !bytes.Equal(next.Fingerprint, tc.fp) {
+				t.Fatalf("claim wrote fingerprint %q, want the caller's %q", next.Fingerprint, tc.fp)
+			}
+			if !bytes.Equal(c.Fingerprint, wantFP) {
+				t.Fatalf("claim returned fingerprint %q, want %q", c.Fingerprint, wantFP)
+			}
 		})
 	}
 }
 
 func TestSettleTransitions(t *testing.T) {
 	p := Rules{TTL: time.Hour, Skew: time.Second}
-	claimed := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
-	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	fp := []byte("fp")
+	claimed := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp}
 	now := t0.Add(time.Minute) // the lease has lapsed: no operation here looks at it
 
-	if ok, next := p.Complete(claimed, 3, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 {
+	if ok, next := p.Complete(claimed, 3, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
 	}
 	if ok, next := p.Complete(done, 3, now); !ok || next != nil {
@@ -84,8 +102,8 @@ func TestSettleTransitions(t *testing.T) {
 	}
 
 	next := p.Release(claimed, 3, now)
-	if next == nil || next.Fence != 4 || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed {
-		t.Errorf("release = %+v, want fence 4, no token, leaseUntil now", next)
+	if next == nil || next.Fence != 4 || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil {
+		t.Errorf("release = %+v, want fence 4, no token, leaseUntil now, no fingerprint", next)
 	}
 	for _, r := range []*Record{nil, done} {
 		if next := p.Release(r, 3, now); next != nil {
@@ -98,7 +116,7 @@ func TestSettleTransitions(t *testing.T) {
 
 	c := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
 	got, next, err := p.Extend(claimed, c, 2*time.Hour, now)
-	if err != nil || !next.LeaseUntil.Equal(now.Add(2*time.Hour)) || !next.ExpiresAt.Equal(now.Add(3*time.Hour)) || got.Fence != 3 || got.Token != "a" {
+	if err != nil || !next.LeaseUntil.Equal(now.Add(2*time.Hour)) || !next.ExpiresAt.Equal(now.Add(3*time.Hour)) || got.Fence != 3 || got.Token != "a" || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("extend = %+v, %+v, %v", got, next, err)
 	}
 	far := *claimed
