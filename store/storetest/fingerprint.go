@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -42,7 +41,7 @@ func fingerprintRules(e *env) error {
 		return err
 	}
 	if a, err = x.Extend(e.ctx, a, e.tick); err != nil {
-		return fmt.Errorf("Extend of a live claim: %w", err)
+		return violated("Extend of a live claim: %w", err)
 	}
 	if held, err = e.claim("k", long, store.HeldByOther, "the key is held after Extend"); err != nil {
 		return err
@@ -117,12 +116,12 @@ func fingerprintRules(e *env) error {
 	}{{false, fpA, "Inspect must show the kept fingerprint"}, {true, nil, "Forget must clear the fingerprint, as Release does"}} {
 		if step.forget {
 			if _, err := in.Forget(e.ctx, "i"); err != nil {
-				return fmt.Errorf("Forget: %w", err)
+				return violated("Forget: %w", err)
 			}
 		}
 		r, _, err := in.Inspect(e.ctx, "i")
 		if err != nil {
-			return fmt.Errorf("Inspect: %w", err)
+			return violated("Inspect: %w", err)
 		}
 		if !bytes.Equal(r.Fingerprint, step.want) {
 			return violated("%s: Inspect's Fingerprint = %x, want %x", step.rule, r.Fingerprint, step.want)
