@@ -113,7 +113,7 @@ func (s *Store) schemaHint(err error) error {
 
 // missingColumn reports whether err is an unknown-column error of
 // PostgreSQL (SQLSTATE 42703), MySQL (1054) or SQLite (SQLITE_ERROR, "no
-// such column").
+// such column" or "has no column named").
 func missingColumn(err error) bool {
 	if pgState(err) == "42703" {
 		return true
@@ -122,5 +122,5 @@ func missingColumn(err error) bool {
 		return n == 1054
 	}
 	var e interface{ Code() int }
-	return errors.As(err, &e) && e.Code() == 1 && strings.Contains(err.Error(), "no such column")
+	return errors.As(err, &e) && e.Code() == 1 && strings.Contains(err.Error(), "column")
 }
