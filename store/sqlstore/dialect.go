@@ -96,10 +96,10 @@ type statements struct {
 	release   query // $1 key hash, $2 fence
 	extend    query // $1 key hash, $2 fence, $3 lease (ms)
 	purge     query // $1 batch size
-	// exists counts the schema objects (table, index, fingerprint column)
-	// that are present, objects being the count when the schema is
-	// complete, and then yields 1 if the table is there without its
-	// fingerprint column (it was created before the column), else 0.
+	// exists looks the schema up in one row of two counts: the schema
+	// objects present (table, index, fingerprint column), which is
+	// objects when the schema is complete; and 1 when the table is there
+	// without its fingerprint column (it predates the column), else 0.
 	exists  string
 	objects int
 	create  []string // idempotent DDL, run in order

@@ -145,7 +145,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", s.schemaHint(err))
 	}
-	if len(kept) == 0 {
+	if len(kept) == 0 { // NULL, or an empty value written by hand: none
 		kept = nil
 	}
 	c := store.Claim{Key: key, Fence: fence, Fingerprint: kept}
