@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -127,5 +128,21 @@ func TestUpgradeAddsFingerprintColumn(t *testing.T) {
 				t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q", held, err, fpA)
 			}
 		})
+	}
+}
+
+// TestLongFingerprintRejectedWithoutIO checks that a fingerprint longer than
+// store.MaxFingerprintLen is refused before the store reaches the database
+// (db0 fails any connection).
+func TestLongFingerprintRejectedWithoutIO(t *testing.T) {
+	for _, d := range []sqlstore.Dialect{sqlstore.PostgreSQL, sqlstore.MySQL, sqlstore.MariaDB, sqlstore.SQLite} {
+		s, err := sqlstore.New(db0, d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := store.WithFingerprint(t.Context(), make([]byte, store.MaxFingerprintLen+1))
+		if _, err := s.Claim(ctx, "k", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+			t.Errorf("%v: Claim with a %d-byte fingerprint = %v, want store.ErrInvalidFingerprint", d, store.MaxFingerprintLen+1, err)
+		}
 	}
 }
