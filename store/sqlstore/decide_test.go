@@ -79,6 +79,7 @@ type row struct {
 	state, fence          int64
 	token                 string
 	leaseUntil, expiresAt int64
+	fingerprint           string // "" for NULL
 }
 
 // TestClaimDecidesOnce runs the real Claim statement against a record whose
@@ -86,9 +87,9 @@ type row struct {
 // placed k readings before the lapse, for every k up to well past the
 // statement's readings. Whatever k, the statement must decide once: either
 // the caller takes the record over and every column is the new claim's
-// (fence bumped, the caller's token, a lease and expiry counted from a
-// reading at which the old lease had lapsed), or it is held and the row is
-// untouched. A statement that tests for a takeover in each column
+// (fence bumped, the caller's token and fingerprint, a lease and expiry
+// counted from a reading at which the old lease had lapsed), or it is held
+// and the row is untouched. A statement that tests for a takeover in each column
 // separately, on a clock read each time, writes a row that is half the old
 // claim and half the new one at some k.
 func TestClaimDecidesOnce(t *testing.T) {
@@ -117,29 +118,31 @@ func TestClaimDecidesOnce(t *testing.T) {
 				if tc.b.dialect == sqlstore.PostgreSQL {
 					return q
 				}
-				return strings.NewReplacer("$1", "?", "$2", "?", "$3", "?").Replace(q)
+				return strings.NewReplacer("$1", "?", "$2", "?", "$3", "?", "$4", "?").Replace(q)
 			}
 			read := func(key string) row {
 				var r row
-				err := db.QueryRowContext(t.Context(), ph(`SELECT state, fence, token, lease_until, expires_at FROM `+table+` WHERE key_text = $1`), key).
-					Scan(&r.state, &r.fence, &r.token, &r.leaseUntil, &r.expiresAt)
+				err := db.QueryRowContext(t.Context(), ph(`SELECT state, fence, token, lease_until, expires_at, COALESCE(fingerprint, '') FROM `+table+` WHERE key_text = $1`), key).
+					Scan(&r.state, &r.fence, &r.token, &r.leaseUntil, &r.expiresAt, &r.fingerprint)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return r
 			}
-			holder := row{state: 1, fence: 5, token: "holder", leaseUntil: lapse, expiresAt: lapse + ttl}
+			holder := row{state: 1, fence: 5, token: "holder", leaseUntil: lapse, expiresAt: lapse + ttl, fingerprint: "holder-fp"}
 			var won, held int
 			for k := range int64(24) {
 				key := fmt.Sprintf("k%d", k)
 				h := sha256.Sum256([]byte(key))
-				if _, err := db.ExecContext(t.Context(), ph(`INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ($1, $2, 1, 5, 'holder', $3, `+fmt.Sprint(lapse+ttl)+`)`),
-					h[:], key, lapse); err != nil {
+				if _, err := db.ExecContext(t.Context(), ph(`INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint) VALUES ($1, $2, 1, 5, 'holder', $3, `+fmt.Sprint(lapse+ttl)+`, $4)`),
+					h[:], key, lapse, []byte(holder.fingerprint)); err != nil {
 					t.Fatal(err)
 				}
 				clock.set(t, lapse-k)
 				token := fmt.Sprintf("contender-%d", k)
-				c, err := s.Claim(store.WithClaimToken(t.Context(), token), key, time.Duration(lease)*time.Millisecond)
+				fp := fmt.Sprintf("contender-fp-%d", k)
+				ctx := store.WithFingerprint(store.WithClaimToken(t.Context(), token), []byte(fp))
+				c, err := s.Claim(ctx, key, time.Duration(lease)*time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -148,17 +151,17 @@ func TestClaimDecidesOnce(t *testing.T) {
 				case store.Won:
 					won++
 					from := got.leaseUntil - lease // the reading the new lease counts from
-					want := row{state: 1, fence: holder.fence + 1, token: token, leaseUntil: c.LeaseUntil.UnixMilli(), expiresAt: c.LeaseUntil.UnixMilli() + ttl}
-					if c.Fence != want.fence || got != want {
-						t.Errorf("k=%d: Claim = Won fence %d lease %d, row %+v; want the new claim in every column, %+v (a takeover decides once)", k, c.Fence, c.LeaseUntil.UnixMilli(), got, want)
+					want := row{state: 1, fence: holder.fence + 1, token: token, leaseUntil: c.LeaseUntil.UnixMilli(), expiresAt: c.LeaseUntil.UnixMilli() + ttl, fingerprint: fp}
+					if c.Fence != want.fence || got != want || string(c.Fingerprint) != fp {
+						t.Errorf("k=%d: Claim = Won fence %d lease %d fingerprint %q, row %+v; want the new claim in every column, %+v (a takeover decides once)", k, c.Fence, c.LeaseUntil.UnixMilli(), c.Fingerprint, got, want)
 					}
 					if from < lapse || from != last {
 						t.Errorf("k=%d: Won lease counts from reading %d, want the statement's last reading %d, at which the old lease (until %d) had lapsed", k, from, last, lapse)
 					}
 				case store.HeldByOther:
 					held++
-					if c.Fence != holder.fence || c.LeaseUntil.UnixMilli() != lapse || got != holder {
-						t.Errorf("k=%d: Claim = HeldByOther fence %d lease %d, row %+v; want the holder's claim untouched, %+v", k, c.Fence, c.LeaseUntil.UnixMilli(), got, holder)
+					if c.Fence != holder.fence || c.LeaseUntil.UnixMilli() != lapse || got != holder || string(c.Fingerprint) != holder.fingerprint {
+						t.Errorf("k=%d: Claim = HeldByOther fence %d lease %d fingerprint %q, row %+v; want the holder's claim untouched, %+v", k, c.Fence, c.LeaseUntil.UnixMilli(), c.Fingerprint, got, holder)
 					}
 					if last >= lapse {
 						t.Errorf("k=%d: HeldByOther although the statement read the clock at %d, past the holder's lease %d", k, last, lapse)

@@ -81,9 +81,10 @@ func (d Dialect) spec() (spec, bool) {
 // statements are the SQL texts of one store: one dialect, one table, one
 // ttl (in milliseconds, written into the texts as a literal).
 type statements struct {
-	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms) and yields
-	// the record as it stands afterwards: its fence and its lease as the
-	// caller sees it (claimResult in postgres.go).
+	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms), $5
+	// fingerprint (NULL for none) and yields the record as it stands
+	// afterwards: its fence, its lease as the caller sees it and its
+	// fingerprint (claimResult in postgres.go).
 	claim query
 	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
 	// once it meets a serialization failure (pgClaimNoWrite).
@@ -95,11 +96,15 @@ type statements struct {
 	release   query // $1 key hash, $2 fence
 	extend    query // $1 key hash, $2 fence, $3 lease (ms)
 	purge     query // $1 batch size
-	// exists counts the schema objects (table, index) that are present;
-	// objects is the count when the schema is complete.
+	// exists looks the schema up in one row of two counts: the schema
+	// objects present (table, index, fingerprint column), which is
+	// objects when the schema is complete; and 1 when the table is there
+	// without its fingerprint column (it predates the column), else 0.
 	exists  string
 	objects int
 	create  []string // idempotent DDL, run in order
+	// addColumn adds the fingerprint column to a table that lacks it.
+	addColumn string
 }
 
 // pgTransient recognises PostgreSQL's serialization_failure and

@@ -21,6 +21,12 @@
 // alive, so an expired row behaves as absent until [Store.PurgeExpired]
 // deletes it.
 //
+// A record also keeps the payload fingerprint of the Claim that won it
+// (see store.WithFingerprint) in a nullable column, fingerprint, which
+// travels in the Claim statement itself. Tables created before that column
+// existed lack it: [Store.CreateTable] adds it, or run the ALTER TABLE
+// given in docs/stores/sql.md.
+//
 // # Statements
 //
 // Each operation is one statement, which decides and writes atomically:

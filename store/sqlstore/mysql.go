@@ -37,14 +37,15 @@ const mysqlClaimWins = `(expires_at <= {NOW} OR (state = 1 AND lease_until <= {N
 // mariadbClaim is the whole Claim on MariaDB: the upsert of claimUpsert,
 // with RETURNING (MariaDB 10.5) reporting the row as it stands afterwards,
 // whether inserted, taken over or left alone.
-const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at)
-VALUES ($1, $2, 1, 1, $3, {NOW} + $4, lease_until + {TTL})
+const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
+VALUES ($1, $2, 1, 1, $3, {NOW} + $4, lease_until + {TTL}, $5)
 ON DUPLICATE KEY UPDATE
 	fence       = IF(@idemgate_won := {WIN}, fence + 1, fence),
 	state       = IF(@idemgate_won, 1, state),
 	token       = IF(@idemgate_won, $3, token),
 	lease_until = IF(@idemgate_won, {NOW} + $4, lease_until),
-	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at)
+	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at),
+	fingerprint = IF(@idemgate_won, $5, fingerprint)
 RETURNING ` + mysqlClaimResult
 
 // mysqlClaim is the same upsert for MySQL, which has no RETURNING. Every
@@ -54,21 +55,22 @@ RETURNING ` + mysqlClaimResult
 // same connection. The answer is therefore exactly what this statement
 // wrote, with no second look at the table, no transaction and no lock held
 // across the round trip: two statements, the fewest MySQL allows.
-const mysqlClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at)
+const mysqlClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
 VALUES ($1, $2, @idemgate_state := 1, @idemgate_fence := 1, @idemgate_token := $3,
-	@idemgate_lease := {NOW} + $4, lease_until + {TTL})
+	@idemgate_lease := {NOW} + $4, lease_until + {TTL}, @idemgate_fp := $5)
 ON DUPLICATE KEY UPDATE
 	fence       = (@idemgate_fence := IF(@idemgate_won := {WIN}, fence + 1, fence)),
 	state       = (@idemgate_state := IF(@idemgate_won, 1, state)),
 	token       = (@idemgate_token := IF(@idemgate_won, $3, token)),
 	lease_until = (@idemgate_lease := IF(@idemgate_won, {NOW} + $4, lease_until)),
-	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at)`
+	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at),
+	fingerprint = (@idemgate_fp := IF(@idemgate_won, $5, fingerprint))`
 
 const mysqlClaimRead = `SELECT @idemgate_fence,
-	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease))`
+	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease)), @idemgate_fp`
 
 // mysqlClaimResult is claimResult (postgres.go) in MySQL's words.
-const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until))`
+const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until)), fingerprint`
 
 // MySQL's UPDATE has no RETURNING, and whether it counts a matched row
 // whose values did not change depends on the client flag CLIENT_FOUND_ROWS
@@ -119,8 +121,12 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 		if t.schema != "" {
 			schema = "'" + t.schema + "'" // validated: letters, digits, '_'
 		}
-		s.exists = `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ` + schema + ` AND table_name = '` + t.name + `'`
-		s.objects = 1 // the index is part of CREATE TABLE
+		s.exists = `SELECT COUNT(*) + COUNT(c.column_name), COUNT(*) - COUNT(c.column_name)
+FROM information_schema.tables AS t
+LEFT JOIN information_schema.columns AS c
+	ON c.table_schema = t.table_schema AND c.table_name = t.table_name AND c.column_name = 'fingerprint'
+WHERE t.table_schema = ` + schema + ` AND t.table_name = '` + t.name + `'`
+		s.objects = 2 // the table and its fingerprint column; the index is part of CREATE TABLE
 		// The record is keyed on SHA-256 of the key: InnoDB limits an index
 		// entry to 3072 bytes, and MySQL's default collations compare
 		// case- and accent-insensitively, so neither the key itself nor a
@@ -134,9 +140,11 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 	token       BLOB       NOT NULL,
 	lease_until BIGINT     NOT NULL,
 	expires_at  BIGINT     NOT NULL,
+	fingerprint VARBINARY(32) NULL,
 	PRIMARY KEY (key_hash),
 	KEY ` + backquote(t.index()) + ` (expires_at)
 ) ENGINE = InnoDB`}
+		s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint VARBINARY(32) NULL`
 		return s
 	}
 }

@@ -25,19 +25,21 @@ import "strconv"
 // expired", is taken first and the instant they write is at most a few
 // microseconds later, within the same lock.
 
-// claimResult is what every Claim statement answers besides the fence: the
-// record's lease as the caller ($3) sees it, packed in one number. It is 0
+// claimResult is what every Claim statement answers besides the fence and
+// the fingerprint the record keeps: the record's lease as the caller ($3)
+// sees it, packed in one number. It is 0
 // when the record is DONE, lease_until when the caller's token holds the
 // claim (a win, a takeover or a retried win) and -lease_until when another
 // token does (lease_until is epoch milliseconds, never 0). Two integer
 // columns cost the driver less than the four they stand for: about 3% of
 // PostgreSQL's throughput, measured (docs/benchmarks.md).
-const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END`
+const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint`
 
 // claimUpsert claims a key in one statement that returns a row in every
 // case (PostgreSQL and SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go
-// is the same idea). The INSERT creates an absent record at fence 1, its
-// lease and expiry from one reading of the clock. On a conflict, the DO
+// is the same idea). The INSERT creates an absent record at fence 1 with
+// the caller's fingerprint ($5, NULL for none), its lease and expiry from
+// one reading of the clock. On a conflict, the DO
 // UPDATE always updates the existing row, and decides once: the sub-select
 // reads the clock once (clock.ms), after the row lock, and every column
 // follows the one verdict {WIN} takes on that reading, the new lease and
@@ -66,15 +68,16 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // time, so there the update costs no more than the read it replaces.
 // (SQLite needs the WHERE of the INSERT's SELECT to parse ON CONFLICT as
 // the upsert's.)
-const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
-SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock WHERE true
-ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at) = (
+const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
+SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE true
+ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
 	SELECT
 		CASE WHEN {WIN} THEN 1 ELSE r.state END,
 		CASE WHEN {WIN} THEN r.fence + 1 ELSE r.fence END,
 		CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
 		CASE WHEN {WIN} THEN clock.ms + $4 ELSE r.lease_until END,
-		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END
+		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END,
+		CASE WHEN {WIN} THEN excluded.fingerprint ELSE r.fingerprint END
 	FROM (SELECT {NOW} AS ms) AS clock
 )
 RETURNING ` + claimResult
@@ -116,15 +119,15 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // stays lapsed, an expired record stays expired) and the row is locked in
 // between.
 const pgClaimNoWrite = `WITH claimed AS (
-	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at)
-	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
-	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at) = (
-		SELECT 1, r.fence + 1, excluded.token, clock.ms + $4, clock.ms + $4 + {TTL} FROM (SELECT {NOW} AS ms) AS clock
+	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
+	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock
+	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
+		SELECT 1, r.fence + 1, excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint FROM (SELECT {NOW} AS ms) AS clock
 	)
 	WHERE (SELECT {WIN} FROM (SELECT {NOW} AS ms) AS clock)
-	RETURNING state, fence, token, lease_until
+	RETURNING state, fence, token, lease_until, fingerprint
 ), kept AS (
-	SELECT state, fence, token, lease_until FROM {T}
+	SELECT state, fence, token, lease_until, fingerprint FROM {T}
 	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM claimed)
 	FOR UPDATE
 )
@@ -141,12 +144,14 @@ const completeUpdate = `UPDATE {T} SET
 WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
 
 // releaseUpdate abandons a matching live claim: the lease ends now, the
-// fence rises, so the released claim can never complete, and the token is
+// fence rises, so the released claim can never complete, the token is
 // cleared, so that a Claim retried with it takes the key anew instead of
-// re-affirming the claim it gave up.
+// re-affirming the claim it gave up, and so is the fingerprint, which
+// belonged to the claim.
 const releaseUpdate = `UPDATE {T} SET
 	fence       = fence + 1,
 	token       = '',
+	fingerprint = NULL,
 	lease_until = {NOW}
 WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
 
@@ -190,10 +195,16 @@ func postgresStatements(t table, ttl int64) statements {
 	if t.schema != "" {
 		schema = "'" + t.schema + "'" // validated: letters, digits, '_'
 	}
-	s.exists = `SELECT count(*) FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.index() + `')`
-	s.objects = 2
+	s.exists = `WITH o AS (
+	SELECT c.relname = '` + t.name + `' AS is_table, EXISTS (
+		SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'fingerprint' AND NOT a.attisdropped
+	) AS has_fp
+	FROM pg_catalog.pg_class c
+	JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.index() + `')
+)
+SELECT count(*) + count(*) FILTER (WHERE is_table AND has_fp), count(*) FILTER (WHERE is_table AND NOT has_fp) FROM o`
+	s.objects = 3
 	s.create = []string{
 		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    bytea    PRIMARY KEY,
@@ -202,11 +213,13 @@ WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.inde
 	fence       bigint   NOT NULL,
 	token       text     NOT NULL,
 	lease_until bigint   NOT NULL,
-	expires_at  bigint   NOT NULL
+	expires_at  bigint   NOT NULL,
+	fingerprint bytea
 )`,
 		// The index is created in the table's schema; its name is not
 		// qualified.
 		`CREATE INDEX IF NOT EXISTS ` + doubleQuote(t.index()) + ` ON ` + tbl + ` (expires_at)`,
 	}
+	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint bytea`
 	return s
 }

@@ -3,33 +3,43 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // CreateTable creates the store's table and its index on expires_at unless
-// both exist. It only looks when they do, so an application whose database
-// user may not run DDL can still call it at start-up once the schema is in
-// place. Instances that start together may all call it: a creation that
-// races another one is checked again rather than reported.
+// both exist, and adds the fingerprint column to a table created by an
+// earlier version without it. It only looks when the schema is complete, so
+// an application whose database user may not run DDL can still call it at
+// start-up once the schema is in place. Instances that start together may
+// all call it: a creation that races another one is checked again rather
+// than reported.
 func (s *Store) CreateTable(ctx context.Context) error {
 	var err error
 	for range 3 {
-		var n int
-		if err = s.db.QueryRowContext(ctx, s.q.exists).Scan(&n); err != nil {
+		var n, lacksFingerprint int
+		if err = s.db.QueryRowContext(ctx, s.q.exists).Scan(&n, &lacksFingerprint); err != nil {
 			break
 		}
 		if n == s.q.objects {
 			return nil
 		}
-		if err = s.createOnce(ctx); err == nil {
+		if err = s.createOnce(ctx, lacksFingerprint == 1); err == nil {
 			return nil
 		}
 	}
 	return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 }
 
-func (s *Store) createOnce(ctx context.Context) error {
-	for _, ddl := range s.q.create {
+// createOnce runs the idempotent DDL and, if addColumn, the ALTER that adds
+// the fingerprint column, which cannot be made idempotent in every dialect.
+func (s *Store) createOnce(ctx context.Context, addColumn bool) error {
+	ddls := s.q.create
+	if addColumn {
+		ddls = append(ddls[:len(ddls):len(ddls)], s.q.addColumn)
+	}
+	for _, ddl := range ddls {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return err
 		}
@@ -89,4 +99,28 @@ func (s *Store) purgeBatch(ctx context.Context, limit int) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// schemaHint explains err when it is the database's complaint that the table
+// has no fingerprint column: the table was created before the store kept
+// fingerprints, and CreateTable, which adds the column, has not run since.
+func (s *Store) schemaHint(err error) error {
+	if !missingColumn(err) || !strings.Contains(err.Error(), "fingerprint") {
+		return err
+	}
+	return fmt.Errorf("table %s has no fingerprint column (it predates payload fingerprints): call CreateTable, or run %s: %w", s.table, s.q.addColumn, err)
+}
+
+// missingColumn reports whether err is an unknown-column error of
+// PostgreSQL (SQLSTATE 42703), MySQL (1054) or SQLite (SQLITE_ERROR, "no
+// such column" or "has no column named").
+func missingColumn(err error) bool {
+	if pgState(err) == "42703" {
+		return true
+	}
+	if n, ok := mysqlErrorNumber(err); ok {
+		return n == 1054
+	}
+	var e interface{ Code() int }
+	return errors.As(err, &e) && e.Code() == 1 && strings.Contains(err.Error(), "column")
 }

@@ -17,10 +17,16 @@ func sqliteStatements(t table, ttl int64) statements {
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
 )`)
 	// SQLite names are case-insensitive; so is this lookup.
-	s.exists = `SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + `
-WHERE (type = 'table' AND name = '` + t.name + `' COLLATE NOCASE)
-   OR (type = 'index' AND name = '` + t.index() + `' COLLATE NOCASE)`
-	s.objects = 2
+	schema := t.schema
+	if schema == "" {
+		schema = "main"
+	}
+	s.exists = `SELECT count(*) + count(f.name), count(*) FILTER (WHERE m.type = 'table') - count(f.name)
+FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` AS m
+LEFT JOIN pragma_table_info(m.name, '` + schema + `') AS f ON m.type = 'table' AND f.name = 'fingerprint' COLLATE NOCASE
+WHERE (m.type = 'table' AND m.name = '` + t.name + `' COLLATE NOCASE)
+   OR (m.type = 'index' AND m.name = '` + t.index() + `' COLLATE NOCASE)`
+	s.objects = 3
 	s.create = []string{
 		// WITHOUT ROWID keeps each record in the primary key's b-tree, so a
 		// lookup by key hash is one search rather than two.
@@ -31,10 +37,12 @@ WHERE (type = 'table' AND name = '` + t.name + `' COLLATE NOCASE)
 	fence       INTEGER NOT NULL,
 	token       TEXT    NOT NULL,
 	lease_until INTEGER NOT NULL,
-	expires_at  INTEGER NOT NULL
+	expires_at  INTEGER NOT NULL,
+	fingerprint BLOB
 ) STRICT, WITHOUT ROWID`,
 		// In SQLite the schema qualifies the index, never the table.
 		`CREATE INDEX IF NOT EXISTS ` + t.qualify(doubleQuote, t.index()) + ` ON ` + doubleQuote(t.name) + ` (expires_at)`,
 	}
+	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint BLOB`
 	return s
 }

@@ -116,6 +116,10 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
 	}
+	fp := store.Fingerprint(ctx)
+	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err
@@ -127,16 +131,26 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	// answer is re-affirmed by the next one, not taken for another holder.
 	token := store.ClaimToken(ctx)
 	hash := keyHash(key)
-	var fence, until int64
+	var fpArg any // NULL for none
+	if fp != nil {
+		fpArg = fp
+	}
+	var (
+		fence, until int64
+		kept         []byte
+	)
 	err = s.retry(ctx, func() error {
 		var err error
-		fence, until, err = s.claimOnce(ctx, hash, key, token, ms)
+		fence, until, kept, err = s.claimOnce(ctx, hash, key, token, ms, fpArg)
 		return err
 	})
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", s.schemaHint(err))
 	}
-	c := store.Claim{Key: key, Fence: fence}
+	if len(kept) == 0 { // NULL, or an empty value written by hand: none
+		kept = nil
+	}
+	c := store.Claim{Key: key, Fence: fence, Fingerprint: kept}
 	switch {
 	case until > 0:
 		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(until)
@@ -148,16 +162,17 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	return c, nil
 }
 
-// claimOnce runs the claim statement once and returns the record's fence
-// and its lease as the caller sees it (claimResult in postgres.go).
-func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64) (fence, until int64, err error) {
-	dest := []any{&fence, &until}
+// claimOnce runs the claim statement once and returns the record's fence,
+// its lease as the caller sees it (claimResult in postgres.go) and its
+// fingerprint.
+func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64, fp any) (fence, until int64, kept []byte, err error) {
+	dest := []any{&fence, &until, &kept}
 	if s.q.claimRead.text == "" {
 		q := s.q.claim
 		if s.noWrite.Load() {
 			q = s.q.claimNoWrite
 		}
-		err = s.queryRow(ctx, q, dest, hash, key, token, lease)
+		err = s.queryRow(ctx, q, dest, hash, key, token, lease, fp)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			err = errSnapshotRace
@@ -166,20 +181,20 @@ func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, l
 			// losers must not write (see pgClaimNoWrite).
 			s.noWrite.Store(true)
 		}
-		return fence, until, err
+		return fence, until, kept, err
 	}
 	// MySQL: the upsert leaves its outcome in session variables, so both
 	// statements must run on one connection.
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease)...); err != nil {
-		return 0, 0, err
+	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease, fp)...); err != nil {
+		return 0, 0, nil, err
 	}
 	err = conn.QueryRowContext(ctx, s.q.claimRead.text, s.q.claimRead.args(token)...).Scan(dest...)
-	return fence, until, err
+	return fence, until, kept, err
 }
 
 // Complete implements [store.Store] in one statement.
@@ -214,7 +229,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlstore: release: %w", err)
+		return fmt.Errorf("sqlstore: release: %w", s.schemaHint(err))
 	}
 	return nil
 }
@@ -251,6 +266,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if until == 0 {
 		return store.Claim{}, store.ErrFenced
 	}
-	// The fence names one winning Claim call, so the record's token is c's.
-	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until)}, nil
+	// The fence names one winning Claim call, so the record's token and
+	// fingerprint are c's.
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint}, nil
 }

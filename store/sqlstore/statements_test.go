@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // TestStatementsPerMessage counts, at the driver, the statements each
 // operation sends: a fresh message (Claim, Complete) is two and a duplicate
 // one, except on MySQL, where a Claim reads its answer back with a second
-// statement. With the driver's server-side prepared statements (no
+// statement. The Claims carry a payload fingerprint, which travels in the
+// same statements. With the driver's server-side prepared statements (no
 // interpolateParams), MySQL and MariaDB also prepare each statement: the
 // test reports those, which are round trips too.
 func TestStatementsPerMessage(t *testing.T) {
@@ -22,7 +24,7 @@ func TestStatementsPerMessage(t *testing.T) {
 			t.Parallel()
 			spy := &spyConnector{Connector: b.connector(t)}
 			s := b.store(t, openDB(t, spy, 1), nil)
-			ctx := t.Context()
+			ctx := store.WithFingerprint(t.Context(), []byte("payload"))
 			claimStmts := int64(1)
 			if b.dialect == sqlstore.MySQL {
 				claimStmts = 2
@@ -54,8 +56,8 @@ func TestStatementsPerMessage(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if c.Status != store.Won {
-					return errors.New("fresh Claim did not win")
+				if c.Status != store.Won || string(c.Fingerprint) != "payload" {
+					return fmt.Errorf("fresh Claim = %v with fingerprint %q, want Won with the caller's", c.Status, c.Fingerprint)
 				}
 				_, err = s.Complete(ctx, c)
 				return err
@@ -94,23 +96,26 @@ func TestLostClaimReplyReaffirms(t *testing.T) {
 			t.Parallel()
 			spy := &spyConnector{Connector: b.connector(t)}
 			s := newStore(t, openDB(t, spy, 2), b.dialect, nil)
-			ctx := store.WithClaimToken(t.Context(), "t")
+			fp := []byte("payload")
+			ctx := store.WithFingerprint(store.WithClaimToken(t.Context(), "t"), fp)
 
 			spy.loseNext.Store(true)
 			if _, err := s.Claim(ctx, "k", time.Hour); !errors.Is(err, errLostReply) {
 				t.Fatalf("Claim whose reply was lost = %v, want the lost-reply error", err)
 			}
 			a, err := s.Claim(ctx, "k", time.Hour)
-			if err != nil || a.Status != store.Won || a.Fence != 1 || a.Token != "t" {
-				t.Fatalf("retried Claim = %+v, %v; want Won with fence 1 and token t (re-affirm)", a, err)
+			if err != nil || a.Status != store.Won || a.Fence != 1 || a.Token != "t" || string(a.Fingerprint) != string(fp) {
+				t.Fatalf("retried Claim = %+v, %v; want Won with fence 1, token t and fingerprint %q (re-affirm)", a, err, fp)
 			}
-			b, err := s.Claim(ctx, "k", time.Hour)
-			if err != nil || b.Status != store.Won || b.Fence != a.Fence || !b.LeaseUntil.Equal(a.LeaseUntil) {
+			// A retry that carries another fingerprint re-affirms the claim
+			// and reports the one the record kept.
+			b, err := s.Claim(store.WithFingerprint(ctx, []byte("other")), "k", time.Hour)
+			if err != nil || b.Status != store.Won || b.Fence != a.Fence || !b.LeaseUntil.Equal(a.LeaseUntil) || string(b.Fingerprint) != string(fp) {
 				t.Fatalf("second retry = %+v, %v; want the same claim %+v", b, err, a)
 			}
 			other, err := s.Claim(t.Context(), "k", time.Hour)
-			if err != nil || other.Status != store.HeldByOther || other.Fence != a.Fence {
-				t.Fatalf("Claim with another token = %+v, %v; want HeldByOther at fence %d", other, err, a.Fence)
+			if err != nil || other.Status != store.HeldByOther || other.Fence != a.Fence || string(other.Fingerprint) != string(fp) {
+				t.Fatalf("Claim with another token = %+v, %v; want HeldByOther at fence %d with fingerprint %q", other, err, a.Fence, fp)
 			}
 			if ok, err := s.Complete(t.Context(), a); !ok || err != nil {
 				t.Fatalf("Complete of the re-affirmed claim = %v, %v; want true", ok, err)

@@ -1,0 +1,148 @@
+package sqlstore_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+// preFingerprintSchema is the DDL of the store's table before it kept
+// fingerprints, as deployments created it: the table and its index, with
+// the table's name in place of %T.
+func preFingerprintSchema(d sqlstore.Dialect) []string {
+	switch d {
+	case sqlstore.PostgreSQL:
+		return []string{`CREATE TABLE "%T" (
+	key_hash    bytea    PRIMARY KEY,
+	key_text    text     NOT NULL,
+	state       smallint NOT NULL,
+	fence       bigint   NOT NULL,
+	token       text     NOT NULL,
+	lease_until bigint   NOT NULL,
+	expires_at  bigint   NOT NULL
+)`, `CREATE INDEX "%T_expires_at" ON "%T" (expires_at)`}
+	case sqlstore.SQLite:
+		return []string{`CREATE TABLE "%T" (
+	key_hash    BLOB    NOT NULL PRIMARY KEY,
+	key_text    TEXT    NOT NULL,
+	state       INTEGER NOT NULL,
+	fence       INTEGER NOT NULL,
+	token       TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID`, `CREATE INDEX "%T_expires_at" ON "%T" (expires_at)`}
+	}
+	return []string{"CREATE TABLE `%T` (" + `
+	key_hash    BINARY(32) NOT NULL,
+	key_text    MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+	state       TINYINT    NOT NULL,
+	fence       BIGINT     NOT NULL,
+	token       BLOB       NOT NULL,
+	lease_until BIGINT     NOT NULL,
+	expires_at  BIGINT     NOT NULL,
+	PRIMARY KEY (key_hash),
+	KEY ` + "`%T_expires_at`" + ` (expires_at)
+) ENGINE = InnoDB`}
+}
+
+// TestUpgradeAddsFingerprintColumn opens a store on a table created before
+// the fingerprint column, holding a completed record. Until CreateTable
+// runs, Claim fails with an error that says what to do; CreateTable adds
+// the column, from several instances at once, and then only looks; the old
+// record answers with no fingerprint and new claims keep theirs.
+func TestUpgradeAddsFingerprintColumn(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			spy := &spyConnector{Connector: b.connector(t)}
+			db := openDB(t, spy, 4)
+			table := uniqueTable()
+			t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
+			for _, ddl := range preFingerprintSchema(b.dialect) {
+				if _, err := db.ExecContext(ctx, strings.ReplaceAll(ddl, "%T", table)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			insert := `INSERT INTO ` + table + ` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ($1, 'old', 2, 1, 'x', 0, $2)`
+			if b.dialect == sqlstore.MySQL || b.dialect == sqlstore.MariaDB {
+				insert = strings.NewReplacer("$1", "?", "$2", "?").Replace(insert)
+			}
+			h := sha256.Sum256([]byte("old"))
+			if _, err := db.ExecContext(ctx, insert, h[:], time.Now().Add(time.Hour).UnixMilli()); err != nil {
+				t.Fatal(err)
+			}
+			stores := make([]*sqlstore.Store, 3)
+			for i := range stores {
+				s, err := sqlstore.New(db, b.dialect, &sqlstore.Options{Table: table})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stores[i] = s
+			}
+			s := stores[0]
+			fpA, fpB := []byte("payload-a"), []byte("payload-b")
+
+			_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
+			if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), "ADD COLUMN fingerprint") {
+				t.Fatalf("Claim on a table without the fingerprint column = %v; want an error naming CreateTable and the ALTER TABLE to run", err)
+			}
+			t.Logf("Claim before CreateTable: %v", err)
+
+			// Instances that start together all upgrade the table.
+			var wg sync.WaitGroup
+			errs := make([]error, len(stores))
+			for i, s := range stores {
+				wg.Go(func() { errs[i] = s.CreateTable(ctx) })
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("CreateTable %d on the old table: %v", i, err)
+				}
+			}
+			before := spy.stmts.Load()
+			if err := s.CreateTable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := spy.stmts.Load() - before; n != 1 {
+				t.Errorf("CreateTable on the upgraded table ran %d statements, want 1 (the lookup)", n)
+			}
+
+			old, err := s.Claim(store.WithFingerprint(ctx, fpB), "old", time.Minute)
+			if err != nil || old.Status != store.AlreadyDone || old.Fence != 1 || old.Fingerprint != nil {
+				t.Errorf("Claim of the record written before the upgrade = %+v, %v; want AlreadyDone at fence 1 with no fingerprint", old, err)
+			}
+			won, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
+			if err != nil || won.Status != store.Won || string(won.Fingerprint) != string(fpA) {
+				t.Fatalf("Claim after the upgrade = %+v, %v; want Won with fingerprint %q", won, err, fpA)
+			}
+			held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
+			if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) {
+				t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q", held, err, fpA)
+			}
+		})
+	}
+}
+
+// TestLongFingerprintRejectedWithoutIO checks that a fingerprint longer than
+// store.MaxFingerprintLen is refused before the store reaches the database
+// (db0 fails any connection).
+func TestLongFingerprintRejectedWithoutIO(t *testing.T) {
+	for _, d := range []sqlstore.Dialect{sqlstore.PostgreSQL, sqlstore.MySQL, sqlstore.MariaDB, sqlstore.SQLite} {
+		s, err := sqlstore.New(db0, d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := store.WithFingerprint(t.Context(), make([]byte, store.MaxFingerprintLen+1))
+		if _, err := s.Claim(ctx, "k", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+			t.Errorf("%v: Claim with a %d-byte fingerprint = %v, want store.ErrInvalidFingerprint", d, store.MaxFingerprintLen+1, err)
+		}
+	}
+}
