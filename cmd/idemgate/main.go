@@ -244,8 +244,8 @@ type tableOwner interface {
 }
 
 // errNoTable reports a SQL store whose table or index is missing.
-var errNoTable = errors.New("the store's table (URL parameter table, default idemgate_records) or its index on expires_at is missing: " +
-	"the service creates both when it starts, or see docs/stores/sql.md for the DDL")
+var errNoTable = errors.New("the store's table (URL parameter table, default idemgate_records), its index on expires_at or its fingerprint column is missing: " +
+	"the service creates them when it starts (CreateTable), or see docs/stores/sql.md for the DDL and the upgrade")
 
 // tableReady fails when o is a SQL store whose table is not in place.
 func tableReady(ctx context.Context, o *storeurl.Opened) error {

@@ -18,7 +18,7 @@ var _ store.Inspector = (*Store)(nil)
 
 // inspectSelect reads the clock and the live record, if any, in one row:
 // the LEFT JOIN yields NULLs when the key is absent or its record expired.
-const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at
+const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at, r.fingerprint
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
 // forgetUpdate turns a live record, CLAIMED or DONE, into a released claim:
@@ -30,6 +30,7 @@ const forgetUpdate = `UPDATE {T} SET
 	state       = 1,
 	fence       = fence + 1,
 	token       = '',
+	fingerprint = NULL,
 	lease_until = {NOW}
 WHERE key_hash = $1 AND expires_at > {NOW}`
 
@@ -60,10 +61,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 		now                          int64
 		state, fence, until, expires sql.NullInt64
 		token                        sql.NullString
+		fp                           []byte
 	)
 	q := s.render(inspectSelect)
 	err := s.retry(ctx, func() error {
-		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires}, keyHash(key))
+		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires, &fp}, keyHash(key))
 	})
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", err)
@@ -79,6 +81,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 		LeaseUntil: time.UnixMilli(until.Int64),
 		ExpiresAt:  time.UnixMilli(expires.Int64),
 		ReadAt:     time.UnixMilli(now),
+	}
+	if len(fp) > 0 {
+		r.Fingerprint = fp
 	}
 	switch state.Int64 {
 	case 1:
@@ -125,12 +130,13 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-// TableExists reports whether the store's table and its index on
-// expires_at are both in place. It changes nothing; [Store.CreateTable]
-// creates what is missing.
+// TableExists reports whether the store's schema is complete: the table,
+// its index on expires_at and its fingerprint column. It changes nothing;
+// [Store.CreateTable] creates what is missing, and adds the column to a
+// table that predates it.
 func (s *Store) TableExists(ctx context.Context) (bool, error) {
-	var n int
-	if err := s.db.QueryRowContext(ctx, s.q.exists).Scan(&n); err != nil {
+	var n, lacksFingerprint int
+	if err := s.db.QueryRowContext(ctx, s.q.exists).Scan(&n, &lacksFingerprint); err != nil {
 		return false, fmt.Errorf("sqlstore: look up table %s: %w", s.table, err)
 	}
 	return n == s.q.objects, nil

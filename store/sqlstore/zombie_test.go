@@ -102,8 +102,9 @@ func runZombies(t *testing.T, db *sql.DB, seed uint64, transactional bool) zombi
 		t.Fatal(err)
 	}
 	var (
-		mu  sync.Mutex // guards rng
-		rng = rand.New(rand.NewPCG(seed, 0))
+		mu     sync.Mutex // guards rng
+		rng    = rand.New(rand.NewPCG(seed, 0))
+		fenced atomic.Int64 // bodies whose transaction was fenced out
 	)
 	// stall pauses a third of the bodies past their lease.
 	stall := func() {
@@ -126,15 +127,18 @@ func runZombies(t *testing.T, db *sql.DB, seed uint64, transactional bool) zombi
 		return func(ctx context.Context) error {
 			stall()
 			c, _ := gateway.ClaimFromContext(ctx)
-			return insertCompleted(ctx, db, s, c, insert, msg)
+			err := insertCompleted(ctx, db, s, c, insert, msg)
+			if errors.Is(err, store.ErrFenced) {
+				fenced.Add(1) // Lock acks it: the new holder owns the work
+			}
+			return err
 		}
 	}
 
 	var (
-		run    zombieRun
-		fenced atomic.Int64
-		next   atomic.Int64
-		wg     sync.WaitGroup
+		run  zombieRun
+		next atomic.Int64
+		wg   sync.WaitGroup
 	)
 	deliver := func(msg int) error {
 		key := "msg-" + strconv.Itoa(msg)
@@ -145,9 +149,6 @@ func runZombies(t *testing.T, db *sql.DB, seed uint64, transactional bool) zombi
 			case errors.As(err, &held):
 				time.Sleep(5*time.Millisecond + rand.N(10*time.Millisecond)) // redelivery backoff
 				continue
-			case errors.Is(err, store.ErrFenced):
-				fenced.Add(1)
-				return nil // the new holder owns the work
 			case err == nil, errors.Is(err, gateway.ErrDuplicate):
 				return nil
 			}
