@@ -73,25 +73,9 @@ func ExampleNew() {
 // `idemgate purge` from a scheduled job. Here two completed orders expire
 // after the store's ttl, and one purge deletes them.
 func ExampleStore_PurgeExpired() {
-	dir, err := os.MkdirTemp("", "idemgate-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", filepath.Join(dir, "idemgate.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	s, done := exampleStore(50 * time.Millisecond)
+	defer done()
 	ctx := context.Background()
-	s, err := sqlstore.New(db, sqlstore.SQLite, &sqlstore.Options{TTL: 50 * time.Millisecond})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := s.CreateTable(ctx); err != nil {
-		log.Fatal(err)
-	}
 	for _, key := range []string{"order-1", "order-2"} {
 		c, err := s.Claim(ctx, key, time.Millisecond)
 		if err != nil {
@@ -106,6 +90,28 @@ func ExampleStore_PurgeExpired() {
 	n, err := s.PurgeExpired(ctx, 1000)
 	fmt.Println(n, err)
 	// Output: 2 <nil>
+}
+
+// exampleStore opens a store with the given ttl on a fresh SQLite file, as
+// ExampleNew does, and returns it with its cleanup.
+func exampleStore(ttl time.Duration) (*sqlstore.Store, func()) {
+	dir, err := os.MkdirTemp("", "idemgate-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "idemgate.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	s, err := sqlstore.New(db, sqlstore.SQLite, &sqlstore.Options{TTL: ttl})
+	if err == nil {
+		err = s.CreateTable(context.Background())
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	return s, func() { db.Close(); os.RemoveAll(dir) }
 }
 
 // purgeEvery deletes expired records every interval (a fraction of the
