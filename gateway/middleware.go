@@ -56,7 +56,9 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 
 // Push returns a handler that decodes each push delivery and runs fn on it
 // under the guard of Idempotent. fn's nil answers 200 (ack); an error
-// answers 500 (nack, retried) and is logged.
+// answers 500 (nack, retried) and is logged, except one matching
+// store.ErrFenced (fn's transaction found its claim taken over and wrote
+// nothing), which answers 200. Requests other than POST get 405.
 func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, nil, func(ctx context.Context, _ *recorder, m *pushenvelope.Message) error {

@@ -193,8 +193,9 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 }
 
 // messageOf is m as a key function sees it: the fields a pull and a push
-// delivery of one message share, so that both get the same key. Its Form
-// is zero: a pulled message came in none of the push forms.
+// delivery of one message share, so that both get the same key, and the
+// subscription Options names. Its Form is zero: a pulled message came in
+// none of the push forms.
 func messageOf(m *pubsub.Message, subscription string) *pushenvelope.Message {
 	attempt := 0
 	if m.DeliveryAttempt != nil {
