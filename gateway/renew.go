@@ -205,6 +205,7 @@ func (r *renewal) renew() {
 	sent := time.Now()
 	nc, err := r.g.ext.Extend(ectx, c, lease)
 	r.g.tel.timed(&r.claimCtx, opExtend, sent)
+	completed := errors.Is(err, store.ErrFenced) && r.g.doneUnder(ectx, c)
 	ecancel()
 
 	s.mu.Lock()
@@ -216,6 +217,11 @@ func (r *renewal) renew() {
 	now := time.Now()
 	var lost error
 	switch {
+	case completed:
+		// The body recorded the key done itself, in its own transaction
+		// (a store's CompleteTx): nothing is left to renew, nothing lost.
+		s.mu.Unlock()
+		return
 	case err == nil:
 		r.c, r.deadline = nc, sent.Add(lease)
 		r.due = now.Add(r.g.renewInterval())
@@ -246,6 +252,18 @@ func (r *renewal) renew() {
 		r.sc.logAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
 			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
 	}
+}
+
+// doneUnder reports whether c's record is DONE under c's own fence, when
+// the store can tell (store.Inspector): an Extend that found no CLAIMED
+// record then met the body's own completion, not a takeover.
+func (g *Gateway) doneUnder(ctx context.Context, c store.Claim) bool {
+	in, ok := g.st.(store.Inspector)
+	if !ok {
+		return false
+	}
+	rec, ok, err := in.Inspect(ctx, c.Key)
+	return err == nil && ok && rec.State == store.Done && rec.Fence == c.Fence
 }
 
 // renewalHeap orders the queued renewals by due time for container/heap.

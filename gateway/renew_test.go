@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -338,6 +339,32 @@ func TestRenewalAfterSlowClaim(t *testing.T) {
 		}
 		if fs.extends.Load() == 0 || len(l.lines(t, "ERROR")) != 0 {
 			t.Fatalf("%d Extends, ERROR lines %v; want renewals and no lost claim", fs.extends.Load(), l.lines(t, "ERROR"))
+		}
+	})
+}
+
+// A body that records its key done itself, inside its own transaction (a
+// store's CompleteTx), and then goes on for a while: the next renewal's
+// Extend finds no CLAIMED record, but the record is DONE under the body's
+// own fence. Nothing was lost: no ERROR, no cancelled context, outcome won.
+func TestRenewalAfterTheBodyCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		logs := &logs{}
+		g, _ := gateway.New(st, &gateway.Options{Logger: logs.logger()})
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			c, _ := gateway.ClaimFromContext(ctx)
+			if ok, err := st.Complete(context.Background(), c); !ok || err != nil { // as CompleteTx's commit would
+				t.Errorf("Complete = %v, %v", ok, err)
+			}
+			time.Sleep(gateway.DefaultRenewedLease) // past several renewals
+			return context.Cause(ctx)
+		})
+		if err != nil {
+			t.Fatalf("Lock = %v, want nil: the body's context must not be cancelled", err)
+		}
+		if lines := logs.Records().Level(slog.LevelError); len(lines) != 0 {
+			t.Errorf("ERROR lines after a body that completed its own claim:\n%s", lines)
 		}
 	})
 }
