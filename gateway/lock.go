@@ -106,12 +106,16 @@ func claimOutcome(err error) Outcome {
 
 // claim validates key and claims it for the gateway's lease. It also
 // returns when the Claim was sent: the lease counts from there on the local
-// clock, which renewal needs.
+// clock, which renewal needs. Without renewal or metrics to record it, the
+// clock is not read, and that instant is zero.
 func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
-	start := time.Now()
+	var start time.Time
+	if g.ext != nil || g.tel.timing(ctx) {
+		start = time.Now()
+	}
 	c, err := g.st.Claim(ctx, key, g.opts.Lease)
 	g.tel.timed(ctx, opClaim, start)
 	if err != nil {

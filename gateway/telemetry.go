@@ -92,8 +92,17 @@ func (t *telemetry) outcome(ctx context.Context, name Outcome) {
 	t.outcomes.Add(ctx, 1, t.byOut[name]...)
 }
 
-// timed records the latency of a store operation that started at start.
+// timing reports whether store latencies are recorded. Without an SDK
+// they are not, and the clock need not be read for them: a reading costs
+// tens of nanoseconds, a good part of a fresh Lock on memstore.
+func (t *telemetry) timing(ctx context.Context) bool { return t.storeDur.Enabled(ctx) }
+
+// timed records the latency of a store operation that started at start
+// (zero: not timed).
 func (t *telemetry) timed(ctx context.Context, op int, start time.Time) {
+	if start.IsZero() || !t.timing(ctx) {
+		return
+	}
 	t.storeDur.Record(ctx, time.Since(start).Seconds(), t.byOp[op]...)
 }
 
