@@ -135,7 +135,7 @@ func reply(d *guard.Delivery, res *guard.Result, result error) error {
 	}
 	switch gateway.Outcome(res.Outcome) {
 	case gateway.OutcomeRejected:
-		return withStatus(http.StatusBadRequest, "idemgate: event data is not a Pub/Sub message", res.Err)
+		return withStatus(http.StatusBadRequest, "idemgate: not a usable event", res.Err) // data that is no Pub/Sub message, or no fingerprint
 	case gateway.OutcomeDuplicate:
 		return nil
 	case gateway.OutcomeConflict:
