@@ -2,6 +2,7 @@ package cloudevent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -103,7 +104,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	if e.Type() == pushenvelope.MessagePublishedType {
 		m, err := pushenvelope.FromMessagePublishedData(e.ID(), e.Source(), e.Data())
 		if err != nil {
-			m, d.Invalid = &pushenvelope.Message{ID: e.ID()}, err
+			m, d.Invalid = &pushenvelope.Message{ID: e.ID()}, fmt.Errorf("event data is not a Pub/Sub message: %w", err)
 		}
 		ctx = pushenvelope.NewContext(ctx, m)
 		d.Message = m
@@ -135,7 +136,7 @@ func reply(d *guard.Delivery, res *guard.Result, result error) error {
 	}
 	switch gateway.Outcome(res.Outcome) {
 	case gateway.OutcomeRejected:
-		return withStatus(http.StatusBadRequest, "idemgate: not a usable event", res.Err) // data that is no Pub/Sub message, or no fingerprint
+		return withStatus(http.StatusBadRequest, "idemgate: "+res.Err.Error(), res.Err)
 	case gateway.OutcomeDuplicate:
 		return nil
 	case gateway.OutcomeConflict:
