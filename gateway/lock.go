@@ -192,28 +192,27 @@ func (g *Gateway) release(ctx context.Context, c store.Claim, why string, sc sco
 
 // duplicate runs the OnDuplicate hook, isolated from the caller.
 func (g *Gateway) duplicate(ctx context.Context, key string, sc scope) {
-	if g.opts.OnDuplicate == nil {
-		return
+	if h := g.opts.OnDuplicate; h != nil {
+		g.observe(ctx, "OnDuplicate", key, sc, func() { h(ctx, key) })
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			sc.logAttrs(ctx, slog.LevelError, "idemgate: OnDuplicate hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
-		}
-	}()
-	g.opts.OnDuplicate(ctx, key)
 }
 
 // conflict runs the OnConflict hook, isolated from the caller.
 func (g *Gateway) conflict(ctx context.Context, key string, stored, got []byte, sc scope) {
-	if g.opts.OnConflict == nil {
-		return
+	if h := g.opts.OnConflict; h != nil {
+		g.observe(ctx, "OnConflict", key, sc, func() { h(ctx, key, stored, got) })
 	}
+}
+
+// observe calls an observer hook: a panic in it is logged and ignored, and
+// it cannot change the outcome.
+func (g *Gateway) observe(ctx context.Context, name, key string, sc scope, call func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			sc.logAttrs(ctx, slog.LevelError, "idemgate: OnConflict hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
+			sc.logAttrs(ctx, slog.LevelError, "idemgate: "+name+" hook panicked; ignored", g.keyAttr(key), slog.Any("panic", r))
 		}
 	}()
-	g.opts.OnConflict(ctx, key, stored, got)
+	call()
 }
 
 // passThrough runs fn unguarded (the Disabled switch).

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,18 +269,25 @@ func TestLockCancelledRequestStillSettles(t *testing.T) {
 	}
 }
 
-func TestOnDuplicateHookIsIsolated(t *testing.T) {
+// The observer hooks cannot change an outcome: a panic in OnDuplicate or
+// OnConflict is logged once and ignored.
+func TestObserverHooksAreIsolated(t *testing.T) {
 	var seen atomic.Int32
-	f := newFixture(t, gateway.Options{OnDuplicate: func(ctx context.Context, key string) {
-		seen.Add(1)
-		panic("hook bug")
-	}})
-	f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32)))
-	if err := f.g.Lock(t.Context(), "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
-		t.Fatalf("Lock with a panicking hook = %v, want ErrDuplicate", err)
+	f := newFixture(t, gateway.Options{
+		OnDuplicate: func(context.Context, string) { seen.Add(1); panic("hook bug") },
+		OnConflict:  func(context.Context, string, []byte, []byte) { seen.Add(1); panic("hook bug") },
+	})
+	a, b := store.WithFingerprint(t.Context(), []byte("A")), store.WithFingerprint(t.Context(), []byte("B"))
+	f.g.Lock(a, "m1", counter(new(atomic.Int32)))
+	if err := f.g.Lock(a, "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
+		t.Fatalf("Lock with a panicking OnDuplicate = %v, want ErrDuplicate", err)
 	}
-	if seen.Load() != 1 || len(f.logs.lines(t, "ERROR")) != 1 {
-		t.Fatalf("hook calls = %d, ERROR lines = %d; want 1 and 1", seen.Load(), len(f.logs.lines(t, "ERROR")))
+	if err := f.g.Lock(b, "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrConflict) {
+		t.Fatalf("Lock with a panicking OnConflict = %v, want ErrConflict", err)
+	}
+	errs := f.logs.Records().Level(slog.LevelError)
+	if seen.Load() != 2 || len(errs) != 2 || len(errs.Containing("OnDuplicate hook panicked")) != 1 || len(errs.Containing("OnConflict hook panicked")) != 1 {
+		t.Fatalf("hook calls = %d, ERROR lines:\n%s\nwant 2 calls and one line for each hook", seen.Load(), errs)
 	}
 }
 
