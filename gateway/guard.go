@@ -16,6 +16,18 @@ func init() {
 	guard.Run = func(g any, ctx context.Context, d *guard.Delivery, work func(context.Context) error) guard.Result {
 		return g.(*Gateway).guard(ctx, d, work)
 	}
+	guard.Log = func(g any, ctx context.Context, d *guard.Delivery, level slog.Level, msg string, attrs ...slog.Attr) {
+		gw := g.(*Gateway)
+		gw.logDelivery(ctx, gw.logFor(d), d, level, msg, "", attrs...)
+	}
+}
+
+// logFor is the logger of d's lines: its adapter's, or else the gateway's.
+func (g *Gateway) logFor(d *guard.Delivery) *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return g.log
 }
 
 var errEmptyKey = errors.New("the key function returned an empty key")
@@ -41,10 +53,7 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 // holds the key when HideKeys is set.
 func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(context.Context) error) (res guard.Result) {
 	var start time.Time // for the DEBUG line's duration only
-	lg := d.Logger
-	if lg == nil {
-		lg = g.log
-	}
+	lg := g.logFor(d)
 	if lg.Enabled(ctx, slog.LevelDebug) {
 		start = time.Now()
 	}
@@ -61,7 +70,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	if d.Invalid != nil {
 		g.tel.outcome(ctx, OutcomeRejected)
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
-		return guard.Result{Outcome: string(OutcomeRejected), Err: d.Invalid, Log: lg}
+		return guard.Result{Outcome: string(OutcomeRejected), Err: d.Invalid}
 	}
 	keyErr := d.KeyErr
 	if keyErr == nil && d.Key == "" {
@@ -70,7 +79,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	ran, returned := false, false
 	defer func() {
 		if p := recover(); p != nil {
-			res = guard.Result{Outcome: string(OutcomeFailed), Ran: ran, Panic: p, Log: lg}
+			res = guard.Result{Outcome: string(OutcomeFailed), Ran: ran, Panic: p}
 			g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler panicked; the claim was released for a retry", OutcomeFailed,
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		} else if !returned {
@@ -104,10 +113,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		outcome, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
-	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err, Log: lg}
-	if d.Key != "" {
-		res.KeyAttr = g.keyAttr(d.Key)
-	}
+	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err}
 	g.logOutcome(ctx, lg, d, &res, keyErr, start)
 	if !ran {
 		res.Err = g.hideKey(d.Key, err)
@@ -160,13 +166,16 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 }
 
 // logDelivery writes one line about d with the fields every surface logs:
-// "outcome", "key" (or "key_digest"), and the "delivery" group.
+// "outcome" (unless empty), "key" (or "key_digest"), and the "delivery"
+// group.
 func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Delivery, level slog.Level, msg string, outcome Outcome, extra ...slog.Attr) {
 	if !lg.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 3+len(extra))
-	attrs = append(attrs, outcome.attr())
+	if outcome != "" {
+		attrs = append(attrs, outcome.attr())
+	}
 	if d.Key != "" {
 		attrs = append(attrs, g.keyAttr(d.Key))
 	}

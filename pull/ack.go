@@ -14,27 +14,27 @@ import (
 // the key is already recorded (done, or done earlier), so the redelivery it
 // causes is answered as a duplicate. It is logged because it costs a
 // delivery and may point at ack deadlines that are too short.
-func (h *handler) ack(ctx context.Context, m *pubsub.Message, res *guard.Result) {
+func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *guard.Delivery) {
 	if h.opts.AckTimeout < 0 {
 		m.Ack()
 		return
 	}
-	h.await(ctx, m, res, m.AckWithResult(), true)
+	h.await(ctx, m, d, m.AckWithResult(), true)
 }
 
 // nack asks Pub/Sub to redeliver m. A failed nack only delays the retry: the
 // message comes back when its ack deadline passes.
-func (h *handler) nack(ctx context.Context, m *pubsub.Message, res *guard.Result) {
+func (h *handler) nack(ctx context.Context, m *pubsub.Message, d *guard.Delivery) {
 	if h.opts.AckTimeout < 0 {
 		m.Nack()
 		return
 	}
-	h.await(ctx, m, res, m.NackWithResult(), false)
+	h.await(ctx, m, d, m.NackWithResult(), false)
 }
 
 // await waits up to AckTimeout for r, and logs anything but success.
 // Without exactly-once delivery r is ready at once.
-func (h *handler) await(ctx context.Context, m *pubsub.Message, res *guard.Result, r *pubsub.AckResult, isAck bool) {
+func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Delivery, r *pubsub.AckResult, isAck bool) {
 	select {
 	case <-r.Ready():
 	default:
@@ -57,7 +57,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, res *guard.Resul
 		if !isAck {
 			msg = "idemgate: nack not confirmed; the message is redelivered at the latest when its ack deadline passes"
 		}
-		h.logAck(ctx, res, level, msg, m, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))
+		guard.Log(h.g, ctx, d, level, msg, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))
 		return
 	}
 	status, err := r.Get(context.Background()) // ready: does not block
@@ -68,7 +68,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, res *guard.Resul
 	if !isAck {
 		msg = "idemgate: nack failed; the message is redelivered when its ack deadline passes"
 	}
-	h.logAck(ctx, res, slog.LevelWarn, msg, m, slog.String("ack_status", statusName(status)), slog.Any("error", err))
+	guard.Log(h.g, ctx, d, slog.LevelWarn, msg, slog.String("ack_status", statusName(status)), slog.Any("error", err))
 }
 
 // statusName names an AcknowledgeStatus for log lines.

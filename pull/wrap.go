@@ -152,24 +152,24 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
 	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
 	settled = true
-	h.settle(ctx, m, &res)
+	h.settle(ctx, m, &d, &res)
 }
 
 // settle is the pull surface's table: the outcome of a message as an ack or
 // a nack.
-func (h *handler) settle(ctx context.Context, m *pubsub.Message, res *guard.Result) {
+func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result) {
 	switch o := gateway.Outcome(res.Outcome); {
 	case res.Panic != nil:
 		m.Nack()
 		panic(res.Panic) // the claim is released; as in any Receive callback, the program ends
 	case o == gateway.OutcomeInProgress:
 		h.hold(ctx, res.LeaseUntil)
-		h.nack(ctx, m, res)
+		h.nack(ctx, m, d)
 	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
-		h.ack(ctx, m, res)
+		h.ack(ctx, m, d)
 	default: // failed, no_key, store_error, conflict
-		h.nack(ctx, m, res)
+		h.nack(ctx, m, d)
 	}
 }
 

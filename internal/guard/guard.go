@@ -66,13 +66,13 @@ type Result struct {
 	Panic any
 	// LeaseUntil is when the holder's lease ends (Outcome in_progress).
 	LeaseUntil time.Time
-	// Log is the logger the guard wrote to, and KeyAttr the key as it
-	// logs it ("key", or "key_digest" when keys are hidden; empty without
-	// a key), for the adapter's own lines about the delivery (a failed ack).
-	Log     *slog.Logger
-	KeyAttr slog.Attr
 }
 
 // Run runs work for d under g's guard. Package gateway sets it; g must be a
 // *gateway.Gateway.
 var Run func(g any, ctx context.Context, d *Delivery, work func(context.Context) error) Result
+
+// Log writes an adapter's own line about d (a failed ack) as the guard
+// writes its lines: to d.Logger or g's logger, with the key as g logs keys
+// and d's "delivery" group. Package gateway sets it.
+var Log func(g any, ctx context.Context, d *Delivery, level slog.Level, msg string, attrs ...slog.Attr)
