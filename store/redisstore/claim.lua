@@ -5,8 +5,7 @@
 --        {2, fence, fingerprint}              already done
 --        {3, fence, leaseUntil, fingerprint}  held by another live claim
 -- where fingerprint is the one the record keeps, '' for none.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local fence = 0
 local rec = redis.call('GET', KEYS[1])
 if rec then

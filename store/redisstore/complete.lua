@@ -9,8 +9,7 @@ local state, fence, lease_until, expires_at, fp = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if fence ~= ARGV[1] or now >= tonumber(expires_at) then
   return 0
 end

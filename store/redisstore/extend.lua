@@ -10,8 +10,7 @@ local state, fence, _, expires_at, fp, token = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 expires_at = tonumber(expires_at)
 if state ~= 'C' or fence ~= ARGV[1] or now >= expires_at then
   return 0

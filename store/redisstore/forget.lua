@@ -13,10 +13,9 @@ local state, fence, _, expires_at = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if now >= tonumber(expires_at) then
   return 0
 end
-redis.call('SET', KEYS[1], record(string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), '', ''), 'KEEPTTL')
+redis.call('SET', KEYS[1], released(fence, now, expires_at), 'KEEPTTL')
 return 1

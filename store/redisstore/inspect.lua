@@ -4,8 +4,7 @@
 -- now, fence, leaseUntil and expiresAt are strings of decimal digits, so
 -- that a fence beyond 2^53 reaches the client exactly; state is C or D;
 -- fingerprint is '' for none. The layout is record.lua's.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local clock = string.format('%d', now)
 local rec = redis.call('GET', KEYS[1])
 if not rec then

@@ -1,4 +1,4 @@
--- record.lua: the record layout, prepended to every script (see scripts.go).
+-- record.lua: the record layout and the server clock, prepended to every script (see scripts.go).
 -- Without a fingerprint:  <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
 -- With one:               <c|d><fence>:<leaseUntil>:<expiresAt>:<n>:<fingerprint><token>
 -- where n is the fingerprint's length in bytes, in decimal. See doc.go.
@@ -30,6 +30,21 @@ local function record(head, fp, token)
     return head .. token
   end
   return string.lower(string.sub(head, 1, 1)) .. string.sub(head, 2) .. #fp .. ':' .. fp .. token
+end
+
+-- released is the record a Release (or a Forget) leaves of a claim at
+-- fence: CLAIMED one fence higher, its lease ended at now, with no token
+-- and no fingerprint, so that neither the old fence nor the old token may
+-- act on it again.
+local function released(fence, now, expires_at)
+  return record(string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), '', '')
+end
+
+-- now_ms reads the server's clock in milliseconds: every decision is taken
+-- on it, never on a client's.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 local not_a_record = 'ERR idemgate: key holds a value that is not an idemgate record'

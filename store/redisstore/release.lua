@@ -9,13 +9,12 @@ local state, fence, _, expires_at = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if state ~= 'C' or fence ~= ARGV[1] or now >= tonumber(expires_at) then
   return 0
 end
 -- Bump the fence, end the lease now and forget the token and the
 -- fingerprint: the claim is abandoned, so neither its fence nor its token
 -- may act on the record again.
-redis.call('SET', KEYS[1], record(string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), '', ''), 'KEEPTTL')
+redis.call('SET', KEYS[1], released(fence, now, expires_at), 'KEEPTTL')
 return 1
