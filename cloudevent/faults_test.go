@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/internal/faultmatrix"
 	"github.com/idemgate/idemgate/internal/faultstore"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -38,8 +39,8 @@ func TestFaultMatrix(t *testing.T) {
 		SlowDelay:     matrixLease / 20,
 		SparseOverlap: true,
 		Cell: func(t *testing.T, delay time.Duration, test func(*testing.T, *faultmatrix.Harness)) {
-			clk := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-			mem, err := memstore.New(&memstore.Options{Now: clk.now})
+			clk := fakeclock.New()
+			mem, err := memstore.New(&memstore.Options{Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestFaultMatrix(t *testing.T) {
 			test(t, &faultmatrix.Harness{
 				Store: st, Key: key, Lease: matrixLease, Log: log,
 				Deliver:      d.deliver,
-				Advance:      clk.advance,
+				Advance:      clk.Advance,
 				AwaitRenewal: func() { awaitRenewal(st) },
 				Patience:     10 * time.Second,
 			})
@@ -69,24 +70,6 @@ func awaitRenewal(st *faultstore.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*matrixLease)
 	defer cancel()
 	st.AwaitEnded(ctx, faultstore.Extend, started+1)
-}
-
-// fakeClock is the store's clock; safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // deliveryExt is the CloudEvents extension that tells the function which of

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
@@ -25,7 +26,7 @@ func TestGuardOutcomes(t *testing.T) {
 	errWork := errors.New("supplier down")
 	errNoAttr := errors.New(`the message has no "order_id" attribute`)
 	type world struct {
-		clk *clock
+		clk *fakeclock.Clock
 		st  *faulty
 		mem *memstore.Store
 	}
@@ -110,7 +111,7 @@ func TestGuardOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock()
+			clk := fakeclock.New()
 			mem, err := memstore.New(&memstore.Options{Now: clk.Now, TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)

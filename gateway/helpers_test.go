@@ -4,36 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
-
-// clock is a fake clock moved by hand; safe for concurrent use.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // logs collects log records; lines gives them back as the JSON handler
 // would write them.
@@ -60,7 +40,7 @@ func (l *logs) lines(t testing.TB, level string) []map[string]any {
 }
 
 type fixture struct {
-	clk  *clock
+	clk  *fakeclock.Clock
 	st   *memstore.Store
 	g    *gateway.Gateway
 	logs *logs
@@ -69,7 +49,7 @@ type fixture struct {
 // newFixture returns a gateway over a fake-clock memstore (no renewal).
 func newFixture(t testing.TB, opts gateway.Options) *fixture {
 	t.Helper()
-	f := &fixture{clk: newClock(), logs: &logs{}}
+	f := &fixture{clk: fakeclock.New(), logs: &logs{}}
 	var err error
 	f.st, err = memstore.New(&memstore.Options{Now: f.clk.Now, TTL: time.Hour})
 	if err != nil {
