@@ -100,11 +100,11 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	// Any other event stands as a message of its own for the key function.
 	d := guard.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
 		Fingerprint: w.opts.Fingerprint, AcceptConflicts: w.opts.AcceptConflicts,
-		Extra: []slog.Attr{slog.String("type", e.Type()), slog.String("source", e.Source())}}
+		EventType: e.Type()}
 	if e.Type() == pushenvelope.MessagePublishedType {
 		m, err := pushenvelope.FromMessagePublishedData(e.ID(), e.Source(), e.Data())
 		if err != nil {
-			m, d.Invalid = &pushenvelope.Message{ID: e.ID()}, fmt.Errorf("event data is not a Pub/Sub message: %w", err)
+			m, d.Invalid = &pushenvelope.Message{ID: e.ID(), Source: e.Source()}, fmt.Errorf("event data is not a Pub/Sub message: %w", err)
 		}
 		ctx = pushenvelope.NewContext(ctx, m)
 		d.Message = m

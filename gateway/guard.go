@@ -204,14 +204,19 @@ func (sc scope) logAttrs(ctx context.Context, level slog.Level, msg string, attr
 // deliveryAttr groups what identifies a delivery in a log line.
 func deliveryAttr(d *guard.Delivery) slog.Attr {
 	m := d.Message
-	attrs := make([]slog.Attr, 0, 4+len(d.Extra))
+	attrs := make([]slog.Attr, 0, 6)
 	if m != nil {
 		attrs = append(attrs, slog.String("message_id", m.ID))
 	}
 	attrs = append(attrs, slog.String("form", d.Form))
-	attrs = append(attrs, d.Extra...)
+	if d.EventType != "" {
+		attrs = append(attrs, slog.String("type", d.EventType))
+	}
 	if m == nil {
 		return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+	}
+	if m.Source != "" {
+		attrs = append(attrs, slog.String("source", m.Source))
 	}
 	if m.Subscription != "" {
 		attrs = append(attrs, slog.String("subscription", m.Subscription))

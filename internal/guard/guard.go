@@ -31,9 +31,9 @@ type Delivery struct {
 	// Form names the surface in log lines: a push form, "cloudevent" or
 	// "pull".
 	Form string
-	// Extra attributes join the delivery's log group (a CloudEvent's type
-	// and source).
-	Extra []slog.Attr
+	// EventType is a CloudEvent's type, logged with the delivery; empty
+	// elsewhere. (Its source is the Message's.)
+	EventType string
 	// Key is what the key function resolved; KeyErr why it resolved none.
 	// An empty Key without KeyErr is refused as well.
 	Key    string
