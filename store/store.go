@@ -79,6 +79,9 @@ type Claim struct {
 	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
 	// and HeldByOther; nil when none was kept.
 	Fingerprint []byte
+
+	// entered is called by EnterTx; see OnEnterTx.
+	entered func()
 }
 
 // ErrFenced is returned (or wrapped) by [Extender.Extend], and by the

@@ -1,0 +1,12 @@
+// Package plant puts known bugs back into the library, one at a time, to
+// prove that the simulator (internal/sim) finds them. Each planted bug is a
+// branch guarded by On(n), where n is the number of the item in the issue
+// that fixed it ("The guarantee, second pass"): 1 (a conflict with a held
+// record accepted), 3 (a body cancelled for a lost lease recorded DONE), 9
+// (Complete retried without the claim kept alive) and 14 (every ErrFenced
+// from a body acknowledged).
+//
+// Plants exist only in a build with the idemgate_plant tag, which reads
+// the list from the environment (IDEMGATE_PLANT=1,14). In every other
+// build On is the constant false and the branches compile away.
+package plant
