@@ -1,10 +1,24 @@
 package store
 
-// OnEnterTx returns c carrying f, which [EnterTx] calls. The gateway gives
-// the claims it renews such a function (the claim in the body's context),
+// TxWatcher is told when a claim it holds is handed to a transaction (see
+// [OnEnterTx]).
+type TxWatcher interface {
+	// EnteredTx is called by [EnterTx], before the transaction reads or
+	// writes the claim's record.
+	EnteredTx()
+}
+
+// TxWatcherFunc makes a function a [TxWatcher].
+type TxWatcherFunc func()
+
+// EnteredTx calls f.
+func (f TxWatcherFunc) EnteredTx() { f() }
+
+// OnEnterTx returns c carrying w, which [EnterTx] tells. The gateway gives
+// the claims it renews such a watcher (the claim in the body's context),
 // so that it learns when the body hands the claim to a transaction.
-func OnEnterTx(c Claim, f func()) Claim {
-	c.entered = f
+func OnEnterTx(c Claim, w TxWatcher) Claim {
+	c.watcher = w
 	return c
 }
 
@@ -23,10 +37,10 @@ func OnEnterTx(c Claim, f func()) Claim {
 // return an error at once: the lease that guarded the rest of its work is
 // no longer renewed.
 //
-// A claim without such a function (not from the gateway, or from a body
-// that does not renew) is unaffected.
+// A claim without a watcher (not from the gateway, or from a gateway whose
+// store does not renew) is unaffected.
 func EnterTx(c Claim) {
-	if c.entered != nil {
-		c.entered()
+	if c.watcher != nil {
+		c.watcher.EnteredTx()
 	}
 }

@@ -80,8 +80,8 @@ type Claim struct {
 	// and HeldByOther; nil when none was kept.
 	Fingerprint []byte
 
-	// entered is called by EnterTx; see OnEnterTx.
-	entered func()
+	// watcher is told by EnterTx; see OnEnterTx.
+	watcher TxWatcher
 }
 
 // ErrFenced is returned (or wrapped) by [Extender.Extend], and by the
