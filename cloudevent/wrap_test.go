@@ -62,7 +62,12 @@ func TestWrapOutcomes(t *testing.T) {
 		case "fails":
 			return failure
 		case "fenced":
-			// fn's transaction found the claim taken over (CompleteTx).
+			// fn's transaction was fenced out (CompleteTx) on a record
+			// DONE already: an earlier commit of it landed.
+			c, _ := gateway.ClaimFromContext(ctx)
+			if _, err := st.Complete(ctx, c); err != nil {
+				return err
+			}
 			return fmt.Errorf("ledger: %w", store.ErrFenced)
 		case "nested":
 			// A Mutex inside fn met a holder: fn's error, not Wrap's outcome.

@@ -137,16 +137,20 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
 	case res.Ran:
-		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, slog.Any("error", res.Err))
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, g.errorAttr(d.Key, res.Err))
 	case outcome == OutcomeInProgress:
 		// Contention is healthy: a quiet WARN, no stack. The delivery
 		// attempt tells how close the message is to the dead-letter topic.
-		var ip *InProgressError
-		if errors.As(res.Err, &ip) {
+		msg := "idemgate: key held by another delivery; asking for a retry"
+		if ip, ok := errors.AsType[*InProgressError](res.Err); ok {
 			res.LeaseUntil = ip.LeaseUntil
+		} else if ce, ok := errors.AsType[*ConflictError](res.Err); ok {
+			// AcceptConflicts accepts only done work: the holder may yet
+			// fail, and then this payload is the one to run.
+			res.LeaseUntil = ce.LeaseUntil
+			msg = "idemgate: key reused for a different payload while the first is in progress; asking for a retry"
 		}
-		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: key held by another delivery; asking for a retry", outcome,
-			slog.Time("holder_lease_until", res.LeaseUntil))
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, outcome, slog.Time("holder_lease_until", res.LeaseUntil))
 	case outcome == OutcomeConflict:
 		msg := "idemgate: key reused for a different payload; refusing it"
 		if d.AcceptConflicts {
@@ -159,9 +163,9 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		if cause == nil { // the store refused the key
 			cause = res.Err
 		}
-		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded", outcome, slog.Any("error", cause))
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded", outcome, g.errorAttr(d.Key, cause))
 	default:
-		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: store failed; asking for a retry", outcome, slog.Any("error", res.Err))
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: store failed; asking for a retry", outcome, g.errorAttr(d.Key, res.Err))
 	}
 }
 

@@ -29,6 +29,7 @@ func TestGuardOutcomes(t *testing.T) {
 		clk *fakeclock.Clock
 		st  *faulty
 		mem *memstore.Store
+		ctx context.Context // the work's
 	}
 	tests := []struct {
 		name     string
@@ -56,8 +57,26 @@ func TestGuardOutcomes(t *testing.T) {
 			work: func(*world) error { panic("boom") },
 			want: guard.Result{Outcome: "failed", Ran: true, Panic: "boom"}, wantLog: "ERROR idemgate: handler panicked; the claim was released for a retry", wantRuns: 1},
 		{name: "fenced out in the work's transaction", delivery: guard.Delivery{Key: "k"},
-			work: func(*world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
+			work: func(w *world) error {
+				w.clk.Advance(gateway.DefaultLease + time.Second)
+				if _, err := w.mem.Claim(context.Background(), "k", time.Minute); err != nil {
+					return err
+				}
+				return fmt.Errorf("ledger: %w", store.ErrFenced)
+			},
 			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder does the work", wantRuns: 1},
+		{name: "fenced out on a record done already", delivery: guard.Delivery{Key: "k"},
+			work: func(w *world) error {
+				c, _ := gateway.ClaimFromContext(w.ctx)
+				if _, err := w.mem.Complete(context.Background(), c); err != nil {
+					return err
+				}
+				return fmt.Errorf("ledger: %w", store.ErrFenced)
+			},
+			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder does the work", wantRuns: 1},
+		{name: "fenced out with nobody else holding the key", delivery: guard.Delivery{Key: "k"},
+			work: func(w *world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
+			want: guard.Result{Outcome: "failed", Ran: true}, wantErr: store.ErrFenced, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
 		{name: "fenced out after the lease", delivery: guard.Delivery{Key: "k"},
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
@@ -93,6 +112,11 @@ func TestGuardOutcomes(t *testing.T) {
 				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
 			},
 			want: guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
+		{name: "conflict with a holder, AcceptConflicts", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+			prepare: func(w *world) {
+				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
+			},
+			want: guard.Result{Outcome: "in_progress"}, wantErr: gateway.ErrConflict, wantLog: "WARN idemgate: key reused for a different payload while the first is in progress; asking for a retry"},
 		{name: "conflict accepted", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
 			want:    guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"},
@@ -132,11 +156,12 @@ func TestGuardOutcomes(t *testing.T) {
 			d := tt.delivery
 			d.Message, d.Form = &pushenvelope.Message{ID: "m-1"}, "push-wrapped"
 			runs := 0
-			res := guard.Run(g, t.Context(), &d, func(context.Context) error {
+			res := guard.Run(g, t.Context(), &d, func(ctx context.Context) error {
 				runs++
 				if tt.work == nil {
 					return nil
 				}
+				w.ctx = ctx
 				return tt.work(w)
 			})
 

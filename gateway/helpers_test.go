@@ -64,6 +64,15 @@ func newFixture(t testing.TB, opts gateway.Options) *fixture {
 	return f
 }
 
+// Inspect reads the wrapped store's record, when it can.
+func (s *faulty) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
+	in, ok := s.Store.(store.Inspector)
+	if !ok {
+		return store.Record{}, false, errors.New("faulty: the wrapped store cannot inspect")
+	}
+	return in.Inspect(ctx, key)
+}
+
 // faulty wraps a real store and fails the operations switched on.
 type faulty struct {
 	store.Store

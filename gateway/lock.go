@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -38,11 +39,31 @@ import (
 // fn may record the key done itself, inside the transaction of its own
 // writes (a store's CompleteTx), so that they commit together; Lock's
 // Complete then finds the key done under its fence and succeeds quietly.
-// If fn returns an error matching store.ErrFenced, its transaction found
-// the claim taken over and rolled back: Lock logs a warning and returns
-// nil, since nothing was written and the new holder owns the work.
+// Once fn hands its claim to such a transaction (store.EnterTx), the lease
+// is no longer renewed and fn is no longer cancelled for it: the
+// transaction's own fence check decides. If fn returns an error matching
+// store.ErrFenced, its transaction was fenced out and rolled back: when
+// the key's record is DONE, or held by another live claim, Lock logs a
+// warning and returns nil, since nothing was written and the work is done
+// or being done; otherwise nobody would do the work (an operator's
+// Forget, an expired record, a transaction on another database), so Lock
+// returns fn's error and the delivery is retried.
+//
+// A claim is never worked on when it may have lapsed: a Claim whose reply
+// comes after the whole lease is released and reported as a store error,
+// fn not run. When the renewal loses the claim while fn runs, fn's context
+// is cancelled with ErrLeaseLost; if fn returns nil all the same, Lock
+// releases the key and returns that cause instead of recording fn done.
+// The renewal goes on while a failing Complete is tried again.
+//
+// The fingerprint in ctx belongs to key alone: fn's context carries none,
+// so the Locks fn takes on other keys compare nothing. With HideKeys, an
+// error Lock returns for work that did not run holds no key.
 func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
-	_, err := g.lock(ctx, key, fn, scope{log: g.log})
+	outcome, err := g.lock(ctx, key, fn, scope{log: g.log})
+	if !outcome.ran() {
+		err = g.hideKey(key, err)
+	}
 	return err
 }
 
@@ -53,9 +74,9 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	}
 	ctx, span := g.startSpan(ctx, "idemgate.Lock", key)
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
-	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
+	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
-	c, claimedAt, err := g.claim(ctx, key)
+	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
 		return claimOutcome(err), err
 	}
@@ -63,7 +84,13 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	if c.Status != store.Won {
 		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
-			return OutcomeConflict, &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone}
+			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone, LeaseUntil: c.LeaseUntil}
+			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts && !plant.On(1) {
+				// Only done work may be accepted in the conflict's place:
+				// the holder may yet fail and release the key.
+				return OutcomeInProgress, ce
+			}
+			return OutcomeConflict, ce
 		}
 	}
 	switch c.Status {
@@ -73,27 +100,89 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	case store.HeldByOther:
 		return OutcomeInProgress, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
+	// The body's context carries the claim, and not the route's
+	// fingerprint: that belongs to the route's key, not to the keys of
+	// Locks the body takes in its turn.
+	bctx := ctx
+	if store.Fingerprint(ctx) != nil {
+		bctx = store.WithFingerprint(ctx, nil)
+	}
+	r := g.renew(bctx, c, claimedAt, sc)
+	defer r.end() // after Complete
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
+			r.end()
 			g.release(ctx, c, "panic", sc)
 		}
 	}()
-	err = g.run(ctx, c, claimedAt, fn, sc)
+	err = fn(r.bodyCtx(bctx, c))
 	returned = true
+	r.settling()
+	if err == nil {
+		err = r.lost()
+	}
 	if err != nil {
+		r.end()
 		g.release(ctx, c, "error", sc)
 		if errors.Is(err, store.ErrFenced) {
-			// fn's own transaction found the claim taken over (CompleteTx)
-			// and rolled back: nothing was written, the new holder owns
-			// the work.
-			sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
-				g.keyAttr(key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), slog.Any("error", err))
-			return OutcomeFencedOut, nil
+			return g.fenced(ctx, c, err, sc)
 		}
 		return OutcomeFailed, err
 	}
+	if plant.On(9) {
+		r.end()
+	}
+	// The claim stays renewed while Complete is tried: a Complete that
+	// fails for longer than a lease must not let a redelivery take the
+	// key over and run the work again.
 	return g.complete(ctx, c, sc), nil
+}
+
+// fenced decides what becomes of a body whose transaction found its claim
+// fenced out (err matches store.ErrFenced). The delivery is acknowledged
+// only when the work is done or being done by another holder: the key's
+// record is DONE, or held by another live claim. Otherwise nobody will do
+// the work (an operator forgot the key, the record expired, the
+// transaction ran on another database, or it could not see the claim), so
+// the delivery fails and is retried. c was released already.
+func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope) (Outcome, error) {
+	held, why := g.heldElsewhere(ctx, c)
+	if held || plant.On(14) {
+		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), g.errorAttr(c.Key, err))
+		return OutcomeFencedOut, nil
+	}
+	return OutcomeFailed, fmt.Errorf("%w; and no other holder has the key (%s), so the delivery is retried", err, why)
+}
+
+// heldElsewhere reports whether c's key is DONE, or held by a live claim
+// other than c, reading the record (store.Inspector); why says what was
+// found when it is not.
+func (g *Gateway) heldElsewhere(ctx context.Context, c store.Claim) (held bool, why string) {
+	in, ok := g.st.(reader)
+	if !ok {
+		return false, "the store cannot be read to tell"
+	}
+	sctx := newSettleCtx(ctx, time.Now().Add(g.opts.SettleTimeout))
+	rec, found, err := in.Inspect(sctx, c.Key)
+	sctx.stop()
+	switch {
+	case err != nil:
+		return false, "the record could not be read: " + g.hideKey(c.Key, err).Error()
+	case !found:
+		return false, "the record is absent"
+	case rec.State == store.Done:
+		return true, ""
+	case rec.Fence != c.Fence && !rec.Released() && rec.LeaseUntil.After(rec.ReadAt):
+		return true, ""
+	}
+	return false, "the record is " + rec.State.String() + ", not held by another claim"
+}
+
+// reader is the part of store.Inspector the gateway uses.
+type reader interface {
+	Inspect(ctx context.Context, key string) (store.Record, bool, error)
 }
 
 // claimOutcome names the outcome of a failed claim.
@@ -106,16 +195,15 @@ func claimOutcome(err error) Outcome {
 
 // claim validates key and claims it for the gateway's lease. It also
 // returns when the Claim was sent: the lease counts from there on the local
-// clock, which renewal needs. Without renewal or metrics to record it, the
-// clock is not read, and that instant is zero.
-func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time, error) {
+// monotonic clock, which never runs ahead of the store's. A claim won but
+// answered after that whole lease had passed may have lapsed already, and
+// another delivery may hold the key: it is released, and claim fails with
+// ErrStore, as for a store too slow to use.
+func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim, time.Time, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
-	var start time.Time
-	if g.ext != nil || g.tel.timing(ctx) {
-		start = time.Now()
-	}
+	start := time.Now()
 	c, err := g.st.Claim(ctx, key, g.opts.Lease)
 	g.tel.timed(ctx, opClaim, start)
 	if err != nil {
@@ -123,6 +211,11 @@ func (g *Gateway) claim(ctx context.Context, key string) (store.Claim, time.Time
 	}
 	if c.Status != store.Won && c.Status != store.AlreadyDone && c.Status != store.HeldByOther {
 		return store.Claim{}, start, fmt.Errorf("%w: claim %s: invalid status %d", ErrStore, g.keyText(key), c.Status)
+	}
+	if took := time.Since(start); c.Status == store.Won && took >= g.opts.Lease {
+		g.release(ctx, c, "a late claim", sc)
+		return store.Claim{}, start, fmt.Errorf("%w: claim %s: the store answered after %s, past the lease of %s: the claim may have lapsed, so the work did not start",
+			ErrStore, g.keyText(key), took.Round(time.Millisecond), g.opts.Lease)
 	}
 	return c, start, nil
 }
@@ -147,7 +240,7 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome
 	switch {
 	case err != nil:
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.attr(), slog.Int("attempts", tries), slog.Any("error", err))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeCompleteError.attr(), slog.Int("attempts", tries), g.errorAttr(c.Key, err))
 		return OutcomeCompleteError
 	case !ok:
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it",
@@ -186,7 +279,7 @@ func (g *Gateway) release(ctx context.Context, c store.Claim, why string, sc sco
 	sctx.stop()
 	if err != nil {
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("after", why), slog.Time("lease_until", c.LeaseUntil), slog.Any("error", err))
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("after", why), slog.Time("lease_until", c.LeaseUntil), g.errorAttr(c.Key, err))
 	}
 }
 

@@ -33,6 +33,15 @@ func (o Outcome) String() string { return string(o) }
 // attr is o as the "outcome" attribute of a log line.
 func (o Outcome) attr() slog.Attr { return slog.String("outcome", string(o)) }
 
+// ran reports whether the work ran on the way to o.
+func (o Outcome) ran() bool {
+	switch o {
+	case OutcomeWon, OutcomeFailed, OutcomeFencedOut, OutcomeCompleteError, OutcomeUnguarded:
+		return true
+	}
+	return false
+}
+
 // keyText is the key as it may appear in logs and errors.
 func (g *Gateway) keyText(key string) string {
 	if g.opts.HideKeys {
@@ -40,6 +49,13 @@ func (g *Gateway) keyText(key string) string {
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
 	return strconv.Quote(key)
+}
+
+// errorAttr is err as the "error" attribute of a line about key: with the
+// key out of its text when the gateway hides keys, since a store's error
+// may quote it.
+func (g *Gateway) errorAttr(key string, err error) slog.Attr {
+	return slog.Any("error", g.hideKey(key, err))
 }
 
 func (g *Gateway) keyAttr(key string) slog.Attr {

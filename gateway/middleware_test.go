@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/pushenvelope"
@@ -408,6 +409,11 @@ func TestPushTyped(t *testing.T) {
 func TestPushFencedOutTransactionAcks(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
 	srv := f.g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		// Another delivery took the key over after the lease lapsed.
+		f.clk.Advance(gateway.DefaultLease + time.Second)
+		if _, err := f.st.Claim(context.Background(), "1", time.Minute); err != nil {
+			return err
+		}
 		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
 	})
 	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "fenced-out transaction")

@@ -14,7 +14,9 @@ import (
 //
 // A live holder, or a key completed by Lock, gives an *InProgressError;
 // a store failure gives an error wrapping ErrStore. Otherwise Mutex returns
-// fn's error. If the release fails after fn succeeded, Mutex logs it and
+// fn's error, or, when fn returns nil after its context was cancelled for
+// a lost lease, that cause (ErrLeaseLost): fn did not hold the key all
+// along. If the release fails after fn succeeded, Mutex logs it and
 // returns nil: the key frees when its lease ends.
 func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
 	if g.disabled {
@@ -22,21 +24,26 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	}
 	ctx, span := g.startSpan(ctx, "idemgate.Mutex", key)
 	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
-	defer func() { g.endSpan(ctx, span, outcome, fence, err) }()
+	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
-	c, claimedAt, err := g.claim(ctx, key)
+	sc := scope{log: g.log}
+	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
 		outcome = claimOutcome(err)
-		return err
+		return g.hideKey(key, err)
 	}
 	fence = c.Fence
 	if c.Status != store.Won {
 		outcome = OutcomeInProgress
-		return &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
+		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil})
 	}
-	sc := scope{log: g.log}
 	defer g.release(ctx, c, "mutex", sc)
-	if err = g.run(ctx, c, claimedAt, fn, sc); err == nil {
+	r := g.renew(ctx, c, claimedAt, sc)
+	defer r.end() // before the release
+	if err = fn(r.bodyCtx(ctx, c)); err == nil {
+		err = r.lost()
+	}
+	if err == nil {
 		outcome = OutcomeWon
 	}
 	return err

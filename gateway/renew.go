@@ -10,45 +10,106 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
 // ErrLeaseLost is the cause (see context.Cause) of the cancellation of a
 // body's context when the gateway could not keep its claim: the key was
 // taken over, or the store could not be reached to renew the lease before
-// it ended. The body should stop: its completion will not be recorded.
+// it ended. The body should stop: its completion will not be recorded,
+// even if it returns nil (Lock then returns this cause).
 var ErrLeaseLost = errors.New("gateway: lease lost")
 
 // minRenewedLease is the shortest lease the gateway will renew: renewals
 // happen every third of it and each must reach the store in time.
 const minRenewedLease = 50 * time.Millisecond
 
-// run calls fn under claim c, renewing the lease while fn runs when the
-// store can. claimedAt is when the Claim was sent: the lease counts from
-// there on the local monotonic clock, which never runs ahead of the store.
+// renew starts renewing c's lease for the body about to run, when the
+// store can renew claims; otherwise it returns nil, a renewal whose
+// methods do nothing but give the body its claim. claimedAt is when the
+// Claim was sent: the lease counts from there on the local monotonic
+// clock, which never runs ahead of the store.
 //
-// Renewal lasts exactly as long as fn: the caller's context ending (a
-// client gone, a push deadline, Receive shutting down) cancels fn's
-// context but not the renewal, because fn may go on regardless (a call
-// that takes no context), and a lapsed lease would let a redelivery run the
-// same work beside it. Only a lost claim cancels fn from here.
-func (g *Gateway) run(ctx context.Context, c store.Claim, claimedAt time.Time, fn func(context.Context) error, sc scope) error {
+// Renewal lasts until end: past the body, while its completion is
+// recorded. The caller's context ending (a client gone, a push deadline,
+// Receive shutting down) cancels the body's context but not the renewal,
+// because the body may go on regardless (a call that takes no context),
+// and a lapsed lease would let a redelivery run the same work beside it.
+// Only a lost claim cancels the body from here, and a body handing its
+// claim to a transaction (store.EnterTx) ends the renewal early.
+func (g *Gateway) renew(ctx context.Context, c store.Claim, claimedAt time.Time, sc scope) *renewal {
 	if g.ext == nil {
-		return fn(withClaim(ctx, c))
+		return nil
 	}
 	bctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	r := &renewal{
-		claimCtx: claimCtx{Context: bctx, claim: c},
+		claimCtx: claimCtx{Context: bctx},
 		g:        g, cancel: cancel, c: c, sc: sc,
 		// The first renewal counts from the Claim's sending, as the
 		// lease does, so that a slow Claim leaves the renewal its margin.
 		due:      claimedAt.Add(g.renewInterval()),
 		deadline: claimedAt.Add(g.opts.Lease),
 	}
+	r.claimCtx.claim = store.OnEnterTx(c, r)
 	g.renewals.add(r)
-	defer g.renewals.stop(r)
-	return fn(&r.claimCtx)
+	return r
+}
+
+// bodyCtx is the context the body runs on, derived from ctx: it carries
+// the claim, and can be cancelled by the renewal.
+func (r *renewal) bodyCtx(ctx context.Context, c store.Claim) context.Context {
+	if r == nil {
+		return withClaim(ctx, c)
+	}
+	return &r.claimCtx
+}
+
+// lost returns the cause (matching ErrLeaseLost) with which the renewal
+// cancelled the body's context, if it did: the body ran without its claim
+// for a while, and returning nil must not get it recorded done.
+func (r *renewal) lost() error {
+	if r == nil || plant.On(3) {
+		return nil
+	}
+	if err := context.Cause(&r.claimCtx); errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
+
+// settling marks the body returned: a claim lost from here on is told by
+// Complete's answer, and the body is not cancelled for it.
+func (r *renewal) settling() {
+	if r == nil {
+		return
+	}
+	s := r.g.renewals
+	s.mu.Lock()
+	r.returned = true
+	s.mu.Unlock()
+}
+
+// end stops the renewal and releases the body's context. It may be called
+// more than once.
+func (r *renewal) end() {
+	if r == nil {
+		return
+	}
+	r.g.renewals.stop(r)
+	r.cancel(nil)
+}
+
+// EnteredTx ends the renewal without waiting: the body is completing its
+// claim inside a transaction of its own (store.EnterTx), which from now on
+// decides whether the work commits. A renewal would queue behind that
+// transaction's lock on the record, or abort it, and the lease no longer
+// guards anything a takeover could break: see store.EnterTx.
+func (r *renewal) EnteredTx() {
+	s := r.g.renewals
+	s.mu.Lock()
+	s.halt(r)
+	s.mu.Unlock()
 }
 
 // renewInterval is a third of the lease, jittered by ±10% so that many
@@ -74,6 +135,7 @@ type renewal struct {
 	deadline time.Time          // when the lease ends, on the local clock
 	abort    context.CancelFunc // cancels the Extend in flight, if any
 	stopped  bool
+	returned bool // the body returned: see settling
 }
 
 // scheduler renews the claims of one Gateway from a heap ordered by due
@@ -136,6 +198,14 @@ func (s *scheduler) arm(now, due time.Time) {
 // needs. stop returns once that call has returned.
 func (s *scheduler) stop(r *renewal) {
 	s.mu.Lock()
+	s.halt(r)
+	s.mu.Unlock()
+	r.inflight.Wait()
+}
+
+// halt ends r's renewals, as stop does, but does not wait for an Extend in
+// flight. Called with s.mu held.
+func (s *scheduler) halt(r *renewal) {
 	r.stopped = true
 	if r.index >= 0 {
 		heap.Remove(&s.heap, r.index)
@@ -147,8 +217,6 @@ func (s *scheduler) stop(r *renewal) {
 		s.timer.Stop()
 		s.timer, s.armed = nil, false
 	}
-	s.mu.Unlock()
-	r.inflight.Wait()
 }
 
 // fire runs on the timer: it starts the renewals now due and sets the timer
@@ -239,26 +307,31 @@ func (r *renewal) renew() {
 	if lost == nil {
 		s.queue(r, now)
 	}
+	returned := r.returned
 	s.mu.Unlock()
 
 	// Log and cancel outside the lock, which every claim of the Gateway
 	// shares; stop waits for this call, so the body still runs.
 	switch {
+	case lost != nil && returned:
+		// Complete's answer tells the rest.
+		r.sc.logAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: claim lost while its completion was being recorded",
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), r.g.errorAttr(c.Key, err))
 	case lost != nil:
 		r.sc.logAttrs(&r.claimCtx, slog.LevelError, "idemgate: claim lost while the work ran; cancelling it",
-			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), r.g.errorAttr(c.Key, err))
 		r.cancel(lost)
 	case err != nil:
 		r.sc.logAttrs(&r.claimCtx, slog.LevelWarn, "idemgate: lease renewal failed; retrying",
-			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.Any("error", err))
+			r.g.keyAttr(c.Key), slog.Int64("fence", c.Fence), r.g.errorAttr(c.Key, err))
 	}
 }
 
 // doneUnder reports whether c's record is DONE under c's own fence, when
-// the store can tell (store.Inspector): an Extend that found no CLAIMED
+// the store can tell (it has store.Inspector's Inspect): an Extend that found no CLAIMED
 // record then met the body's own completion, not a takeover.
 func (g *Gateway) doneUnder(ctx context.Context, c store.Claim) bool {
-	in, ok := g.st.(store.Inspector)
+	in, ok := g.st.(reader)
 	if !ok {
 		return false
 	}

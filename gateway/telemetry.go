@@ -124,7 +124,7 @@ func (g *Gateway) startSpan(ctx context.Context, name, key string) (context.Cont
 }
 
 // endSpan counts the outcome and closes the span with it.
-func (g *Gateway) endSpan(ctx context.Context, span trace.Span, outcome Outcome, fence int64, err error) {
+func (g *Gateway) endSpan(ctx context.Context, span trace.Span, key string, outcome Outcome, fence int64, err error) {
 	g.tel.outcome(ctx, outcome)
 	if span == nil {
 		return
@@ -135,7 +135,7 @@ func (g *Gateway) endSpan(ctx context.Context, span trace.Span, outcome Outcome,
 			span.SetAttributes(attribute.Int64("idemgate.fence", fence))
 		}
 		if err != nil && (outcome == OutcomeFailed || outcome == OutcomeStoreError || outcome == OutcomeNoKey) {
-			span.RecordError(err)
+			span.RecordError(g.hideKey(key, err))
 			span.SetStatus(codes.Error, string(outcome))
 		}
 	}
