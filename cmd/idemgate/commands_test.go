@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,6 +120,11 @@ func inspectJSON(t *testing.T, url string, keys ...string) map[string]jsonRecord
 	return out
 }
 
+// readFunc is an io.Reader made of a function.
+type readFunc func(p []byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
 func TestCommands(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -162,6 +169,28 @@ func TestCommands(t *testing.T) {
 			r.oneErrorLine(t, "not confirmed")
 			if c, err := s.st.Claim(t.Context(), "done", time.Minute); err != nil || c.Status != store.AlreadyDone {
 				t.Fatalf("after an unconfirmed forget, Claim = %v, %v; want AlreadyDone", c.Status, err)
+			}
+
+			// forget warns about a holder, and leaves alone a record that
+			// changed while the question waited (its holder completed it).
+			racing, err := s.st.Claim(t.Context(), "racing", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			answer := readFunc(func(p []byte) (int, error) {
+				if ok, err := s.st.Complete(t.Context(), racing); !ok || err != nil {
+					t.Errorf("the holder's Complete = %v, %v", ok, err)
+				}
+				return copy(p, "y\n"), io.EOF
+			})
+			code := run(t.Context(), []string{"forget", "-store", url, "racing"}, answer, &out, &errs)
+			if code != exitOK || !strings.Contains(out.String(), "WARNING: a holder is working on it now") ||
+				!strings.Contains(out.String(), `"racing": not forgotten: it changed since it was shown (now DONE`) {
+				t.Fatalf("forget of a record that changed = %d:\n%s\n%s", code, out.String(), errs.String())
+			}
+			if c, err := s.st.Claim(t.Context(), "racing", time.Minute); err != nil || c.Status != store.AlreadyDone {
+				t.Fatalf("after the refused forget, Claim = %v, %v; want AlreadyDone", c.Status, err)
 			}
 
 			// forget, confirmed: the holder is fenced out, the DONE key runs again.

@@ -16,19 +16,26 @@ those keys on purpose. The record is not deleted: it becomes a released
 claim one fence higher, so a holder still at work is fenced out (its
 completion is refused) and fences never restart.
 
-Forget shows the records first and asks for confirmation on stdin, unless
--yes is given. Keys without a live record have nothing to forget.
+Forget shows the records first, warns about those a holder is working on
+now, and asks for confirmation on stdin, unless -yes is given. Keys
+without a live record have nothing to forget. It then forgets only the
+records it showed: a record whose state or fence changed since (a holder
+took it, completed it, or released it) is left alone and reported, unless
+-force is given. That check and the forget are two steps of the store: a
+claim won between them is fenced out like any other holder.
 `
 
 func (c *cli) forget(outer context.Context, args []string) int {
 	fs, cm := c.flags("forget", "KEY…", forgetHelp, time.Minute)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	force := fs.Bool("force", false, "forget a record even if it changed since it was shown")
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	return c.withKeys(outer, cm, fs.Args(), func(ctx context.Context, x store.Inspector, keys []string) error {
 		// 1. Show what would be forgotten.
 		var live []string
+		shown := map[string]store.Record{}
 		for _, key := range keys {
 			r, ok, err := x.Inspect(ctx, key)
 			if err != nil {
@@ -38,8 +45,14 @@ func (c *cli) forget(outer context.Context, args []string) int {
 				fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record)\n", key)
 				continue
 			}
-			fmt.Fprintf(c.stdout, "%q: %s, %s, fence %d\n", key, r.State, status(r, ok), r.Fence)
+			st := status(r, ok)
+			fmt.Fprintf(c.stdout, "%q: %s, %s, fence %d\n", key, r.State, st, r.Fence)
+			if st == "held" {
+				fmt.Fprintf(c.stdout, "  WARNING: a holder is working on it now (lease until %s): forgetting it lets the next delivery run the work beside it, and the holder's completion will be refused\n",
+					r.LeaseUntil.UTC().Format(time.RFC3339))
+			}
 			live = append(live, key)
+			shown[key] = r
 		}
 		if len(live) == 0 {
 			return nil
@@ -62,6 +75,16 @@ func (c *cli) forget(outer context.Context, args []string) int {
 		}
 		// 3. Forget, each in one atomic step of the store.
 		for _, key := range live {
+			if !*force {
+				r, ok, err := x.Inspect(ctx, key)
+				if err != nil {
+					return err
+				}
+				if was := shown[key]; !ok || r.State != was.State || r.Fence != was.Fence || r.Token != was.Token {
+					fmt.Fprintf(c.stdout, "%q: not forgotten: it changed since it was shown (now %s, %s, fence %d); look again, or use -force\n", key, r.State, status(r, ok), r.Fence)
+					continue
+				}
+			}
 			ok, err := x.Forget(ctx, key)
 			if err != nil {
 				return err

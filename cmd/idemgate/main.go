@@ -6,7 +6,7 @@
 // Usage:
 //
 //	idemgate inspect [-json] KEY…   show the records of KEYs
-//	idemgate forget [-yes] KEY…     free KEYs: their next delivery runs the work again
+//	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //
@@ -61,8 +61,10 @@ const usage = `usage: idemgate COMMAND [flags] [args]
 
 Commands:
   inspect [-json] KEY…   show the records of KEYs: state, fence, lease, expiry
-  forget [-yes] KEY…     free KEYs at once, whatever their state, with a higher
-                         fence: their next delivery runs the work again
+  forget [-yes] [-force] KEY…
+                         free KEYs at once, whatever their state, with a higher
+                         fence: their next delivery runs the work again; only
+                         the records shown are forgotten, unless -force
   purge [-batch N]       delete expired records (SQL stores; the others expire
                          records by themselves)
   check [-max-skew D]    verify the store before a deploy: reachable, table in
