@@ -19,8 +19,10 @@ demo:
 test:
 	$(GO) test -race -count=1 -timeout 12m ./...
 
-## lint: go vet, staticcheck, and go.mod as go mod tidy would write it
+## lint: go vet, staticcheck, go.mod as go mod tidy would write it, and no
+## tracked binary or file over 1 MB
 lint: $(STATICCHECK)
+	scripts/check-tracked.sh
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
