@@ -16,6 +16,14 @@ type KeyFunc func(m *pushenvelope.Message) (string, error)
 // CloudEvents). It catches transport redelivery, and deliveries of one
 // message through several subscriptions sharing a store, but not a producer
 // that publishes the same event twice: that gets a new messageId.
+//
+// Pub/Sub makes a messageId unique within its topic only. Routes fed by
+// different topics that share a store may meet one messageId for two
+// different messages, and the second is then acknowledged as a duplicate
+// without running. Give each such route a key of its own: a KeyFunc that
+// prefixes the messageId with the topic or the route's name. Not the
+// subscription: one message through two subscriptions of a topic would
+// then run twice.
 func KeyFromMessageID(m *pushenvelope.Message) (string, error) {
 	if m.ID == "" {
 		return "", errors.New("the delivery has no messageId")
