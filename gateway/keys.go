@@ -20,10 +20,10 @@ type KeyFunc func(m *pushenvelope.Message) (string, error)
 // Pub/Sub makes a messageId unique within its topic only. Routes fed by
 // different topics that share a store may meet one messageId for two
 // different messages, and the second is then acknowledged as a duplicate
-// without running. Give each such route a key of its own: a KeyFunc that
-// prefixes the messageId with the topic or the route's name. Not the
-// subscription: one message through two subscriptions of a topic would
-// then run twice.
+// without running. Give each such route a key space of its own: a KeyFunc
+// that prefixes the messageId with a name for its topic (a push body does
+// not carry the topic; the route knows it). Not with the subscription: one
+// message through two subscriptions of its topic would then run twice.
 func KeyFromMessageID(m *pushenvelope.Message) (string, error) {
 	if m.ID == "" {
 		return "", errors.New("the delivery has no messageId")
