@@ -13,7 +13,8 @@ import (
 type KeyFunc func(m *pushenvelope.Message) (string, error)
 
 // KeyFromMessageID keys on the Pub/Sub messageId (the CloudEvent id for
-// CloudEvents). It catches transport redelivery, and deliveries of one
+// CloudEvents; cloudevent.Wrap's default takes an event's source in too,
+// for events that are not Pub/Sub messages). It catches transport redelivery, and deliveries of one
 // message through several subscriptions sharing a store, but not a producer
 // that publishes the same event twice: that gets a new messageId.
 //
