@@ -110,9 +110,10 @@ func shortFingerprint(fp []byte) string {
 // spelled in lower case counts, else the first in byte order. With no names
 // it fingerprints the data alone.
 //
-// Listing every attribute of a route's messages, in lower case, gives the
-// bytes FingerprintPayload gives on the wrapped form, so a route can move
-// from one to the other without meeting its own records as conflicts.
+// When a route's messages have lower-case attribute names, none beginning
+// with "goog", listing all of them gives the bytes FingerprintPayload gives
+// on the wrapped form, so the route can move from one to the other without
+// meeting its own records as conflicts.
 func FingerprintData(names ...string) FingerprintFunc {
 	listed := make([]string, 0, len(names))
 	for _, n := range names {
