@@ -1,10 +1,15 @@
 package cloudevent_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -94,7 +99,7 @@ func TestMalformedPubSubEventIsRejected(t *testing.T) {
 	}
 }
 
-func TestOtherEventTypesAreKeyedByID(t *testing.T) {
+func TestOtherEventTypesAreKeyedBySourceAndID(t *testing.T) {
 	b := newBody(nil)
 	base := serve(t, b, nil)
 	storage := func() *http.Request {
@@ -111,7 +116,40 @@ func TestOtherEventTypesAreKeyedByID(t *testing.T) {
 	if n := b.count("e-1"); n != 1 {
 		t.Fatalf("the function ran %d times, want once", n)
 	}
-	if got := b.last(t); got.Message != nil || got.ClaimKey != "e-1" {
-		t.Errorf("a storage event saw message %v and claim key %q, want none and %q", got.Message, got.ClaimKey, "e-1")
+	const key = "45://storage.googleapis.com/projects/_/buckets/b:e-1"
+	if got := b.last(t); got.Message != nil || got.ClaimKey != key {
+		t.Errorf("a storage event saw message %v and claim key %q, want none and %q", got.Message, got.ClaimKey, key)
+	}
+}
+
+func TestOtherEventTypesFromTwoSources(t *testing.T) {
+	// Event 1042 of one bucket and event 1042 of another are two events: the
+	// default key covers the source as well as the id.
+	var mu sync.Mutex
+	ran := map[string]int{}
+	base := serveFunction(t, cloudevent.Wrap(newGateway(t, nil), func(_ context.Context, e event.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran[e.Source()]++
+		return nil
+	}, &cloudevent.Options{Logger: quiet()}))
+	storage := func(bucket string) *http.Request {
+		r := newPost(base+"/", "application/json", map[string]any{"bucket": bucket, "name": "invoice.pdf"})
+		r.Header.Set("Ce-Id", "1042")
+		r.Header.Set("Ce-Specversion", "1.0")
+		r.Header.Set("Ce-Type", "google.cloud.storage.object.v1.finalized")
+		r.Header.Set("Ce-Source", "//storage.googleapis.com/projects/_/buckets/"+bucket)
+		return r
+	}
+	expect(t, storage("a"), http.StatusOK, "event 1042 of bucket a")
+	expect(t, storage("b"), http.StatusOK, "event 1042 of bucket b")
+	expect(t, storage("a"), http.StatusOK, "a redelivery of bucket a's event")
+	expect(t, storage("b"), http.StatusOK, "a redelivery of bucket b's event")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, bucket := range []string{"a", "b"} {
+		if n := ran["//storage.googleapis.com/projects/_/buckets/"+bucket]; n != 1 {
+			t.Errorf("event 1042 of bucket %s ran %d times, want once", bucket, n)
+		}
 	}
 }

@@ -25,12 +25,23 @@
 //
 // Keys come from a [gateway.KeyFunc], the one key function type of push,
 // CloudEvents and pull, applied to the event's message (see
-// [Options].Key). The default, gateway.KeyFromMessageID, is the messageId of
-// a google.cloud.pubsub.topic.v1.messagePublished event (which is also its
-// event id) and the event id of any other; gateway.KeyFromAttribute keys on
-// a Pub/Sub attribute. The keys are the ones the HTTP middleware computes
-// for the same message, so a function and a push endpoint sharing a store
-// dedupe each other.
+// [Options].Key). The default, [KeyFromEvent], is the messageId of a
+// google.cloud.pubsub.topic.v1.messagePublished event (which is also its
+// event id), the key the HTTP middleware computes for the same message, so
+// a function and a push endpoint sharing a store dedupe each other. Any
+// other event is keyed on its source and id together, which the
+// CloudEvents spec makes unique (the id alone is unique per source only):
+// the source's length, a colon, the source, a colon and the id, e.g.
+// "45://storage.googleapis.com/projects/_/buckets/b:1042".
+// gateway.KeyFromAttribute keys on a Pub/Sub attribute.
+//
+// Upgrading from a version that keyed every event on its id alone: the
+// records it wrote for events other than Pub/Sub ones are not found under
+// the new keys, so such an event handled before the upgrade and delivered
+// again after it, within the store's ttl (a retry in flight, a late
+// redelivery), runs once more. Pub/Sub events keep their keys. Where that
+// is not acceptable, keep the old keys with Options.Key set to
+// gateway.KeyFromMessageID (and two sources' events with one id stay one).
 //
 // # What the caller sees
 //

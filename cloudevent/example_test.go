@@ -81,3 +81,31 @@ func ExampleKeyFromAttribute() {
 	// 111 <nil>
 	// 222 <nil>
 }
+
+// The default key: a Pub/Sub event's messageId, and the source and id of
+// any other event, whose id is unique for its source only.
+func ExampleKeyFromEvent() {
+	g, err := gateway.New(must(memstore.New(nil)), &gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	onUpload := cloudevent.Wrap(g, func(ctx context.Context, e event.Event) error {
+		c, _ := gateway.ClaimFromContext(ctx)
+		fmt.Println("indexing under key", c.Key)
+		return nil
+	}, &cloudevent.Options{Logger: slog.New(slog.DiscardHandler)})
+
+	for _, bucket := range []string{"invoices", "receipts", "invoices"} {
+		e := event.New()
+		e.SetID("1042")
+		e.SetType("google.cloud.storage.object.v1.finalized")
+		e.SetSource("//storage.googleapis.com/projects/_/buckets/" + bucket)
+		fmt.Println(bucket, onUpload(context.Background(), e))
+	}
+	// Output:
+	// indexing under key 52://storage.googleapis.com/projects/_/buckets/invoices:1042
+	// invoices <nil>
+	// indexing under key 52://storage.googleapis.com/projects/_/buckets/receipts:1042
+	// receipts <nil>
+	// invoices <nil>
+}

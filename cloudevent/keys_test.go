@@ -32,7 +32,8 @@ func TestWrapKeys(t *testing.T) {
 		wantErr bool
 	}{
 		{"default, Pub/Sub event", nil, pubsub, must(gateway.KeyFromMessageID(pushed)), false},
-		{"default, another event type", nil, storage, "e-1", false},
+		{"default, another event type", nil, storage, "45://storage.googleapis.com/projects/_/buckets/b:e-1", false},
+		{"message id, another event type", gateway.KeyFromMessageID, storage, "e-1", false},
 		{"attribute", gateway.KeyFromAttribute("order_id"), pubsub, must(gateway.KeyFromAttribute("order_id")(pushed)), false},
 		{"missing attribute", gateway.KeyFromAttribute("tenant"), pubsub, "", true},
 		{"attribute of another event type", gateway.KeyFromAttribute("order_id"), storage, "", true},
@@ -54,5 +55,48 @@ func TestWrapKeys(t *testing.T) {
 				t.Fatalf("Wrap answered %v; want an error wrapping gateway.ErrNoKey", err)
 			}
 		})
+	}
+}
+
+// storageEvent is a Cloud Storage event, no Pub/Sub message: source and id
+// as given.
+func storageEvent(source, id string) event.Event {
+	e := event.New()
+	e.SetID(id)
+	e.SetSource(source)
+	e.SetType("google.cloud.storage.object.v1.finalized")
+	return e
+}
+
+// The CloudEvents spec makes source and id unique together, not the id
+// alone: by default two events that share an id but not a source both run,
+// and only the same source and id again is a duplicate. Sources that contain
+// the separator must not collide with another source and id either.
+func TestDefaultKeyIncludesTheSource(t *testing.T) {
+	ran := map[[2]string]int{}
+	fn := cloudevent.Wrap(newGateway(t, nil), func(ctx context.Context, e event.Event) error {
+		ran[[2]string{e.Source(), e.ID()}]++
+		return nil
+	}, &cloudevent.Options{Logger: quiet()})
+	events := [][2]string{
+		{"//storage.googleapis.com/projects/_/buckets/a", "1042"},
+		{"//storage.googleapis.com/projects/_/buckets/b", "1042"},
+		// The same bytes split differently between source and id.
+		{"s:1", "x"}, {"s", "1:x"}, {"s:", "1x"}, {"urn:a", "b:c"}, {"urn:a:b", "c"}, {"", "1:s:1x"}, {"1", ":1:x"},
+	}
+	for _, ev := range events {
+		if err := fn(t.Context(), storageEvent(ev[0], ev[1])); err != nil {
+			t.Fatalf("event %q from %q: %v", ev[1], ev[0], err)
+		}
+	}
+	for _, ev := range events { // redeliveries
+		if err := fn(t.Context(), storageEvent(ev[0], ev[1])); err != nil {
+			t.Fatalf("redelivery of %q from %q: %v", ev[1], ev[0], err)
+		}
+	}
+	for _, ev := range events {
+		if n := ran[ev]; n != 1 {
+			t.Errorf("event %q from source %q ran %d times, want once", ev[1], ev[0], n)
+		}
 	}
 }

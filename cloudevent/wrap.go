@@ -22,8 +22,10 @@ type Options struct {
 	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one
 	// key function type of push, CloudEvents and pull, so a function and a
 	// push endpoint sharing a store agree on keys.
-	// Default gateway.KeyFromMessageID: the messageId, which for a Pub/Sub
-	// event is also the event id, and otherwise the event id.
+	// Default KeyFromEvent: the messageId of a Pub/Sub event (also its
+	// event id), and the source and id of any other event.
+	// gateway.KeyFromMessageID keys every event on its id alone, as Wrap
+	// did before it took the source in.
 	Key gateway.KeyFunc
 
 	// AllowUnguarded runs the function unguarded when no key can be
@@ -82,7 +84,7 @@ func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts 
 		w.opts = *opts
 	}
 	if w.opts.Key == nil {
-		w.opts.Key = gateway.KeyFromMessageID
+		w.opts.Key = KeyFromEvent
 	}
 	return w.serve
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"slices"
 	"strings"
 	"time"
@@ -27,19 +28,31 @@ type FingerprintFunc func(m *pushenvelope.Message) ([]byte, error)
 // name order. Attributes whose names begin with "goog" are left out: Google
 // reserves them, and its client libraries add some per publish (the trace
 // context), so a republish of the same payload would never match.
+// FingerprintData is the one that names the attributes that count.
+//
+// On the unwrapped form (pushenvelope.Unwrapped) it covers the data alone.
+// There the attributes arrive as HTTP headers, which cannot be told from
+// the headers that proxies, load balancers and tracing add on the way, fresh
+// for each delivery (traceparent, x-forwarded-for, via, and whatever a
+// proxy of the path invents): counting them would make a redelivery of the
+// same message a conflict. Its fingerprint is then the one the wrapped form
+// gives a message without attributes.
+//
+// So a store shared by an unwrapped route and a route of another form
+// (wrapped, CloudEvents, pull) that see the same messages, with attributes,
+// cannot compare their fingerprints with FingerprintPayload: give both
+// routes FingerprintData, naming the attributes that matter. On every other
+// form the bytes are those FingerprintPayload has always given, attribute
+// names as published, so records written before still match.
 //
 // A messageId key needs no fingerprint (a redelivery is the same message by
 // definition); a business key (KeyFromAttribute) should have one, so that two
 // different orders sent under one order_id are not silently deduplicated.
 func FingerprintPayload(m *pushenvelope.Message) ([]byte, error) {
-	h := sha256.New()
-	var n [8]byte
-	write := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
+	h := newPayloadHash(m.Data)
+	if m.Form == pushenvelope.Unwrapped {
+		return h.sum(), nil
 	}
-	write(m.Data)
 	names := make([]string, 0, len(m.Attributes))
 	for name := range m.Attributes {
 		if !strings.HasPrefix(name, "goog") {
@@ -48,10 +61,10 @@ func FingerprintPayload(m *pushenvelope.Message) ([]byte, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		write([]byte(name))
-		write([]byte(m.Attributes[name]))
+		h.write([]byte(name))
+		h.write([]byte(m.Attributes[name]))
 	}
-	return h.Sum(nil), nil
+	return h.sum(), nil
 }
 
 // ErrConflict is matched (with errors.Is) by the *ConflictError that Lock
@@ -87,3 +100,73 @@ func conflicting(stored, got []byte) bool {
 func shortFingerprint(fp []byte) string {
 	return hex.EncodeToString(fp[:min(len(fp), 8)])
 }
+
+// FingerprintData returns a FingerprintFunc over the message's data and the
+// attributes named, and no other: SHA-256 as FingerprintPayload computes it,
+// each named attribute present on the message under its lower-cased name.
+// Names match in any case, on every form: header names are case-insensitive,
+// so the unwrapped form delivers "Order_ID" as "order_id", and a wrapped,
+// an unwrapped, a CloudEvents and a pulled delivery of one message agree.
+// An attribute named but absent counts as absent, not as empty. When a
+// message holds several attributes whose names differ only in case, the one
+// spelled in lower case counts, else the first in byte order. With no names
+// it fingerprints the data alone.
+//
+// When a route's messages have lower-case attribute names, none beginning
+// with "goog", listing all of them gives the bytes FingerprintPayload gives
+// on the wrapped form, so the route can move from one to the other without
+// meeting its own records as conflicts.
+func FingerprintData(names ...string) FingerprintFunc {
+	listed := make([]string, 0, len(names))
+	for _, n := range names {
+		if n = strings.ToLower(n); n != "" && !slices.Contains(listed, n) {
+			listed = append(listed, n)
+		}
+	}
+	slices.Sort(listed)
+	return func(m *pushenvelope.Message) ([]byte, error) {
+		h := newPayloadHash(m.Data)
+		for _, name := range listed {
+			if v, ok := namedAttribute(m.Attributes, name); ok {
+				h.write([]byte(name))
+				h.write([]byte(v))
+			}
+		}
+		return h.sum(), nil
+	}
+}
+
+// namedAttribute finds the attribute named lower (lower case) in any case.
+func namedAttribute(attrs map[string]string, lower string) (string, bool) {
+	if v, ok := attrs[lower]; ok {
+		return v, true
+	}
+	found, value, ok := "", "", false
+	for k, v := range attrs {
+		if strings.EqualFold(k, lower) && (!ok || k < found) {
+			found, value, ok = k, v, true
+		}
+	}
+	return value, ok
+}
+
+// payloadHash is the encoding both fingerprints hash: the data, then each
+// name and value, every field prefixed with its length.
+type payloadHash struct {
+	h hash.Hash
+	n [8]byte
+}
+
+func newPayloadHash(data []byte) *payloadHash {
+	p := &payloadHash{h: sha256.New()}
+	p.write(data)
+	return p
+}
+
+func (p *payloadHash) write(b []byte) {
+	binary.BigEndian.PutUint64(p.n[:], uint64(len(b)))
+	p.h.Write(p.n[:])
+	p.h.Write(b)
+}
+
+func (p *payloadHash) sum() []byte { return p.h.Sum(nil) }

@@ -98,7 +98,9 @@ type Options struct {
 	// they are the defaults of every route, which Route can override.
 
 	// Key resolves the idempotency key of a push delivery. Default
-	// KeyFromMessageID.
+	// KeyFromMessageID: a messageId is unique within its topic only, so
+	// routes of several topics on one store need a prefix each (see
+	// KeyFromMessageID).
 	Key KeyFunc
 
 	// AllowUnguarded runs the handler unguarded when no key can be

@@ -82,11 +82,19 @@
 //   - header names are case-insensitive, so Attributes holds them lowercased:
 //     an attribute published as "Order_ID" reads as "order_id";
 //   - an attribute cannot be told from the request's own headers, so
-//     Attributes leaves out the HTTP, tracing and Google front-end headers
-//     (Authorization, Content-Type, User-Agent, Traceparent, X-Cloud-*,
-//     X-Goog-*, X-Forwarded-*, …), and an attribute spelled like one of them
-//     is lost (Google's own example publishes a Content-Type attribute to
-//     set the request's content type): read it from the request;
+//     Attributes leaves out the headers of HTTP, of proxies, load balancers
+//     and CDNs, of tracing and of Google's front ends (Authorization,
+//     Accept*, Content-*, User-Agent, Via, Forwarded, X-Forwarded-*,
+//     X-Real-Ip, Traceparent, B3, X-Amzn-Trace-Id, X-Cloud-*, X-Goog-*,
+//     Cf-*, X-Envoy-*, …), and an attribute spelled like one of them is lost
+//     (Google's own example publishes a Content-Type attribute to set the
+//     request's content type): read it from the request;
+//   - no such list knows every header a proxy on the way may add, so on this
+//     form Attributes may hold a header that is no attribute, and a
+//     redelivery may hold other ones. Look attributes up by name
+//     (gateway.KeyFromAttribute does); gateway.FingerprintPayload
+//     fingerprints this form's data alone, and gateway.FingerprintData the
+//     data and the attributes it names;
 //   - Ce-* headers are kept: Pub/Sub adds none to an unwrapped push, so they
 //     are attributes named like CloudEvents headers (ce-specversion, ce-type…);
 //   - a header seen several times contributes its first value.

@@ -74,23 +74,38 @@ func headerAttributes(h http.Header) map[string]string {
 }
 
 // transportHeader reports whether a lowercased header name belongs to HTTP,
-// to tracing, or to Google's front ends and Pub/Sub's own metadata, rather
-// than to a message attribute. Authorization is among them, so a bearer token
-// never ends up in Attributes (and in logs that print them). Ce-* names are
-// not: on an unwrapped push only attributes can carry them.
+// to a proxy, load balancer or CDN on the way, to tracing, or to Google's
+// front ends and Pub/Sub's own metadata, rather than to a message
+// attribute. Authorization is among them, so a bearer token never ends up
+// in Attributes (and in logs that print them). Ce-* names are not: on an
+// unwrapped push only attributes can carry them. No list can know every
+// header a proxy invents, which is why gateway.FingerprintPayload does not
+// count this form's attributes.
 func transportHeader(name string) bool {
-	for _, p := range [...]string{"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-forwarded-", "x-serverless-"} {
+	for _, p := range transportPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
 	switch name {
-	case "accept", "accept-encoding", "accept-language", "authorization", "cache-control",
-		"connection", "content-encoding", "content-length", "content-type", "cookie",
-		"expect", "forwarded", "from", "host", "keep-alive", "pragma", "proxy-authorization",
-		"te", "trailer", "transfer-encoding", "upgrade", "user-agent", "via",
-		"traceparent", "tracestate", "grpc-trace-bin", "x-request-id":
+	case "accept", "authorization", "cache-control", "connection", "cookie", "expect",
+		"forwarded", "from", "host", "keep-alive", "pragma", "te", "trailer",
+		"transfer-encoding", "upgrade", "user-agent", "via",
+		// Proxies, load balancers and CDNs.
+		"x-real-ip", "true-client-ip", "x-client-ip", "x-request-id", "x-request-start",
+		"cdn-loop", "x-amz-cf-id",
+		// Tracing: W3C, B3, Jaeger, Sentry, AWS and gRPC.
+		"traceparent", "tracestate", "baggage", "b3", "uber-trace-id",
+		"sentry-trace", "x-amzn-trace-id", "grpc-trace-bin", "x-ot-span-context":
 		return true
 	}
 	return false
+}
+
+// transportPrefixes are the name prefixes transportHeader leaves out.
+var transportPrefixes = [...]string{
+	"accept-", "content-", "proxy-", // HTTP's own
+	"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-serverless-", // Google
+	"x-forwarded-", "x-envoy-", "cf-", "fastly-", "x-akamai-", // proxies and CDNs
+	"x-b3-", "x-datadog-", "uberctx-", "ot-baggage-", "ot-tracer-", // tracing
 }

@@ -23,11 +23,33 @@ func TestParseUnwrappedAttributes(t *testing.T) {
 		"X-Forwarded-For":               "66.102.6.12",
 		"X-Goog-Iap-Jwt-Assertion":      "jwt",
 		"X-Goog-Pubsub-Future-Metadata": "x",
-		"Order_id":                      "A-1",   // how net/http stores an attribute "order_id"
-		"Eventtype":                     "PAID",  // and "eventType": the case is gone
-		"tenant":                        "t-9",   // a map built by hand keeps its spelling
-		"Empty":                         "",      // an empty attribute is still an attribute
-		"Region":                        "eu-w1", // first value wins
+		// What proxies, load balancers, CDNs and tracing add on the way.
+		"Via":                   "1.1 google",
+		"Forwarded":             "for=66.102.6.12",
+		"X-Real-Ip":             "66.102.6.12",
+		"True-Client-Ip":        "66.102.6.12",
+		"X-Amzn-Trace-Id":       "Root=1-5759e988-bd862e3fe1be46a994272793",
+		"B3":                    "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1",
+		"X-B3-Traceid":          "80f198ee56343ba864fe8b2a57d3eff7",
+		"Baggage":               "userId=alice",
+		"Sentry-Trace":          "771a43a4192642f0b136d5159a501700-0",
+		"Uber-Trace-Id":         "5f8e:1:0:1",
+		"X-Datadog-Trace-Id":    "123",
+		"X-Envoy-Attempt-Count": "2",
+		"Cdn-Loop":              "cloudflare",
+		"Cf-Ray":                "7d1",
+		"X-Amz-Cf-Id":           "abc",
+		"X-Request-Start":       "t=1",
+		"Proxy-Connection":      "keep-alive",
+		"Content-Language":      "en",
+		"Content-Md5":           "Q2hlY2sgSW50ZWdyaXR5IQ==",
+		"Accept-Charset":        "utf-8",
+		"Order_id":              "A-1",   // how net/http stores an attribute "order_id"
+		"Eventtype":             "PAID",  // and "eventType": the case is gone
+		"tenant":                "t-9",   // a map built by hand keeps its spelling
+		"Empty":                 "",      // an empty attribute is still an attribute
+		"Region":                "eu-w1", // first value wins
+		"Accepted":              "yes",   // named like a header's prefix, not like a header
 	} {
 		h[k] = []string{v}
 	}
@@ -36,7 +58,7 @@ func TestParseUnwrappedAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"order_id": "A-1", "eventtype": "PAID", "tenant": "t-9", "empty": "", "region": "eu-w1"}
+	want := map[string]string{"order_id": "A-1", "eventtype": "PAID", "tenant": "t-9", "empty": "", "region": "eu-w1", "accepted": "yes"}
 	if diff := cmp.Diff(want, m.Attributes); diff != "" {
 		t.Errorf("Attributes must hold the attribute headers only, lowercased (-want +got):\n%s", diff)
 	}
