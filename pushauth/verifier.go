@@ -118,6 +118,9 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 	if err != nil {
 		return nil, classify(err, token)
 	}
+	if p == nil { // a validator's bug: fail closed
+		return nil, fmt.Errorf("%w: the token validator returned no payload and no error", ErrBadSignature)
+	}
 	if p.Issuer != "accounts.google.com" && p.Issuer != "https://accounts.google.com" {
 		return nil, fmt.Errorf("%w: iss is %q", ErrWrongIssuer, p.Issuer)
 	}
@@ -125,7 +128,7 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 		return nil, fmt.Errorf("%w: aud is %q, want %q", ErrWrongAudience, p.Audience, v.audience)
 	}
 	email, _ := p.Claims["email"].(string)
-	if !strings.EqualFold(email, v.email) {
+	if !asciiEqualFold(email, v.email) {
 		return nil, fmt.Errorf("%w: email is %q, want %q", ErrWrongEmail, email, v.email)
 	}
 	if !isTrue(p.Claims["email_verified"]) {
@@ -180,4 +183,26 @@ func redact(s, token string) string {
 		s = strings.ReplaceAll(s, token[i+1:], "[signature]")
 	}
 	return s
+}
+
+// asciiEqualFold reports whether a and b are equal but for the case of
+// ASCII letters. strings.EqualFold folds Unicode too, and would take the
+// long s (U+017F) for an "s": an email address must match byte for byte.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

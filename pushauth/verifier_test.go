@@ -69,3 +69,39 @@ type validatorFunc func() error
 func (f validatorFunc) Validate(context.Context, string, string) (*idtoken.Payload, error) {
 	return nil, f()
 }
+
+// A custom validator that answers neither a payload nor an error fails
+// closed (issue 22, item 9): 401, the handler never runs, nothing panics.
+func TestValidatorWithoutPayloadFailsClosed(t *testing.T) {
+	token := mint(t, goodHeader(), goodClaims(), testKeys().google)
+	v, _ := newVerifier(t, validatorFunc(func() error { return nil }))
+	if _, err := v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}}); !errors.Is(err, pushauth.ErrBadSignature) {
+		t.Errorf("Verify = %v, want ErrBadSignature", err)
+	}
+	if got := serve(t, v, []string{"Bearer " + token}); got.code != http.StatusUnauthorized || got.nextCalled {
+		t.Errorf("status %d, handler ran %v; want 401 and no run", got.code, got.nextCalled)
+	}
+}
+
+// The email is compared byte for byte but for ASCII case: a Unicode case
+// fold would take the long s (U+017F) for an "s" (issue 22, item 9).
+func TestEmailComparisonIsASCII(t *testing.T) {
+	srv := googleCerts(t)
+	v, _ := newVerifier(t, validatorFor(t, srv))
+	for _, tc := range []struct {
+		email string
+		ok    bool
+	}{
+		{testEmail, true},
+		{strings.ToUpper(testEmail), true},
+		{strings.Replace(testEmail, "s", "\u017f", 1), false},
+	} {
+		claims := goodClaims()
+		claims["email"] = tc.email
+		token := mint(t, goodHeader(), claims, testKeys().google)
+		_, err := v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}})
+		if tc.ok && err != nil || !tc.ok && !errors.Is(err, pushauth.ErrWrongEmail) {
+			t.Errorf("email %q: Verify = %v, want ok=%v", tc.email, err, tc.ok)
+		}
+	}
+}
