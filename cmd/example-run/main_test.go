@@ -169,6 +169,13 @@ func TestExampleRunPushAuth(t *testing.T) {
 		t.Fatalf("GET /healthz with push auth on = %v, %v; want 200", resp, err)
 	}
 	resp.Body.Close()
+	// Only the probe is open: a forged push POSTed to /healthz (which the
+	// mux routes to the push route at /) is verified like any other.
+	for _, path := range []string{"/healthz", "/healthz/", "/healthz?x=1"} {
+		if code := post(t, base+path, pushBody("2", nil)); code != http.StatusUnauthorized {
+			t.Fatalf("POST %s without a token = %d, want 401", path, code)
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -84,7 +84,9 @@ func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slo
 }
 
 // withPushAuth puts push authentication in front of the push routes when an
-// audience is configured; /healthz stays open for the platform's probes.
+// audience is configured. Only the probe, GET or HEAD /healthz, stays open:
+// any other request to that path (a POST, which the mux would route to the
+// push route at /) is verified like every push.
 func withPushAuth(ctx context.Context, h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
 	if audience == "" && account == "" {
 		return h, nil
@@ -95,7 +97,7 @@ func withPushAuth(ctx context.Context, h http.Handler, audience, account string,
 	}
 	guarded := v.Middleware(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			h.ServeHTTP(w, r)
 			return
 		}
