@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,7 +42,9 @@ import (
 // still cut the connection with panic(http.ErrAbortHandler): the claim is
 // released and nothing was sent.
 // The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
-// its emulator alike.
+// its emulator alike. Interim answers (1xx) are dropped, not sent: Pub/Sub
+// takes a 102 for a success, and nothing may pass for one before the key is
+// done.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
@@ -164,9 +167,9 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 // Pub/Sub before the key is recorded done, nor at all if the handler then
 // panics. The body is held in memory with it (Pub/Sub reads none of it, so
 // push handlers write little or nothing). Headers go to the real writer's
-// map at once: they are only sent with the status. Informational 1xx
-// answers pass through. Unwrap lets http.ResponseController reach deadlines
-// and the rest.
+// map at once: they are only sent with the status. Interim 1xx answers
+// are dropped: Pub/Sub counts 102 among its acks. Unwrap lets
+// http.ResponseController reach deadlines and the rest.
 type recorder struct {
 	http.ResponseWriter
 	status int    // the final status h answered; 0 until it does
@@ -174,9 +177,12 @@ type recorder struct {
 }
 
 func (rw *recorder) WriteHeader(code int) {
-	if code < 200 {
-		rw.ResponseWriter.WriteHeader(code)
-	} else if rw.status == 0 {
+	switch {
+	case code < 100 || code > 999:
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http's own writer does
+	case code < 200:
+		// An interim answer: dropped, since Pub/Sub takes 102 for a success.
+	case rw.status == 0:
 		rw.status = code
 	}
 }

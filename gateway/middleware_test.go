@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -454,5 +456,65 @@ func TestIdempotentConflict(t *testing.T) {
 	}
 	if n := len(f.logs.Records().Outcome(gateway.OutcomeConflict).Level(slog.LevelError)); n != 2 {
 		t.Errorf("%d ERROR conflict lines, want 2:\n%s", n, f.logs.Records())
+	}
+}
+
+// post sends body to url as a push, and returns the final status with the
+// interim (1xx) statuses the client saw before it.
+func post(t testing.TB, c *http.Client, url, body string) (int, []int) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		interim []int
+	)
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+			mu.Lock()
+			defer mu.Unlock()
+			interim = append(interim, code)
+			return nil
+		},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	return resp.StatusCode, interim
+}
+
+// Pub/Sub counts 102 among its success codes, so no interim answer may
+// leave before the work is settled: a guarded route drops 1xx.
+func TestIdempotentDropsInterimAnswers(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	srv := httptest.NewServer(f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusProcessing)
+		w.Header().Set("Link", "</receipt.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		if runs.Add(1) == 1 {
+			http.Error(w, "downstream failed", http.StatusInternalServerError)
+		}
+	})))
+	defer srv.Close()
+	body := push("1", nil, "x")
+	if code, interim := post(t, srv.Client(), srv.URL, body); code != 500 || len(interim) != 0 {
+		t.Fatalf("a handler that wrote 102 and 103, then failed: interim %v, status %d; want no interim answer and 500", interim, code)
+	}
+	if code, interim := post(t, srv.Client(), srv.URL, body); code != 200 || len(interim) != 0 {
+		t.Fatalf("the redelivery: interim %v, status %d; want it to run again, and 200 with no interim answer", interim, code)
+	}
+	if code, _ := post(t, srv.Client(), srv.URL, body); code != 204 {
+		t.Fatalf("the next redelivery: status %d, want 204", code)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
