@@ -27,6 +27,7 @@ import (
 //	the key is already done            204              ack
 //	a live holder owns the key         503              nack: retried later
 //	h answered non-2xx                 h's answer       nack; the claim is released
+//	h answered non-2xx after a 2xx     the non-2xx      nack; the claim is released
 //	h panicked                         500              nack; the claim is released
 //	the store failed                   503              nack
 //	not a push delivery                400              nack (dead-lettered eventually)
@@ -38,7 +39,12 @@ import (
 // h's status is the verdict: it should answer non-2xx when its work failed.
 // It is held back with h's body until the claim is settled, so that a 2xx
 // reaches Pub/Sub only once the key is recorded done (flushes wait too),
-// and a handler that panics after writing a 2xx answers 500. A handler may
+// and a handler that panics after writing a 2xx answers 500. Since nothing
+// has gone out, a failure h sets after a 2xx is not lost: a WriteHeader with
+// a non-2xx after h's first status, explicit or the 200 of a first Write or
+// Flush (http.Error after a line of progress, say), is the answer, and the
+// delivery fails. A 2xx after that, or after another 2xx, changes nothing,
+// as on net/http's own writer. A handler may
 // still cut the connection with panic(http.ErrAbortHandler): the claim is
 // released and nothing was sent.
 // The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
@@ -49,8 +55,8 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
 			h.ServeHTTP(rec, r.WithContext(ctx))
-			if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
-				return statusError{rec.status}
+			if rec.status != 0 && !ok(rec.status) {
+				return statusError{rec.status, rec.after}
 			}
 			return nil
 		})
@@ -71,10 +77,15 @@ func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) err
 }
 
 // statusError is the error a wrapped handler's non-2xx answer becomes, so
-// that Lock releases the claim.
-type statusError struct{ code int }
+// that Lock releases the claim. after is the 2xx it set first, if it did.
+type statusError struct{ code, after int }
 
-func (e statusError) Error() string { return "handler answered " + strconv.Itoa(e.code) }
+func (e statusError) Error() string {
+	if e.after != 0 {
+		return "handler answered " + strconv.Itoa(e.code) + " after " + strconv.Itoa(e.after)
+	}
+	return "handler answered " + strconv.Itoa(e.code)
+}
 
 // serve is the HTTP adapter: it decodes the delivery, resolves its key,
 // runs work under the guard and answers the outcome. work answers through
@@ -172,10 +183,15 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 // http.ResponseController reach deadlines and the rest.
 type recorder struct {
 	http.ResponseWriter
-	status int    // the final status h answered; 0 until it does
+	status int    // the status h answered (see WriteHeader); 0 until it does
+	after  int    // the 2xx a failure replaced, or 0
 	body   []byte // what h wrote
 }
 
+// WriteHeader holds code as the answer if it is h's first status, or a
+// failure after a 2xx (which net/http would have sent and kept): the
+// handler's last word on a work it could not finish. A 2xx after a failure,
+// or after another 2xx, changes nothing, as on net/http's own writer.
 func (rw *recorder) WriteHeader(code int) {
 	switch {
 	case code < 100 || code > 999:
@@ -184,8 +200,13 @@ func (rw *recorder) WriteHeader(code int) {
 		// An interim answer: dropped, since Pub/Sub takes 102 for a success.
 	case rw.status == 0:
 		rw.status = code
+	case ok(rw.status) && !ok(code):
+		rw.status, rw.after = code, rw.status // a failure after progress is the verdict
 	}
 }
+
+// ok reports whether code is a 2xx, the acks.
+func ok(code int) bool { return code >= 200 && code <= 299 }
 
 func (rw *recorder) Write(b []byte) (int, error) {
 	if rw.status == 0 {

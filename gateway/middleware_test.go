@@ -518,3 +518,62 @@ func TestIdempotentDropsInterimAnswers(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
+
+// While the answer is held, a failure written after progress (a line, an
+// implicit 200, then http.Error) is the verdict: no ack, the claim is
+// released, and the failure is logged. A later 2xx changes nothing.
+func TestIdempotentFailureAfterProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handle  func(w http.ResponseWriter)
+		want    int
+		failure bool
+	}{
+		{"Write then http.Error", func(w http.ResponseWriter) {
+			io.WriteString(w, "charging the card\n")
+			http.Error(w, "card declined", http.StatusPaymentRequired)
+		}, http.StatusPaymentRequired, true},
+		{"WriteHeader 201 then 500", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusCreated)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusInternalServerError, true},
+		{"Flush then 503", func(w http.ResponseWriter) {
+			w.(http.Flusher).Flush()
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, http.StatusServiceUnavailable, true},
+		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
+			io.WriteString(w, "done\n")
+			w.WriteHeader(http.StatusOK)
+		}, http.StatusOK, false},
+		{"WriteHeader 202 then 204", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusAccepted)
+			w.WriteHeader(http.StatusNoContent)
+		}, http.StatusAccepted, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			var runs atomic.Int32
+			srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					tc.handle(w)
+				}
+			}))
+			wantStatus(t, deliver(t, srv, push("1", nil, "x")), tc.want, tc.name)
+			failed := f.logs.Records().Outcome(gateway.OutcomeFailed).Level(slog.LevelError).Containing("handler failed")
+			if !tc.failure {
+				if len(failed) != 0 || len(f.logs.Records().Level(slog.LevelError)) != 0 {
+					t.Fatalf("a 2xx after a 2xx is an ack, yet ERROR lines:\n%s", f.logs.Records())
+				}
+				wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the redelivery of an acked message")
+				return
+			}
+			if len(failed) != 1 || !strings.Contains(failed[0].Attrs["error"], strconv.Itoa(tc.want)) {
+				t.Fatalf("want one ERROR \"handler failed\" line naming %d, got:\n%s", tc.want, f.logs.Records())
+			}
+			wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again (the claim was released)")
+			if n := runs.Load(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2", n)
+			}
+		})
+	}
+}
