@@ -14,8 +14,10 @@ import (
 
 // Idempotent wraps h, a handler of Pub/Sub push deliveries, so that its
 // work runs at most once per key. h may be a whole mux: GET, HEAD and
-// OPTIONS requests, which are never push deliveries, go to h untouched, so
-// health checks keep answering; other methods but POST get 405. Every POST
+// OPTIONS requests without a body, which are never push deliveries, go to h
+// untouched, so health checks keep answering; one with a body (announced or
+// not) may carry a push, which must not reach h unguarded, and gets 405
+// (Allow: POST) with a WARN line, as other methods but POST do. Every POST
 // is taken for a push delivery, so wrap the mux only when all its POST
 // routes receive pushes; otherwise wrap each push route's handler, with
 // the route's own key function through Route. It decodes the delivery (see package
@@ -31,6 +33,7 @@ import (
 //	h panicked                         500              nack; the claim is released
 //	the store failed                   503              nack
 //	not a push delivery                400              nack (dead-lettered eventually)
+//	GET, HEAD, OPTIONS with a body     405              nack; h does not run
 //	no key                             500              nack, unless AllowUnguarded
 //	body over MaxBodyBytes             413              nack
 //	key reused for another payload     409              nack, or 204 (ack) with AcceptConflicts
@@ -91,11 +94,16 @@ func (e statusError) Error() string {
 // runs work under the guard and answers the outcome. work answers through
 // rec, which holds its answer until the claim is settled: completed before
 // a 2xx goes out, released before a failure does. GET, HEAD and OPTIONS
-// go to pass untouched, or get 405 without one.
+// without a body go to pass untouched, or get 405 without one; with a body
+// they get 405.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handler, work func(context.Context, *recorder, *pushenvelope.Message) error) {
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if hasBody(r) {
+			g.refuseBody(w, r)
+			return
+		}
 		if pass != nil {
 			pass.ServeHTTP(w, r) // never a push delivery: health checks and the like
 			return
@@ -120,6 +128,32 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 	rec := &recorder{ResponseWriter: w}
 	res := g.guard(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
 	answer(w, rec, &d, &res)
+}
+
+// hasBody reports whether r carries a body: one it announces (a
+// Content-Length, or chunked), or a byte read from it. A health check
+// carries none.
+func hasBody(r *http.Request) bool {
+	if r.ContentLength != 0 { // -1: chunked, or unknown
+		return true
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	var b [1]byte
+	n, _ := r.Body.Read(b[:]) // nothing is lost: only a request read into is refused
+	return n > 0
+}
+
+// refuseBody answers a GET, HEAD or OPTIONS that carries a body. It may be
+// a push sent with the wrong method, and what it carries must not reach
+// the handler unguarded: 405, logged as rejected.
+func (g *Gateway) refuseBody(w http.ResponseWriter, r *http.Request) {
+	err := fmt.Errorf("idemgate: a %s with a body is not a health check; push deliveries are POSTed", r.Method)
+	d := guard.Delivery{Form: "push", Invalid: err}
+	g.guard(r.Context(), &d, func(context.Context) error { return err }) // rejected before it runs: logs and counts
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, err.Error(), http.StatusMethodNotAllowed)
 }
 
 // allowed is the Allow header of a 405.

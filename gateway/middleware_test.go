@@ -577,3 +577,54 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 		})
 	}
 }
+
+// A GET, HEAD or OPTIONS carrying a body is not a health check: it must
+// not reach the wrapped handler unguarded. It gets 405, logged at WARN.
+func TestIdempotentRefusesBodiedNonPushMethods(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := httptest.NewServer(f.g.Idempotent(h))
+	defer srv.Close()
+	body := push("1", nil, "x")
+	send := func(name string, req *http.Request) {
+		t.Helper()
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("%s: status %d, Allow %q; want 405, Allow POST", name, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	sent := 0
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(body)) // Content-Length
+		send(method+" with a push envelope", req)
+		req, _ = http.NewRequest(method, srv.URL, io.NopCloser(strings.NewReader(body))) // chunked
+		send(method+" with a chunked push envelope", req)
+		sent += 2
+	}
+	// A body the request does not announce (a request built in process).
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Body = io.NopCloser(strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	f.g.Idempotent(h).ServeHTTP(rec, req)
+	wantStatus(t, rec, http.StatusMethodNotAllowed, "GET with an unannounced body")
+	sent++
+	if n := h.runs.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for requests with a body", n)
+	}
+	if n := len(f.logs.Records().Outcome(gateway.OutcomeRejected).Level(slog.LevelWarn)); n != sent {
+		t.Errorf("%d WARN rejected lines, want %d:\n%s", n, sent, f.logs.Records())
+	}
+	// Health checks still pass.
+	resp, err := srv.Client().Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || h.runs.Load() != 1 {
+		t.Fatalf("plain GET: status %d, runs %d; want the handler's 200", resp.StatusCode, h.runs.Load())
+	}
+}
