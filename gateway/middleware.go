@@ -58,7 +58,7 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
 			h.ServeHTTP(rec, r.WithContext(ctx))
-			if rec.status != 0 && !ok(rec.status) {
+			if rec.status != 0 && !is2xx(rec.status) {
 				return statusError{rec.status, rec.after}
 			}
 			return nil
@@ -210,17 +210,23 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 // recorder holds the wrapped handler's answer back until the delivery's
 // outcome is settled, because the status is the ack: a 2xx must not reach
 // Pub/Sub before the key is recorded done, nor at all if the handler then
-// panics. The body is held in memory with it (Pub/Sub reads none of it, so
-// push handlers write little or nothing). Headers go to the real writer's
+// panics. The first maxHeldBody bytes of the body are held with it, and
+// the rest dropped: Pub/Sub reads none of it. Headers go to the real writer's
 // map at once: they are only sent with the status. Interim 1xx answers
 // are dropped: Pub/Sub counts 102 among its acks. Unwrap lets
 // http.ResponseController reach deadlines and the rest.
 type recorder struct {
 	http.ResponseWriter
-	status int    // the status h answered (see WriteHeader); 0 until it does
-	after  int    // the 2xx a failure replaced, or 0
-	body   []byte // what h wrote
+	status    int    // the status h answered (see WriteHeader); 0 until it does
+	after     int    // the 2xx a failure replaced, or 0
+	body      []byte // the first maxHeldBody bytes h wrote
+	discarded int64  // how many it wrote past them
 }
+
+// maxHeldBody is how much of a wrapped handler's body is held and sent.
+// Pub/Sub reads only the status; the rest is counted and dropped, so that
+// a handler writing much holds no more memory than this.
+const maxHeldBody = 4 << 10
 
 // WriteHeader holds code as the answer if it is h's first status, or a
 // failure after a 2xx (which net/http would have sent and kept): the
@@ -234,19 +240,21 @@ func (rw *recorder) WriteHeader(code int) {
 		// An interim answer: dropped, since Pub/Sub takes 102 for a success.
 	case rw.status == 0:
 		rw.status = code
-	case ok(rw.status) && !ok(code):
+	case is2xx(rw.status) && !is2xx(code):
 		rw.status, rw.after = code, rw.status // a failure after progress is the verdict
 	}
 }
 
-// ok reports whether code is a 2xx, the acks.
-func ok(code int) bool { return code >= 200 && code <= 299 }
+// is2xx reports whether code is a 2xx, an ack.
+func is2xx(code int) bool { return code >= 200 && code <= 299 }
 
 func (rw *recorder) Write(b []byte) (int, error) {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
-	rw.body = append(rw.body, b...)
+	keep := min(len(b), maxHeldBody-len(rw.body))
+	rw.body = append(rw.body, b[:keep]...)
+	rw.discarded += int64(len(b) - keep)
 	return len(b), nil
 }
 
@@ -261,6 +269,9 @@ func (rw *recorder) Flush() {
 // send writes the held answer, if h gave one, to the client.
 func (rw *recorder) send() {
 	if rw.status != 0 {
+		if rw.discarded > 0 {
+			rw.ResponseWriter.Header().Del("Content-Length") // h's no longer holds
+		}
 		rw.ResponseWriter.WriteHeader(rw.status)
 		rw.ResponseWriter.Write(rw.body) // a client that is gone cannot hear it; Pub/Sub retries
 	}
