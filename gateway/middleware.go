@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,17 +45,20 @@ import (
 // It is held back with h's body until the claim is settled, so that a 2xx
 // reaches Pub/Sub only once the key is recorded done (flushes wait too),
 // and a handler that panics after writing a 2xx answers 500. Since nothing
-// has gone out, a failure h sets after a 2xx is not lost: a WriteHeader with
-// a non-2xx after h's first status, explicit or the 200 of a first Write or
-// Flush (http.Error after a line of progress, say), is the answer, and the
-// delivery fails. A 2xx after that, or after another 2xx, changes nothing,
-// as on net/http's own writer. A handler may
-// still cut the connection with panic(http.ErrAbortHandler): the claim is
-// released and nothing was sent.
-// The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
-// its emulator alike. Interim answers (1xx) are dropped, not sent: Pub/Sub
-// takes a 102 for a success, and nothing may pass for one before the key is
-// done.
+// has gone out, a failure set late is not lost: a non-2xx WriteHeader after
+// h's first status, explicit or the 200 of a first Write or Flush
+// (http.Error after a line of progress, say), is the answer, and the
+// delivery fails. A 2xx after a failure or after another 2xx changes
+// nothing, as on net/http's own writer. A handler may still cut the
+// connection with panic(http.ErrAbortHandler): the claim is released and
+// nothing was sent.
+//
+// What the hold changes for h: interim answers (1xx) are dropped, not
+// sent, since Pub/Sub takes a 102 for a success; only the first 4 KiB of
+// the body are kept and sent (Pub/Sub reads none of it), and a
+// Content-Length h set is then left out; Hijack answers an error, through
+// http.ResponseController too. The acknowledging codes used here (200 and
+// 204) are acks on Pub/Sub and on its emulator alike.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
@@ -211,10 +216,13 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 // outcome is settled, because the status is the ack: a 2xx must not reach
 // Pub/Sub before the key is recorded done, nor at all if the handler then
 // panics. The first maxHeldBody bytes of the body are held with it, and
-// the rest dropped: Pub/Sub reads none of it. Headers go to the real writer's
-// map at once: they are only sent with the status. Interim 1xx answers
-// are dropped: Pub/Sub counts 102 among its acks. Unwrap lets
-// http.ResponseController reach deadlines and the rest.
+// the rest counted and dropped: Pub/Sub reads none of it. Headers go to
+// the real writer's map at once: they are only sent with the status.
+// Interim 1xx answers are dropped: Pub/Sub counts 102 among its acks.
+// Unwrap lets http.ResponseController reach deadlines and the rest; it
+// finds Flush and Hijack here first, so neither reaches the connection.
+// No other path does: the recorder has no ReadFrom or WriteString, so
+// io.Copy and io.WriteString come through Write.
 type recorder struct {
 	http.ResponseWriter
 	status    int    // the status h answered (see WriteHeader); 0 until it does
@@ -276,5 +284,13 @@ func (rw *recorder) send() {
 		rw.ResponseWriter.Write(rw.body) // a client that is gone cannot hear it; Pub/Sub retries
 	}
 }
+
+// errHijack is what Hijack answers on a guarded route.
+var errHijack = errors.New("idemgate: a guarded push handler cannot hijack the connection")
+
+// Hijack refuses: a handler that took the connection could answer Pub/Sub
+// behind the hold. http.ResponseController finds it before it unwraps to
+// the real writer's.
+func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
 func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -626,5 +628,56 @@ func TestIdempotentRefusesBodiedNonPushMethods(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || h.runs.Load() != 1 {
 		t.Fatalf("plain GET: status %d, runs %d; want the handler's 200", resp.StatusCode, h.runs.Load())
+	}
+}
+
+// A guarded handler cannot hijack the connection: it would answer Pub/Sub
+// behind the hold. Hijack answers an error on every path to it.
+func TestIdempotentRefusesHijack(t *testing.T) {
+	for name, hijack := range map[string]func(http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error){
+		"ResponseController": func(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+			return http.NewResponseController(w).Hijack()
+		},
+		"Hijacker": func(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				return nil, nil, errors.New("not an http.Hijacker")
+			}
+			return hj.Hijack()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			var runs atomic.Int32
+			errs := make(chan error, 2)
+			srv := httptest.NewServer(f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) > 1 {
+					return
+				}
+				conn, buf, err := hijack(w)
+				errs <- err
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				// What a hijacker could do: ack behind the gateway's back.
+				buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				buf.Flush()
+				conn.Close()
+			})))
+			defer srv.Close()
+			body := push("1", nil, "x")
+			code, _ := post(t, srv.Client(), srv.URL, body)
+			err := <-errs
+			if code != 500 {
+				t.Fatalf("status %d (Hijack answered %v), want the handler's 500", code, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), "cannot hijack") {
+				t.Fatalf("Hijack answered %v, want the gateway's refusal", err)
+			}
+			if code, _ := post(t, srv.Client(), srv.URL, body); code != 200 || runs.Load() != 2 {
+				t.Fatalf("redelivery: status %d after %d runs; want it to run again", code, runs.Load())
+			}
+		})
 	}
 }
