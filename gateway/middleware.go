@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -137,16 +138,17 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 
 // hasBody reports whether r carries a body: one it announces (a
 // Content-Length, or chunked), or a byte read from it. A health check
-// carries none.
+// carries none; over HTTP/2 it may leave its stream open for an empty body
+// of unknown length (ContentLength -1), which the read finds empty.
 func hasBody(r *http.Request) bool {
-	if r.ContentLength != 0 { // -1: chunked, or unknown
+	if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
 		return true
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
 	var b [1]byte
-	n, _ := r.Body.Read(b[:]) // nothing is lost: only a request read into is refused
+	n, _ := io.ReadFull(r.Body, b[:]) // nothing is lost: only a request read into is refused
 	return n > 0
 }
 

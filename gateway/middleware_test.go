@@ -681,3 +681,34 @@ func TestIdempotentRefusesHijack(t *testing.T) {
 		})
 	}
 }
+
+// Over HTTP/2 a request announces no length: a GET whose stream stays open
+// for an empty body is still a health check, one that sends bytes is not.
+func TestIdempotentBodiedNonPushMethodsHTTP2(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := httptest.NewUnstartedServer(f.g.Idempotent(h))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+		want int
+		runs int32
+	}{
+		{"no body", nil, 200, 1},
+		{"an empty body of unknown length", io.NopCloser(strings.NewReader("")), 200, 2},
+		{"a push envelope of unknown length", io.NopCloser(strings.NewReader(push("1", nil, "x"))), 405, 2},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, tc.body)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != tc.want || h.runs.Load() != tc.runs {
+			t.Errorf("GET with %s over %s: status %d, handler runs %d; want %d and %d", tc.name, resp.Proto, resp.StatusCode, h.runs.Load(), tc.want, tc.runs)
+		}
+	}
+}
