@@ -19,8 +19,8 @@ import (
 // work runs at most once per key. h may be a whole mux: GET, HEAD and
 // OPTIONS requests without a body, which are never push deliveries, go to h
 // untouched, so health checks keep answering; one with a body (announced or
-// not) may carry a push, which must not reach h unguarded, and gets 405
-// (Allow: POST) with a WARN line, as other methods but POST do. Every POST
+// not) may carry a push, which must not reach h unguarded: it gets 405
+// (Allow: POST) and a WARN line. Other methods but POST get 405. Every POST
 // is taken for a push delivery, so wrap the mux only when all its POST
 // routes receive pushes; otherwise wrap each push route's handler, with
 // the route's own key function through Route. It decodes the delivery (see package
@@ -238,10 +238,11 @@ type recorder struct {
 // a handler writing much holds no more memory than this.
 const maxHeldBody = 4 << 10
 
-// WriteHeader holds code as the answer if it is h's first status, or a
-// failure after a 2xx (which net/http would have sent and kept): the
-// handler's last word on a work it could not finish. A 2xx after a failure,
-// or after another 2xx, changes nothing, as on net/http's own writer.
+// WriteHeader holds code as the answer if it is h's first status, or if it
+// is a failure after a 2xx, which net/http would have sent and kept: h
+// found that its work failed after all. A 2xx after a failure, or after
+// another 2xx, changes nothing, as on net/http's own writer. A code
+// outside 100–999 panics, as there, inside the guard.
 func (rw *recorder) WriteHeader(code int) {
 	switch {
 	case code < 100 || code > 999:

@@ -712,3 +712,21 @@ func TestIdempotentBodiedNonPushMethodsHTTP2(t *testing.T) {
 		}
 	}
 }
+
+// A status no HTTP answer can carry panics in the handler, as on net/http's
+// own writer, where the guard recovers it: 500, and the claim is released.
+func TestIdempotentInvalidStatusPanicsInHandler(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(1000)
+		}
+	}))
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 500, "WriteHeader(1000)")
+	if n := len(f.logs.Records().Containing("handler panicked")); n != 1 {
+		t.Fatalf("%d \"handler panicked\" lines, want 1:\n%s", n, f.logs.Records())
+	}
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again")
+}
