@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,8 +17,10 @@ import (
 
 // Idempotent wraps h, a handler of Pub/Sub push deliveries, so that its
 // work runs at most once per key. h may be a whole mux: GET, HEAD and
-// OPTIONS requests, which are never push deliveries, go to h untouched, so
-// health checks keep answering; other methods but POST get 405. Every POST
+// OPTIONS requests without a body, which are never push deliveries, go to h
+// untouched, so health checks keep answering; one with a body (announced or
+// not) may carry a push, which must not reach h unguarded: it gets 405
+// (Allow: POST) and a WARN line. Other methods but POST get 405. Every POST
 // is taken for a push delivery, so wrap the mux only when all its POST
 // routes receive pushes; otherwise wrap each push route's handler, with
 // the route's own key function through Route. It decodes the delivery (see package
@@ -26,9 +32,11 @@ import (
 //	the key is already done            204              ack
 //	a live holder owns the key         503              nack: retried later
 //	h answered non-2xx                 h's answer       nack; the claim is released
+//	h answered non-2xx after a 2xx     the non-2xx      nack; the claim is released
 //	h panicked                         500              nack; the claim is released
 //	the store failed                   503              nack
 //	not a push delivery                400              nack (dead-lettered eventually)
+//	GET, HEAD, OPTIONS with a body     405              nack; h does not run
 //	no key                             500              nack, unless AllowUnguarded
 //	body over MaxBodyBytes             413              nack
 //	key reused for another payload     409              nack, or 204 (ack) with AcceptConflicts
@@ -37,17 +45,27 @@ import (
 // h's status is the verdict: it should answer non-2xx when its work failed.
 // It is held back with h's body until the claim is settled, so that a 2xx
 // reaches Pub/Sub only once the key is recorded done (flushes wait too),
-// and a handler that panics after writing a 2xx answers 500. A handler may
-// still cut the connection with panic(http.ErrAbortHandler): the claim is
-// released and nothing was sent.
-// The acknowledging codes used here (200 and 204) are acks on Pub/Sub and on
-// its emulator alike.
+// and a handler that panics after writing a 2xx answers 500. Since nothing
+// has gone out, a failure set late is not lost: a non-2xx WriteHeader after
+// h's first status, explicit or the 200 of a first Write or Flush
+// (http.Error after a line of progress, say), is the answer, and the
+// delivery fails. A 2xx after a failure or after another 2xx changes
+// nothing, as on net/http's own writer. A handler may still cut the
+// connection with panic(http.ErrAbortHandler): the claim is released and
+// nothing was sent.
+//
+// What the hold changes for h: interim answers (1xx) are dropped, not
+// sent, since Pub/Sub takes a 102 for a success; only the first 4 KiB of
+// the body are kept and sent (Pub/Sub reads none of it), and a
+// Content-Length h set is then left out; Hijack answers an error, through
+// http.ResponseController too. The acknowledging codes used here (200 and
+// 204) are acks on Pub/Sub and on its emulator alike.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
 			h.ServeHTTP(rec, r.WithContext(ctx))
-			if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
-				return statusError{rec.status}
+			if rec.status != 0 && !is2xx(rec.status) {
+				return statusError{rec.status, rec.after}
 			}
 			return nil
 		})
@@ -68,20 +86,30 @@ func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) err
 }
 
 // statusError is the error a wrapped handler's non-2xx answer becomes, so
-// that Lock releases the claim.
-type statusError struct{ code int }
+// that Lock releases the claim. after is the 2xx it set first, if it did.
+type statusError struct{ code, after int }
 
-func (e statusError) Error() string { return "handler answered " + strconv.Itoa(e.code) }
+func (e statusError) Error() string {
+	if e.after != 0 {
+		return "handler answered " + strconv.Itoa(e.code) + " after " + strconv.Itoa(e.after)
+	}
+	return "handler answered " + strconv.Itoa(e.code)
+}
 
 // serve is the HTTP adapter: it decodes the delivery, resolves its key,
 // runs work under the guard and answers the outcome. work answers through
 // rec, which holds its answer until the claim is settled: completed before
 // a 2xx goes out, released before a failure does. GET, HEAD and OPTIONS
-// go to pass untouched, or get 405 without one.
+// without a body go to pass untouched, or get 405 without one; with a body
+// they get 405.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handler, work func(context.Context, *recorder, *pushenvelope.Message) error) {
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if hasBody(r) {
+			g.refuseBody(w, r)
+			return
+		}
 		if pass != nil {
 			pass.ServeHTTP(w, r) // never a push delivery: health checks and the like
 			return
@@ -106,6 +134,33 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 	rec := &recorder{ResponseWriter: w}
 	res := g.guard(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
 	answer(w, rec, &d, &res)
+}
+
+// hasBody reports whether r carries a body: one it announces (a
+// Content-Length, or chunked), or a byte read from it. A health check
+// carries none; over HTTP/2 it may leave its stream open for an empty body
+// of unknown length (ContentLength -1), which the read finds empty.
+func hasBody(r *http.Request) bool {
+	if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
+		return true
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	var b [1]byte
+	n, _ := io.ReadFull(r.Body, b[:]) // nothing is lost: only a request read into is refused
+	return n > 0
+}
+
+// refuseBody answers a GET, HEAD or OPTIONS that carries a body. It may be
+// a push sent with the wrong method, and what it carries must not reach
+// the handler unguarded: 405, logged as rejected.
+func (g *Gateway) refuseBody(w http.ResponseWriter, r *http.Request) {
+	err := fmt.Errorf("idemgate: a %s with a body is not a health check; push deliveries are POSTed", r.Method)
+	d := guard.Delivery{Form: "push", Invalid: err}
+	g.guard(r.Context(), &d, func(context.Context) error { return err }) // rejected before it runs: logs and counts
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, err.Error(), http.StatusMethodNotAllowed)
 }
 
 // allowed is the Allow header of a 405.
@@ -162,30 +217,55 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 // recorder holds the wrapped handler's answer back until the delivery's
 // outcome is settled, because the status is the ack: a 2xx must not reach
 // Pub/Sub before the key is recorded done, nor at all if the handler then
-// panics. The body is held in memory with it (Pub/Sub reads none of it, so
-// push handlers write little or nothing). Headers go to the real writer's
-// map at once: they are only sent with the status. Informational 1xx
-// answers pass through. Unwrap lets http.ResponseController reach deadlines
-// and the rest.
+// panics. The first maxHeldBody bytes of the body are held with it, and
+// the rest counted and dropped: Pub/Sub reads none of it. Headers go to
+// the real writer's map at once: they are only sent with the status.
+// Interim 1xx answers are dropped: Pub/Sub counts 102 among its acks.
+// Unwrap lets http.ResponseController reach deadlines and the rest; it
+// finds Flush and Hijack here first, so neither reaches the connection.
+// No other path does: the recorder has no ReadFrom or WriteString, so
+// io.Copy and io.WriteString come through Write.
 type recorder struct {
 	http.ResponseWriter
-	status int    // the final status h answered; 0 until it does
-	body   []byte // what h wrote
+	status    int    // the status h answered (see WriteHeader); 0 until it does
+	after     int    // the 2xx a failure replaced, or 0
+	body      []byte // the first maxHeldBody bytes h wrote
+	discarded int64  // how many it wrote past them
 }
 
+// maxHeldBody is how much of a wrapped handler's body is held and sent.
+// Pub/Sub reads only the status; the rest is counted and dropped, so that
+// a handler writing much holds no more memory than this.
+const maxHeldBody = 4 << 10
+
+// WriteHeader holds code as the answer if it is h's first status, or if it
+// is a failure after a 2xx, which net/http would have sent and kept: h
+// found that its work failed after all. A 2xx after a failure, or after
+// another 2xx, changes nothing, as on net/http's own writer. A code
+// outside 100–999 panics, as there, inside the guard.
 func (rw *recorder) WriteHeader(code int) {
-	if code < 200 {
-		rw.ResponseWriter.WriteHeader(code)
-	} else if rw.status == 0 {
+	switch {
+	case code < 100 || code > 999:
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http's own writer does
+	case code < 200:
+		// An interim answer: dropped, since Pub/Sub takes 102 for a success.
+	case rw.status == 0:
 		rw.status = code
+	case is2xx(rw.status) && !is2xx(code):
+		rw.status, rw.after = code, rw.status // a failure after progress is the verdict
 	}
 }
+
+// is2xx reports whether code is a 2xx, an ack.
+func is2xx(code int) bool { return code >= 200 && code <= 299 }
 
 func (rw *recorder) Write(b []byte) (int, error) {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
-	rw.body = append(rw.body, b...)
+	keep := min(len(b), maxHeldBody-len(rw.body))
+	rw.body = append(rw.body, b[:keep]...)
+	rw.discarded += int64(len(b) - keep)
 	return len(b), nil
 }
 
@@ -200,9 +280,20 @@ func (rw *recorder) Flush() {
 // send writes the held answer, if h gave one, to the client.
 func (rw *recorder) send() {
 	if rw.status != 0 {
+		if rw.discarded > 0 {
+			rw.ResponseWriter.Header().Del("Content-Length") // h's no longer holds
+		}
 		rw.ResponseWriter.WriteHeader(rw.status)
 		rw.ResponseWriter.Write(rw.body) // a client that is gone cannot hear it; Pub/Sub retries
 	}
 }
+
+// errHijack is what Hijack answers on a guarded route.
+var errHijack = errors.New("idemgate: a guarded push handler cannot hijack the connection")
+
+// Hijack refuses: a handler that took the connection could answer Pub/Sub
+// behind the hold. http.ResponseController finds it before it unwraps to
+// the real writer's.
+func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
 func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

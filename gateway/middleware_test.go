@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -461,4 +465,274 @@ func TestIdempotentConflict(t *testing.T) {
 	if n := len(f.logs.Records().Outcome(gateway.OutcomeConflict).Level(slog.LevelError)); n != 2 {
 		t.Errorf("%d ERROR conflict lines, want 2:\n%s", n, f.logs.Records())
 	}
+}
+
+// post sends body to url as a push, and returns the final status with the
+// interim (1xx) statuses the client saw before it.
+func post(t testing.TB, c *http.Client, url, body string) (int, []int) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		interim []int
+	)
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+			mu.Lock()
+			defer mu.Unlock()
+			interim = append(interim, code)
+			return nil
+		},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	return resp.StatusCode, interim
+}
+
+// Pub/Sub counts 102 among its success codes, so no interim answer may
+// leave before the work is settled: a guarded route drops 1xx.
+func TestIdempotentDropsInterimAnswers(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	srv := httptest.NewServer(f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusProcessing)
+		w.Header().Set("Link", "</receipt.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		if runs.Add(1) == 1 {
+			http.Error(w, "downstream failed", http.StatusInternalServerError)
+		}
+	})))
+	defer srv.Close()
+	body := push("1", nil, "x")
+	if code, interim := post(t, srv.Client(), srv.URL, body); code != 500 || len(interim) != 0 {
+		t.Fatalf("a handler that wrote 102 and 103, then failed: interim %v, status %d; want no interim answer and 500", interim, code)
+	}
+	if code, interim := post(t, srv.Client(), srv.URL, body); code != 200 || len(interim) != 0 {
+		t.Fatalf("the redelivery: interim %v, status %d; want it to run again, and 200 with no interim answer", interim, code)
+	}
+	if code, _ := post(t, srv.Client(), srv.URL, body); code != 204 {
+		t.Fatalf("the next redelivery: status %d, want 204", code)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}
+
+// While the answer is held, a failure written after progress (a line, an
+// implicit 200, then http.Error) is the verdict: no ack, the claim is
+// released, and the failure is logged. A later 2xx changes nothing.
+func TestIdempotentFailureAfterProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handle  func(w http.ResponseWriter)
+		want    int
+		failure bool
+	}{
+		{"Write then http.Error", func(w http.ResponseWriter) {
+			io.WriteString(w, "charging the card\n")
+			http.Error(w, "card declined", http.StatusPaymentRequired)
+		}, http.StatusPaymentRequired, true},
+		{"WriteHeader 201 then 500", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusCreated)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusInternalServerError, true},
+		{"Flush then 503", func(w http.ResponseWriter) {
+			w.(http.Flusher).Flush()
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, http.StatusServiceUnavailable, true},
+		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
+			io.WriteString(w, "done\n")
+			w.WriteHeader(http.StatusOK)
+		}, http.StatusOK, false},
+		{"WriteHeader 202 then 204", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusAccepted)
+			w.WriteHeader(http.StatusNoContent)
+		}, http.StatusAccepted, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			var runs atomic.Int32
+			srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					tc.handle(w)
+				}
+			}))
+			wantStatus(t, deliver(t, srv, push("1", nil, "x")), tc.want, tc.name)
+			failed := f.logs.Records().Outcome(gateway.OutcomeFailed).Level(slog.LevelError).Containing("handler failed")
+			if !tc.failure {
+				if len(failed) != 0 || len(f.logs.Records().Level(slog.LevelError)) != 0 {
+					t.Fatalf("a 2xx after a 2xx is an ack, yet ERROR lines:\n%s", f.logs.Records())
+				}
+				wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the redelivery of an acked message")
+				return
+			}
+			if len(failed) != 1 || !strings.Contains(failed[0].Attrs["error"], strconv.Itoa(tc.want)) {
+				t.Fatalf("want one ERROR \"handler failed\" line naming %d, got:\n%s", tc.want, f.logs.Records())
+			}
+			wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again (the claim was released)")
+			if n := runs.Load(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2", n)
+			}
+		})
+	}
+}
+
+// A GET, HEAD or OPTIONS carrying a body is not a health check: it must
+// not reach the wrapped handler unguarded. It gets 405, logged at WARN.
+func TestIdempotentRefusesBodiedNonPushMethods(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := httptest.NewServer(f.g.Idempotent(h))
+	defer srv.Close()
+	body := push("1", nil, "x")
+	send := func(name string, req *http.Request) {
+		t.Helper()
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("%s: status %d, Allow %q; want 405, Allow POST", name, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	sent := 0
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		req, _ := http.NewRequest(method, srv.URL, strings.NewReader(body)) // Content-Length
+		send(method+" with a push envelope", req)
+		req, _ = http.NewRequest(method, srv.URL, io.NopCloser(strings.NewReader(body))) // chunked
+		send(method+" with a chunked push envelope", req)
+		sent += 2
+	}
+	// A body the request does not announce (a request built in process).
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Body = io.NopCloser(strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	f.g.Idempotent(h).ServeHTTP(rec, req)
+	wantStatus(t, rec, http.StatusMethodNotAllowed, "GET with an unannounced body")
+	sent++
+	if n := h.runs.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for requests with a body", n)
+	}
+	if n := len(f.logs.Records().Outcome(gateway.OutcomeRejected).Level(slog.LevelWarn)); n != sent {
+		t.Errorf("%d WARN rejected lines, want %d:\n%s", n, sent, f.logs.Records())
+	}
+	// Health checks still pass.
+	resp, err := srv.Client().Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || h.runs.Load() != 1 {
+		t.Fatalf("plain GET: status %d, runs %d; want the handler's 200", resp.StatusCode, h.runs.Load())
+	}
+}
+
+// A guarded handler cannot hijack the connection: it would answer Pub/Sub
+// behind the hold. Hijack answers an error on every path to it.
+func TestIdempotentRefusesHijack(t *testing.T) {
+	for name, hijack := range map[string]func(http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error){
+		"ResponseController": func(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+			return http.NewResponseController(w).Hijack()
+		},
+		"Hijacker": func(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				return nil, nil, errors.New("not an http.Hijacker")
+			}
+			return hj.Hijack()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			var runs atomic.Int32
+			errs := make(chan error, 2)
+			srv := httptest.NewServer(f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) > 1 {
+					return
+				}
+				conn, buf, err := hijack(w)
+				errs <- err
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				// What a hijacker could do: ack behind the gateway's back.
+				buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				buf.Flush()
+				conn.Close()
+			})))
+			defer srv.Close()
+			body := push("1", nil, "x")
+			code, _ := post(t, srv.Client(), srv.URL, body)
+			err := <-errs
+			if code != 500 {
+				t.Fatalf("status %d (Hijack answered %v), want the handler's 500", code, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), "cannot hijack") {
+				t.Fatalf("Hijack answered %v, want the gateway's refusal", err)
+			}
+			if code, _ := post(t, srv.Client(), srv.URL, body); code != 200 || runs.Load() != 2 {
+				t.Fatalf("redelivery: status %d after %d runs; want it to run again", code, runs.Load())
+			}
+		})
+	}
+}
+
+// Over HTTP/2 a request announces no length: a GET whose stream stays open
+// for an empty body is still a health check, one that sends bytes is not.
+func TestIdempotentBodiedNonPushMethodsHTTP2(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := httptest.NewUnstartedServer(f.g.Idempotent(h))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+		want int
+		runs int32
+	}{
+		{"no body", nil, 200, 1},
+		{"an empty body of unknown length", io.NopCloser(strings.NewReader("")), 200, 2},
+		{"a push envelope of unknown length", io.NopCloser(strings.NewReader(push("1", nil, "x"))), 405, 2},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, tc.body)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != tc.want || h.runs.Load() != tc.runs {
+			t.Errorf("GET with %s over %s: status %d, handler runs %d; want %d and %d", tc.name, resp.Proto, resp.StatusCode, h.runs.Load(), tc.want, tc.runs)
+		}
+	}
+}
+
+// A status no HTTP answer can carry panics in the handler, as on net/http's
+// own writer, where the guard recovers it: 500, and the claim is released.
+func TestIdempotentInvalidStatusPanicsInHandler(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(1000)
+		}
+	}))
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 500, "WriteHeader(1000)")
+	if n := len(f.logs.Records().Containing("handler panicked")); n != 1 {
+		t.Fatalf("%d \"handler panicked\" lines, want 1:\n%s", n, f.logs.Records())
+	}
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again")
 }
