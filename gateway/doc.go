@@ -7,7 +7,8 @@
 //     while the key's record lives (the store's ttl, one hour by default).
 //     A failure releases the key so that the redelivery runs it again.
 //   - [Gateway.Mutex] serializes: the work for a key runs one caller at a
-//     time, and every caller runs.
+//     time. It does not wait: a held key answers ErrInProgress at once, and
+//     every caller that retries (a nacked delivery does) runs in its turn.
 //   - [Gateway.Idempotent] and [Gateway.Push] put Lock in front of an HTTP
 //     handler of Pub/Sub push deliveries and answer with the status that
 //     makes Pub/Sub acknowledge or redeliver. [Gateway.Route] gives a route

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -11,6 +13,16 @@ import (
 // marks the key done: after fn returns the key is released and the next
 // caller runs too. Mutex serializes; it does not de-duplicate, and it does
 // not order.
+//
+// Mutex does not wait for the key: a live holder, or a key completed by
+// Lock, gives an *InProgressError at once, and the caller (a delivery's
+// nack, its retry) comes back later. So every caller runs, one at a time,
+// as long as it keeps trying.
+//
+// Without renewal (a store that cannot extend claims, or NoRenew) nothing
+// stops fn when its lease lapses, and the next caller may then run beside
+// it: Mutex reports that at ERROR (outcome fenced_out) and returns fn's
+// nil, since the work is done. Choose the lease longer than fn can take.
 //
 // A live holder, or a key completed by Lock, gives an *InProgressError;
 // a store failure gives an error wrapping ErrStore. Otherwise Mutex returns
@@ -43,7 +55,17 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	if err = fn(r.bodyCtx(ctx, c)); err == nil {
 		err = r.lost()
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case r == nil && time.Since(claimedAt) >= g.opts.Lease:
+		// Without renewal nothing stopped fn when its lease lapsed: the
+		// next caller may have run beside it. fn's work is done, and a
+		// retry would repeat it, so the caller is not failed; but the
+		// promise was broken, and that is reported.
+		outcome = OutcomeFencedOut
+		sc.logAttrs(ctx, slog.LevelError, "idemgate: mutex body ran past its lease (lease too short?); another caller may have run beside it",
+			g.keyAttr(key), slog.Int64("fence", c.Fence), outcome.attr(), slog.Duration("lease", g.opts.Lease), slog.Duration("held", time.Since(claimedAt)))
+	default:
 		outcome = OutcomeWon
 	}
 	return err

@@ -285,3 +285,47 @@ func TestTransactionOutlivesTheLease(t *testing.T) {
 
 // Item 14 is in TestGuardOutcomes: a body's ErrFenced is acked only when
 // the record is DONE or held by another live claim.
+
+// Issue 22, item 8: without renewal, a Mutex body that outlives its lease
+// may run beside the next caller. Mutex cannot stop it, but reports it:
+// one ERROR line, outcome fenced_out; fn's nil is returned, since its work
+// is done.
+func TestMutexPastItsLeaseIsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		l := &logs{}
+		const lease = time.Second
+		g, err := gateway.New(st, &gateway.Options{Lease: lease, NoRenew: true, Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var beside error
+		err = g.Mutex(t.Context(), "po:7", func(ctx context.Context) error {
+			time.Sleep(2 * lease)
+			beside = g.Mutex(t.Context(), "po:7", func(context.Context) error { return nil })
+			return nil
+		})
+		if err != nil || beside != nil {
+			t.Fatalf("Mutex = %v, the caller beside it = %v; want nil, nil", err, beside)
+		}
+		lines := l.Records().Outcome(gateway.OutcomeFencedOut)
+		if len(lines) != 1 || lines[0].Level != slog.LevelError {
+			t.Fatalf("want one ERROR fenced_out line, got:\n%s", l.Records())
+		}
+	})
+}
+
+// Item 3 for Mutex: a body that returns nil after losing its lease did not
+// hold the key all along; Mutex returns the cause.
+func TestMutexLeaseLostIsReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failExtend.Store(true)
+		g, _ := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
+		err := g.Mutex(t.Context(), "po:7", func(ctx context.Context) error { <-ctx.Done(); return nil })
+		if !errors.Is(err, gateway.ErrLeaseLost) {
+			t.Fatalf("Mutex = %v, want ErrLeaseLost", err)
+		}
+	})
+}
