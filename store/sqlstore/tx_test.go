@@ -233,3 +233,78 @@ func TestCompleteTxSQLiteOtherHandle(t *testing.T) {
 		t.Fatalf("ledger rows = %d, %v; want 3", n, err)
 	}
 }
+
+// A business transaction run again after its first commit landed (its
+// reply lost, then the caller's retry loop): the second CompleteTx meets
+// the DONE record of its own fence and must fail with ErrFenced, so that
+// the ledger row is written once; the gateway's Complete still answers
+// true.
+func TestCompleteTxRunTwiceBooksOnce(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t)
+			db := b.open(t, 2)
+			s := b.store(t, db, nil)
+			ledger := uniqueTable()
+			if _, err := db.ExecContext(ctx, "CREATE TABLE "+ledger+" (msg VARCHAR(64) NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.ExecContext(testenv.Context(t), "DROP TABLE IF EXISTS "+ledger) })
+			insert := "INSERT INTO " + ledger + " (msg) VALUES (?)"
+			if b.dialect == sqlstore.PostgreSQL {
+				insert = "INSERT INTO " + ledger + " (msg) VALUES ($1)"
+			}
+			c, err := s.Claim(ctx, "payment", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := insertCompleted(ctx, db, s, c, insert, c.Key); err != nil {
+				t.Fatalf("first run: %v", err)
+			}
+			err = insertCompleted(ctx, db, s, c, insert, c.Key) // the retry after a lost reply
+			if !errors.Is(err, store.ErrFenced) || !strings.Contains(err.Error(), "DONE already") {
+				t.Errorf("the transaction run again = %v; want ErrFenced, saying the record is DONE already", err)
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+ledger).Scan(&n); err != nil || n != 1 {
+				t.Errorf("ledger rows = %d, %v; want 1", n, err)
+			}
+			if ok, err := s.Complete(ctx, c); !ok || err != nil {
+				t.Errorf("the gateway's Complete after both runs = %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
+
+// CompleteTx calls store.EnterTx before it sends anything: the gateway
+// must stop renewing before the transaction locks the record's row.
+func TestCompleteTxEntersBeforeItSends(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t)
+			spy := &spyConnector{Connector: b.connector(t)}
+			db := openDB(t, spy, 1)
+			s := b.store(t, db, nil)
+			c, err := s.Claim(ctx, "k", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			before, at := spy.stmts.Load(), int64(-1)
+			c = store.OnEnterTx(c, func() { at = spy.stmts.Load() })
+			if err := s.CompleteTx(ctx, tx, c); err != nil {
+				t.Fatal(err)
+			}
+			after := spy.stmts.Load()
+			if at != before || after <= before {
+				t.Errorf("statements: %d before CompleteTx, %d when it called EnterTx (-1: never), %d after; want EnterTx before the first", before, at, after)
+			}
+		})
+	}
+}
