@@ -54,6 +54,12 @@
 // would repeat it. The clock decides who may take a key over; the fence
 // decides who may write.
 //
+// Only a won claim proves ownership. Complete, Release and Extend (and the
+// CompleteTx methods of the stores that have one) refuse a claim whose
+// Status is not Won with an error wrapping [ErrNotWon], and touch nothing:
+// an AlreadyDone or HeldByOther claim carries the record's fence, which is
+// another holder's, or was.
+//
 // Release bumps the fence because a released claim is abandoned: if it kept
 // its fence, a holder that released and then (by a bug or a retry) completed
 // would mark DONE work that nobody finished.

@@ -20,12 +20,14 @@ type Store interface {
 	// Complete marks c's record DONE when c.Fence still matches, whether or
 	// not the lease has lapsed, and reports whether it did (true also when
 	// the record is already DONE with that fence). false means c was fenced
-	// out: somebody reclaimed the key, or c was released.
+	// out: somebody reclaimed the key, or c was released. A claim that was
+	// not won is refused with an error wrapping ErrNotWon.
 	Complete(ctx context.Context, c Claim) (bool, error)
 
 	// Release gives c's key up when c.Fence still matches: the key becomes
 	// claimable at once and the fence rises, so c can never complete. A
-	// stale or unknown claim is ignored without error.
+	// stale or unknown claim is ignored without error; a claim that was not
+	// won is refused with an error wrapping ErrNotWon.
 	Release(ctx context.Context, c Claim) error
 }
 
@@ -34,7 +36,8 @@ type Extender interface {
 	// Extend sets c's lease to end lease from now and returns the updated
 	// claim (same fence and token). It fails with ErrFenced when c's fence no
 	// longer matches a CLAIMED record: the key was reclaimed, released or
-	// completed, or the record is gone.
+	// completed, or the record is gone. A claim that was not won is refused
+	// with an error wrapping ErrNotWon.
 	Extend(ctx context.Context, c Claim, lease time.Duration) (Claim, error)
 }
 
@@ -86,7 +89,10 @@ type Claim struct {
 
 // ErrFenced is returned (or wrapped) by [Extender.Extend], and by the
 // CompleteTx methods of the stores that can complete a claim inside the
-// caller's transaction, when the claim no longer owns its record. A body
-// that returns it from a fenced-out transaction is acknowledged by the
-// gateway: nothing was written, and the new holder owns the work.
+// caller's transaction, when the claim no longer owns its record. Those
+// CompleteTx methods return it too when the record is DONE already under
+// the claim's fence: the work committed once, and the transaction must not
+// commit it a second time. A body that returns it from a fenced-out
+// transaction is acknowledged by the gateway: nothing was written, and the
+// new holder owns the work.
 var ErrFenced = errors.New("store: claim fenced out")

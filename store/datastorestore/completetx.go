@@ -22,14 +22,18 @@ import (
 //		return err
 //	})
 //
-// CompleteTx looks the record up in tx and applies Complete's rule to it:
-// when c's fence still owns the record (CLAIMED, whether or not its lease
-// has lapsed, or DONE with that fence already) it queues the record as
-// DONE, with the expiry Complete gives it, and returns nil. Otherwise —
-// the claim was taken over, released, or its record is absent, expired or
-// DONE under another fence — it queues nothing and returns an error
-// matching [store.ErrFenced]; the caller must then fail its transaction,
-// which rolls back its business writes. Any other error comes from the
+// CompleteTx first calls [store.EnterTx] with c, then looks the record up
+// in tx and applies Complete's rule to it: when the record is CLAIMED with
+// c's fence (whether or not its lease has lapsed) it queues the record as
+// DONE, with the expiry Complete gives it, and returns nil. Otherwise it
+// queues nothing and returns an error matching [store.ErrFenced]: the
+// claim was taken over, released, or its record is absent, expired or DONE
+// under another fence; or the record is DONE already under c's fence, so
+// the work committed once (an earlier run of the transaction whose commit
+// reply was lost, say) and this transaction must not commit its effects a
+// second time. The caller must then fail its transaction, which rolls back
+// its business writes. A claim that is not won is refused with
+// [store.ErrNotWon] before anything is read. Any other error comes from the
 // lookup, and likewise must fail the transaction.
 //
 // The record and the business entities must be in the same database, the

@@ -174,6 +174,9 @@ func (sh *shard) maybeSweep(now int64) {
 
 // Complete implements [store.Store].
 func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -195,6 +198,9 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 
 // Release implements [store.Store].
 func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := store.CheckWon(c); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -216,6 +222,9 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 
 // Extend implements [store.Extender].
 func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckWon(c); err != nil {
+		return store.Claim{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}

@@ -105,7 +105,7 @@ func TestRecordsWithoutFingerprint(t *testing.T) {
 		t.Errorf("taken-over record = %+v, want the fingerprinted layout", r)
 	}
 	// The holder of an old claim, still running, completes it as before.
-	if ok, err := s.Complete(ctx, store.Claim{Key: "complete", Fence: 3}); !ok || err != nil {
+	if ok, err := s.Complete(ctx, store.Claim{Key: "complete", Status: store.Won, Fence: 3}); !ok || err != nil {
 		t.Fatalf("Complete of an old claim = %v, %v; want true", ok, err)
 	}
 	if r := readRecord(t, client, prefix+"complete"); r.state != "D" || r.fence != 3 || r.fp != "" {

@@ -224,6 +224,9 @@ const (
 
 // Complete implements [store.Store].
 func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return false, fmt.Errorf("redisstore: complete: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: complete: %w", err)
 	}
@@ -236,6 +239,9 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 
 // Release implements [store.Store].
 func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
@@ -247,6 +253,9 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 
 // Extend implements [store.Extender].
 func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckWon(c); err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: extend: %w", err)
+	}
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err

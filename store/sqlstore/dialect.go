@@ -93,9 +93,17 @@ type statements struct {
 	// the token.
 	claimRead query
 	complete  query // $1 key hash, $2 fence
-	release   query // $1 key hash, $2 fence
-	extend    query // $1 key hash, $2 fence, $3 lease (ms)
-	purge     query // $1 batch size
+	// completeTx is complete for CompleteTx: it matches only a CLAIMED
+	// record, so that a record already DONE fails the caller's
+	// transaction. $1 key hash, $2 fence.
+	completeTx query
+	// recordState reads what CompleteTx needs to know when completeTx
+	// matched nothing: the record's state, its fence, and 1 when it has
+	// not expired (else 0). $1 key hash.
+	recordState query
+	release     query // $1 key hash, $2 fence
+	extend      query // $1 key hash, $2 fence, $3 lease (ms)
+	purge       query // $1 batch size
 	// exists looks the schema up in one row of two counts: the schema
 	// objects present (table, index, fingerprint column), which is
 	// objects when the schema is complete; and 1 when the table is there

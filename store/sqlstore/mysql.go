@@ -89,6 +89,13 @@ const mysqlComplete = `UPDATE {T} SET
 	fence      = LAST_INSERT_ID(fence)
 WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
 
+// mysqlCompleteTx is completeTxUpdate (postgres.go) in MySQL's words.
+const mysqlCompleteTx = `UPDATE {T} SET
+	expires_at = {NOW} + {TTL},
+	state      = 2,
+	fence      = LAST_INSERT_ID(fence)
+WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+
 const mysqlExtend = `UPDATE {T} SET
 	lease_until = LAST_INSERT_ID({NOW} + $3),
 	expires_at  = GREATEST(expires_at, lease_until + {TTL})
@@ -103,9 +110,11 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 			return positional(expand(tmpl, "WIN", mysqlClaimWins, "T", tbl, "NOW", mysqlNow, "TTL", strconv.FormatInt(ttl, 10)))
 		}
 		s := statements{
-			complete: x(mysqlComplete),
-			release:  x(releaseUpdate),
-			extend:   x(mysqlExtend),
+			complete:    x(mysqlComplete),
+			completeTx:  x(mysqlCompleteTx),
+			recordState: x(recordStateSelect),
+			release:     x(releaseUpdate),
+			extend:      x(mysqlExtend),
 			// Runs under READ COMMITTED (see Store.purgeBatch): the range
 			// scan on expires_at then locks only the rows it deletes, and no
 			// gap that a concurrent Claim would insert into.

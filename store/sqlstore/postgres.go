@@ -143,6 +143,18 @@ const completeUpdate = `UPDATE {T} SET
 	expires_at = CASE WHEN state = 1 THEN {NOW} + {TTL} ELSE expires_at END
 WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
 
+// completeTxUpdate is completeUpdate for a claim completed inside the
+// caller's transaction: it matches a CLAIMED record only. A record DONE
+// already under the caller's fence is no retry there but a transaction run
+// a second time, which must not commit (see Store.CompleteTx).
+const completeTxUpdate = `UPDATE {T} SET
+	state      = 2,
+	expires_at = {NOW} + {TTL}
+WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+
+// recordStateSelect is statements.recordState, in every dialect.
+const recordStateSelect = `SELECT state, fence, CASE WHEN expires_at > {NOW} THEN 1 ELSE 0 END FROM {T} WHERE key_hash = $1`
+
 // releaseUpdate abandons a matching live claim: the lease ends now, the
 // fence rises, so the released claim can never complete, the token is
 // cleared, so that a Claim retried with it takes the key anew instead of
@@ -170,10 +182,12 @@ func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(str
 		return numbered(expand(tmpl, "WIN", claimWins, "T", tbl, "NOW", now, "TTL", strconv.FormatInt(ttl, 10), "MAX", maxFunc))
 	}
 	return statements{
-		claim:    x(claimUpsert),
-		complete: x(completeUpdate),
-		release:  x(releaseUpdate),
-		extend:   x(extendUpdate),
+		claim:       x(claimUpsert),
+		complete:    x(completeUpdate),
+		completeTx:  x(completeTxUpdate),
+		recordState: x(recordStateSelect),
+		release:     x(releaseUpdate),
+		extend:      x(extendUpdate),
 	}, x
 }
 

@@ -62,14 +62,3 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, text string) (*sql.Stmt
 	c.stmts[text] = st
 	return st, nil
 }
-
-// lookup returns text prepared, or nil when it has not been prepared yet
-// or c is nil (a store that does not prepare).
-func (c *stmtCache) lookup(text string) *sql.Stmt {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stmts[text]
-}

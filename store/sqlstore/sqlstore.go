@@ -199,6 +199,9 @@ func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, l
 
 // Complete implements [store.Store] in one statement.
 func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return false, fmt.Errorf("sqlstore: complete: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("sqlstore: complete: %w", err)
 	}
@@ -220,6 +223,9 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 
 // Release implements [store.Store] in one statement.
 func (s *Store) Release(ctx context.Context, c store.Claim) error {
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("sqlstore: release: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlstore: release: %w", err)
 	}
@@ -236,6 +242,9 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 
 // Extend implements [store.Extender] in one statement.
 func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckWon(c); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)
+	}
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err

@@ -173,7 +173,7 @@ func TestShortLeaseRejected(t *testing.T) {
 	if _, err := s.Claim(t.Context(), "k", time.Microsecond); err == nil {
 		t.Error("Claim with a lease under 1ms must fail")
 	}
-	if _, err := s.Extend(t.Context(), store.Claim{Key: "k", Fence: 1}, 0); err == nil {
+	if _, err := s.Extend(t.Context(), store.Claim{Key: "k", Status: store.Won, Fence: 1}, 0); err == nil {
 		t.Error("Extend with a zero lease must fail")
 	}
 }

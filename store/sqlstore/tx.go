@@ -23,15 +23,31 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // that the record turns DONE exactly when tx commits: the business writes
 // of the same transaction and the completion are kept or lost together.
 //
-// It runs one statement, the fence-checked UPDATE of [Store.Complete]: it
-// succeeds when c's record is CLAIMED with c's fence (whether or not the
-// lease has lapsed: until another Claim takes the key over, c is the only
-// holder) or already DONE with c's fence (a retry), and leaves the same
-// state and expiry as Complete. When c no longer owns its record (the key
-// was taken over, released, completed under another fence, or the record
-// expired or is absent) it writes nothing and returns an error matching
-// [store.ErrFenced]: roll tx back, because another holder owns the work
-// now. Any other error comes from the database; a deadlock or a
+// It first calls [store.EnterTx] with c, then runs one statement, a
+// fence-checked UPDATE like that of [Store.Complete], on tx's connection.
+// It succeeds when c's record is CLAIMED with c's fence, whether or not the
+// lease has lapsed (until another Claim takes the key over, c is the only
+// holder), and leaves the state and expiry Complete leaves. It returns an
+// error matching [store.ErrFenced], having written nothing, when c no
+// longer owns its record (the key was taken over, released or forgotten,
+// or the record expired or is absent) and when the record is DONE already,
+// also under c's fence: the work has committed once, by an earlier
+// transaction whose commit reply was lost, say, and this transaction must
+// not commit its effects a second time. Roll tx back either way. A claim
+// that is not won (its Status is not Won) is refused with
+// [store.ErrNotWon] before anything is sent.
+//
+// When the UPDATE matches nothing, CompleteTx reads the record once more
+// to learn why: on PostgreSQL, MySQL and MariaDB on the store's own
+// database ([Store.DB]), outside tx, so that it sees the latest committed
+// record rather than tx's snapshot; on SQLite inside tx, which then holds
+// the write lock and so sees the latest record. If the record is in fact
+// still CLAIMED under c's fence, tx could not see c's claim: it is a
+// PostgreSQL transaction at REPEATABLE READ or SERIALIZABLE whose snapshot
+// was taken before the claim committed, or it completed c once already. c
+// still owns its record, so the error does not match ErrFenced: roll back
+// and run the transaction again, begun after the claim (or at READ
+// COMMITTED). Any other error comes from the database; a deadlock or a
 // serialization failure aborts the whole transaction, so it is not retried
 // here but returned for the caller to roll back (and retry the
 // transaction, or let the delivery be retried).
@@ -39,7 +55,8 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // The store's table must be in the database tx runs on, next to the
 // business tables: a transaction on another database fails with the
 // database's error for a missing table (not ErrFenced) and completes
-// nothing.
+// nothing. tx may come from any *sql.DB on that database, the store's or
+// the application's own: the statement is sent as text on tx's connection.
 //
 // Call CompleteTx first in the transaction, before the business writes. It
 // locks the record's row until tx ends, so a holder that lost its key
@@ -50,8 +67,9 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // PostgreSQL) and in InnoDB, the UPDATE reads the row's latest committed
 // version after waiting for its lock, so it sees a takeover that committed
 // while it waited. Under PostgreSQL's REPEATABLE READ or SERIALIZABLE, a
-// takeover that committed after the transaction's snapshot makes it fail
-// with a serialization error instead (not ErrFenced): roll back all the same.
+// change to the record (a takeover, a renewal) that committed after the
+// transaction's snapshot makes it fail with a serialization error instead
+// (not ErrFenced): roll back all the same.
 //
 // On SQLite with the one connection the package documentation advises, tx
 // holds that connection: do not call the store's other methods before tx
@@ -65,10 +83,20 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 	if tx == nil {
 		return errors.New("sqlstore: complete in tx: nil *sql.Tx")
 	}
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("sqlstore: complete in tx: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
-	res, err := s.txExec(ctx, tx, s.q.complete, keyHash(c.Key), c.Fence)
+	store.EnterTx(c)
+	hash := keyHash(c.Key)
+	q := s.q.completeTx
+	// As text, not the store's prepared statement: tx may belong to
+	// another *sql.DB, which cannot run a statement prepared on the
+	// store's (database/sql refuses it), and a *sql.Tx does not say
+	// which *sql.DB it came from.
+	res, err := tx.ExecContext(ctx, q.text, q.args(hash, c.Fence)...)
 	if err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
@@ -76,10 +104,13 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 	if err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
-	if !done {
-		return fencedTx(c)
+	if done {
+		return nil
 	}
-	return nil
+	return s.notCompleted(ctx, c, hash, func(dest ...any) error {
+		r := s.q.recordState
+		return tx.QueryRowContext(ctx, r.text, r.args(hash)...).Scan(dest...)
+	})
 }
 
 // CompletePgxTx is [Store.CompleteTx] for a transaction of pgx's own API
@@ -95,27 +126,59 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) err
 	if tx == nil {
 		return errors.New("sqlstore: complete in pgx tx: nil pgx.Tx")
 	}
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
-	tag, err := tx.Exec(ctx, s.q.complete.text, keyHash(c.Key), c.Fence)
+	store.EnterTx(c)
+	hash := keyHash(c.Key)
+	tag, err := tx.Exec(ctx, s.q.completeTx.text, hash, c.Fence)
 	if err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fencedTx(c)
+	if tag.RowsAffected() > 0 {
+		return nil
 	}
-	return nil
+	return s.notCompleted(ctx, c, hash, nil)
 }
 
-// fencedTx is the error of a CompleteTx whose claim no longer owns its
-// record. The key is left out: it may carry personal data.
-func fencedTx(c store.Claim) error {
+// notCompleted is the error of a CompleteTx whose UPDATE matched nothing.
+// It reads c's record to tell why: on the store's own database, outside
+// the caller's transaction and its snapshot, or, on SQLite, with inTx (the
+// transaction, which holds the write lock and so sees the latest record).
+// The key is left out of the errors: it may carry personal data.
+//
+// Reading outside the transaction is sound because the UPDATE saw the
+// record at some moment not CLAIMED under c's fence (a takeover, a release
+// or an expiry), or did not see the latest record at all (an older
+// snapshot): a record that leaves "CLAIMED under fence f" never returns to
+// it, since fences only rise. So a later read that finds it CLAIMED under
+// c's fence proves the UPDATE did not see the latest record.
+func (s *Store) notCompleted(ctx context.Context, c store.Claim, hash []byte, inTx func(dest ...any) error) error {
+	var state, fence, live int64
+	var err error
+	if s.dialect == SQLite {
+		err = inTx(&state, &fence, &live)
+	} else {
+		r := s.q.recordState
+		err = s.db.QueryRowContext(ctx, r.text, r.args(hash)...).Scan(&state, &fence, &live)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // absent
+	case err != nil:
+		return fmt.Errorf("sqlstore: complete in tx: fence %d matched no CLAIMED record, and reading the record failed: %w", c.Fence, err)
+	case live == 1 && fence == c.Fence && state == 2:
+		return fmt.Errorf("sqlstore: complete in tx: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", c.Fence, store.ErrFenced)
+	case live == 1 && fence == c.Fence:
+		return fmt.Errorf("sqlstore: complete in tx: the record is still CLAIMED under fence %d, but this transaction did not see it: its snapshot predates the claim (REPEATABLE READ or SERIALIZABLE), or it completed the claim already; roll back and run it again, begun after the claim", c.Fence)
+	}
 	return fmt.Errorf("sqlstore: complete in tx: fence %d no longer owns its record: %w", c.Fence, store.ErrFenced)
 }
 
-// completed reads the answer of the complete statement: whether it marked
-// (or found) the record DONE under the caller's fence.
+// completed reads the answer of the complete statements: whether one
+// marked (or, Complete's, found) the record DONE under the caller's fence.
 func (s *Store) completed(res sql.Result) (bool, error) {
 	if s.spec.mysql {
 		// See mysqlComplete: the fence comes back through LAST_INSERT_ID
@@ -125,15 +188,4 @@ func (s *Store) completed(res sql.Result) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
-}
-
-// txExec runs q inside tx. A statement the store already prepared is
-// reused on tx's connection; one it has not is sent as text, because
-// preparing it on the pool would need a second connection, which SQLite's
-// single one cannot give while tx holds it.
-func (s *Store) txExec(ctx context.Context, tx *sql.Tx, q query, a ...any) (sql.Result, error) {
-	if st := s.prepared.lookup(q.text); st != nil {
-		return tx.StmtContext(ctx, st).ExecContext(ctx, q.args(a...)...)
-	}
-	return tx.ExecContext(ctx, q.text, q.args(a...)...)
 }

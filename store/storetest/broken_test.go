@@ -34,6 +34,9 @@ type bugs struct {
 	forgetDeletes        bool // Forget removes the record: the fence restarts at 1
 	forgetKeepsFence     bool // Forget frees the key without bumping the fence
 	inspectShowsExpired  bool // Inspect reports a record past its expiry
+	acceptsNotWon        bool // Complete, Release, Extend and CompleteTx take any claim
+	txCompletesTwice     bool // CompleteTx answers nil on its own fence's DONE record
+	txNoEnter            bool // CompleteTx does not call store.EnterTx
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -165,7 +168,19 @@ func (s *model) claimPerField(key, token string, lease time.Duration) store.Clai
 	return store.Claim{Key: key, Status: store.HeldByOther, Fence: next.fence, LeaseUntil: next.leaseUntil}
 }
 
+// won refuses a claim that is not won, unless the store is built to
+// accept one.
+func (s *model) won(c store.Claim) error {
+	if s.bugs.acceptsNotWon {
+		return nil
+	}
+	return store.CheckWon(c)
+}
+
 func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := s.won(c); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
 		return false, err
 	}
@@ -187,6 +202,9 @@ func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
 }
 
 func (s *model) Release(ctx context.Context, c store.Claim) error {
+	if err := s.won(c); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
 		return err
 	}
@@ -215,6 +233,9 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 }
 
 func (s *model) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := s.won(c); err != nil {
+		return store.Claim{}, err
+	}
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
 		return store.Claim{}, err
 	}
@@ -239,10 +260,17 @@ type modelTx struct{ pending []func() }
 
 // CompleteTx records c done in tx. The fence is checked now, as a SQL
 // UPDATE checks it when it runs, and again when tx commits, where a
-// database would have held the row's lock in between.
+// database would have held the row's lock in between. A record already
+// DONE under c's fence fails the transaction: its work committed before.
 func (s *model) CompleteTx(ctx context.Context, tx *modelTx, c store.Claim) error {
+	if err := s.won(c); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
 		return err
+	}
+	if !s.bugs.txNoEnter {
+		store.EnterTx(c)
 	}
 	k := s.key(c.Key)
 	owns := func() bool { // called with s.mu held
@@ -260,6 +288,9 @@ func (s *model) CompleteTx(ctx context.Context, tx *modelTx, c store.Claim) erro
 	defer s.mu.Unlock()
 	if !owns() {
 		return store.ErrFenced
+	}
+	if s.m[k].done && !s.bugs.txCompletesTwice {
+		return fmt.Errorf("the record is DONE already: %w", store.ErrFenced)
 	}
 	if s.bugs.txOutsideTx {
 		apply()
@@ -408,6 +439,9 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"forget deletes the record", bugs{forgetDeletes: true}, []string{"ForgetClaimed", "ForgetDone"}},
 		{"forget keeps the fence", bugs{forgetKeepsFence: true}, []string{"ForgetClaimed", "ForgetDone"}},
 		{"inspect shows an expired record", bugs{inspectShowsExpired: true}, []string{"InspectExpired"}},
+		{"accepts a claim that was not won", bugs{acceptsNotWon: true}, []string{"NotWonClaimRefused"}},
+		{"CompleteTx completes its DONE record again", bugs{txCompletesTwice: true}, []string{"TxCompleteTwice"}},
+		{"CompleteTx does not enter the transaction", bugs{txNoEnter: true}, []string{"TxCompleteEntersTx"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,6 +51,7 @@ var cases = []testCase{
 	{"ForgetClaimed", longTTL, forgetClaimed},
 	{"ForgetDone", longTTL, forgetDone},
 	{"ForgetAbsent", longTTL, forgetAbsent},
+	{"NotWonClaimRefused", longTTL, notWonClaimRefused},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke

@@ -43,11 +43,20 @@
 // its fields and an expired record as absent, and Forget frees a claimed or
 // done key at once with a higher fence, fencing out its old holder.
 //
+// The NotWonClaimRefused case gives Complete, Release and Extend the
+// AlreadyDone and HeldByOther claims of a record, which carry its fence,
+// and a claim without a Status: each must fail with store.ErrNotWon and
+// leave the record as it was.
+//
 // A store that can record a claim done inside the caller's own transaction
 // (a CompleteTx method, so that the business write and the completion
 // commit together) sets Config.InTx, and the suite adds the TxComplete
 // cases: completion in a transaction that commits, one that rolls back, and
-// a stale fence, which must fail with store.ErrFenced and write nothing.
+// a stale fence, which must fail with store.ErrFenced and write nothing; a
+// second transaction completing the claim its first one made DONE, which
+// must fail with store.ErrFenced too (its work committed once); and
+// store.EnterTx, which every CompleteTx must call. NotWonClaimRefused then
+// covers CompleteTx as well.
 //
 // [porcupine]: https://github.com/anishathalye/porcupine
 package storetest

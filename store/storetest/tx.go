@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -14,6 +15,8 @@ var txCases = []testCase{
 	{"TxCompleteCommits", longTTL, txCompleteCommits},
 	{"TxCompleteRollsBack", longTTL, txCompleteRollsBack},
 	{"TxCompleteFenced", longTTL, txCompleteFenced},
+	{"TxCompleteTwice", longTTL, txCompleteTwice},
+	{"TxCompleteEntersTx", longTTL, txCompleteEntersTx},
 }
 
 // casesFor returns the cases cfg's store must pass.
@@ -65,10 +68,7 @@ func txCompleteCommits(e *env) error {
 	if err := fenceIs(d, a.Fence, "a committed CompleteTx must keep the claim's fence"); err != nil {
 		return err
 	}
-	if err := e.complete(a, true, "Complete after a committed CompleteTx with the same fence must answer true (the gateway's own Complete)"); err != nil {
-		return err
-	}
-	return e.txComplete(a, "CompleteTx again on the DONE record of its own fence must succeed, as Complete does")
+	return e.complete(a, true, "Complete after a committed CompleteTx with the same fence must answer true (the gateway's own Complete)")
 }
 
 func txCompleteRollsBack(e *env) error {
@@ -169,4 +169,106 @@ func txCompleteFenced(e *env) error {
 	}
 	_, err = e.claim("r", long, store.Won, "a released key must stay free after a fenced CompleteTx")
 	return err
+}
+
+// txCompleteTwice is a business transaction run again after its first
+// commit landed (its reply lost, say): the second CompleteTx of the claim
+// meets the DONE record its own first commit made, and must fail the
+// transaction with ErrFenced, or the work would commit twice. The gateway's
+// own Complete still answers true.
+func txCompleteTwice(e *env) error {
+	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	if err := e.txComplete(a, "CompleteTx of the live fence must commit"); err != nil {
+		return err
+	}
+	x, err := inspector(e)
+	if err != nil {
+		return err
+	}
+	before, err := e.inspect(x, "k", true, "the record after a committed CompleteTx")
+	if err != nil {
+		return err
+	}
+	var inner error
+	err = e.inTx(func(complete func(store.Claim) error) error {
+		inner = complete(a)
+		return inner
+	})
+	if !errors.Is(inner, store.ErrFenced) {
+		return violated("CompleteTx again on the DONE record of its own fence = %v, want an error matching store.ErrFenced: a transaction run again must not commit its effects twice", inner)
+	}
+	if !errors.Is(err, store.ErrFenced) {
+		return violated("a transaction failed by its CompleteTx on a DONE record returned %v, want the CompleteTx's error", err)
+	}
+	after, err := e.inspect(x, "k", true, "the record after a refused second CompleteTx")
+	if err != nil {
+		return err
+	}
+	if !sameRecord(before, after) {
+		return violated("a refused second CompleteTx changed the record from %+v to %+v", before, after)
+	}
+	if err := e.complete(a, true, "Complete after a refused second CompleteTx must still answer true (the gateway's own Complete)"); err != nil {
+		return err
+	}
+	d, err := e.claim("k", long, store.AlreadyDone, "the key must stay DONE")
+	if err != nil {
+		return err
+	}
+	return fenceIs(d, a.Fence, "the key must stay DONE under the claim's fence")
+}
+
+// txCompleteEntersTx checks that every CompleteTx calls store.EnterTx with
+// its claim, whatever the record turns out to be: it must do so before it
+// reads the record, so that the gateway stops renewing a lease whose record
+// the transaction is about to lock.
+func txCompleteEntersTx(e *env) error {
+	var calls, entered atomic.Int64
+	try := func(c store.Claim, commit bool) error {
+		c = store.OnEnterTx(c, func() { entered.Add(1) })
+		return e.inTx(func(complete func(store.Claim) error) error {
+			calls.Add(1)
+			err := complete(c)
+			if commit {
+				return err
+			}
+			return nil // commit anyway: a failed CompleteTx wrote nothing
+		})
+	}
+	check := func(what string) error {
+		if n, want := entered.Load(), calls.Load(); n != want {
+			return violated("CompleteTx %s called store.EnterTx %d times in %d calls, want once per call", what, n, want)
+		}
+		return nil
+	}
+	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	if err := try(a, true); err != nil {
+		return fmt.Errorf("CompleteTx of the live fence: %w", err)
+	}
+	if err := check("of a live claim"); err != nil {
+		return err
+	}
+	if err := try(a, false); err != nil {
+		return err
+	}
+	if err := check("of a DONE record"); err != nil {
+		return err
+	}
+	z, err := e.claim("z", e.tick, store.Won, "first Claim must win")
+	if err != nil {
+		return err
+	}
+	e.pass(e.tick)
+	if _, err := e.claim("z", long, store.Won, "Claim after lapse must win"); err != nil {
+		return err
+	}
+	if err := try(z, false); err != nil {
+		return err
+	}
+	return check("by a zombie")
 }

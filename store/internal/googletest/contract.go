@@ -134,10 +134,10 @@ func BadArguments(t *testing.T, st Store) {
 	if _, err := st.Extend(ctx, c, -time.Second); err == nil {
 		t.Error("Extend with a negative lease must fail")
 	}
-	if _, err := st.Extend(ctx, store.Claim{Key: "", Fence: 1}, time.Minute); !errors.Is(err, store.ErrFenced) {
+	if _, err := st.Extend(ctx, store.Claim{Key: "", Status: store.Won, Fence: 1}, time.Minute); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("Extend of an invalid key = %v, want ErrFenced", err)
 	}
-	if ok, err := st.Complete(ctx, store.Claim{Key: "\x00", Fence: 1}); ok || err != nil {
+	if ok, err := st.Complete(ctx, store.Claim{Key: "\x00", Status: store.Won, Fence: 1}); ok || err != nil {
 		t.Errorf("Complete of an invalid key = %v, %v; want false, nil", ok, err)
 	}
 }

@@ -74,6 +74,9 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 
 // Complete implements store.Store.
 func (o *Ops) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return false, fmt.Errorf("%s: Complete: %w", o.Name, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -94,6 +97,9 @@ func (o *Ops) Complete(ctx context.Context, c store.Claim) (bool, error) {
 
 // Release implements store.Store.
 func (o *Ops) Release(ctx context.Context, c store.Claim) error {
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("%s: Release: %w", o.Name, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -107,6 +113,9 @@ func (o *Ops) Release(ctx context.Context, c store.Claim) error {
 
 // Extend implements store.Extender.
 func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckWon(c); err != nil {
+		return store.Claim{}, fmt.Errorf("%s: Extend: %w", o.Name, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}
@@ -140,27 +149,37 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 type Step func(key string, decide Decide) error
 
 // CompleteTx decides a Complete inside the caller's transaction through
-// step. It returns nil when c's fence owns the record (now queued as DONE,
-// or DONE already), an error matching store.ErrFenced when it does not
-// (nothing is queued), and step's error otherwise. A failed transaction is
-// the caller's to retry: a retried transaction runs CompleteTx again, on a
+// step. It refuses a claim that is not won with store.ErrNotWon, reading
+// nothing; otherwise it calls store.EnterTx(c) before step reads the
+// record. It returns nil when c's fence owns a CLAIMED record (now queued
+// as DONE); an error matching store.ErrFenced when it does not (nothing is
+// queued), and also when the record is DONE already under c's fence: the
+// work committed once, and the caller's transaction must not commit it a
+// second time; and step's error otherwise. A failed transaction is the
+// caller's to retry: a retried transaction runs CompleteTx again, on a
 // fresh read.
 func (o *Ops) CompleteTx(c store.Claim, step Step) error {
+	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("%s: CompleteTx: %w", o.Name, err)
+	}
+	store.EnterTx(c)
 	var (
-		ok  bool
+		out TxOutcome
 		err error
 	)
 	if store.CheckKey(c.Key) == nil { // else no record can exist
 		err = step(c.Key, func(cur *Record, now time.Time) *Record {
 			var next *Record
-			ok, next = o.Rules.Complete(cur, c.Fence, now)
+			out, next = o.Rules.CompleteTx(cur, c.Fence, now)
 			return next
 		})
 	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: CompleteTx %s: %w", o.Name, QuoteKey(c.Key), err)
-	case !ok:
+	case out == TxDoneAlready:
+		return fmt.Errorf("%s: CompleteTx %s: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
+	case out != TxCompleted:
 		return fmt.Errorf("%s: CompleteTx %s: fence %d no longer owns the record: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
 	}
 	return nil

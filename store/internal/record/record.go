@@ -86,6 +86,30 @@ func (p Rules) Complete(r *Record, fence int64, now time.Time) (bool, *Record) {
 	return true, &next
 }
 
+// TxOutcome is how Rules.CompleteTx decides.
+type TxOutcome uint8
+
+// The outcomes of Rules.CompleteTx. The zero TxOutcome is TxFenced.
+const (
+	TxFenced      TxOutcome = iota // the fence does not own the record
+	TxCompleted                    // the record was CLAIMED under the fence: write it DONE
+	TxDoneAlready                  // the record is DONE under the fence already
+)
+
+// CompleteTx decides a Complete inside the caller's transaction: as
+// Complete, except that a record DONE already under the fence is no retry
+// there but a transaction run twice, which must fail.
+func (p Rules) CompleteTx(r *Record, fence int64, now time.Time) (TxOutcome, *Record) {
+	switch ok, next := p.Complete(r, fence, now); {
+	case !ok:
+		return TxFenced, nil
+	case next == nil:
+		return TxDoneAlready, nil
+	default:
+		return TxCompleted, next
+	}
+}
+
 // Release decides a Release: the fence rises and the token empties, so a
 // released claim is free at once and can never be re-affirmed; the
 // fingerprint goes with the claim.

@@ -150,21 +150,32 @@ func TestCompleteTx(t *testing.T) {
 		}
 	}
 	var wrote *Record
-	if err := o.CompleteTx(store.Claim{Key: "k", Fence: 3}, step(&claimed, &wrote)); err != nil || wrote == nil || wrote.State != StateDone {
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, step(&claimed, &wrote)); err != nil || wrote == nil || wrote.State != StateDone {
 		t.Errorf("CompleteTx of the holder's claim = %v, wrote %+v; want nil and DONE", err, wrote)
 	}
 	wrote = nil
-	if err := o.CompleteTx(store.Claim{Key: "k", Fence: 2}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 2}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
 		t.Errorf("CompleteTx with a stale fence = %v, wrote %+v; want ErrFenced and no write", err, wrote)
 	}
 	called := false
-	err := o.CompleteTx(store.Claim{Key: "", Fence: 1}, func(string, Decide) error { called = true; return nil })
+	err := o.CompleteTx(store.Claim{Key: "", Status: store.Won, Fence: 1}, func(string, Decide) error { called = true; return nil })
 	if !errors.Is(err, store.ErrFenced) || called {
 		t.Errorf("CompleteTx of an invalid key = %v (step called: %v); want ErrFenced without a read", err, called)
 	}
 	boom := errors.New("lookup failed")
-	err = o.CompleteTx(store.Claim{Key: "k", Fence: 3}, func(string, Decide) error { return boom })
+	err = o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, func(string, Decide) error { return boom })
 	if !errors.Is(err, boom) || errors.Is(err, store.ErrFenced) || !strings.HasPrefix(err.Error(), "teststore: CompleteTx ") {
 		t.Errorf("CompleteTx over a failed read = %v; want the read's error, wrapped, not ErrFenced", err)
+	}
+	done := claimed
+	done.State = StateDone
+	wrote = nil
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, step(&done, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+		t.Errorf("CompleteTx of the holder's claim on its DONE record = %v, wrote %+v; want ErrFenced and no write", err, wrote)
+	}
+	called = false
+	err = o.CompleteTx(store.Claim{Key: "k", Status: store.HeldByOther, Fence: 3}, func(string, Decide) error { called = true; return nil })
+	if !errors.Is(err, store.ErrNotWon) || errors.Is(err, store.ErrFenced) || called {
+		t.Errorf("CompleteTx of a claim held by another = %v (step called: %v); want ErrNotWon without a read", err, called)
 	}
 }
