@@ -297,7 +297,7 @@ func TestCompleteTxEntersBeforeItSends(t *testing.T) {
 			}
 			defer tx.Rollback()
 			before, at := spy.stmts.Load(), int64(-1)
-			c = store.OnEnterTx(c, func() { at = spy.stmts.Load() })
+			c = store.OnEnterTx(c, store.TxWatcherFunc(func() { at = spy.stmts.Load() }))
 			if err := s.CompleteTx(ctx, tx, c); err != nil {
 				t.Fatal(err)
 			}

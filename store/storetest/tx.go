@@ -227,7 +227,7 @@ func txCompleteTwice(e *env) error {
 func txCompleteEntersTx(e *env) error {
 	var calls, entered atomic.Int64
 	try := func(c store.Claim, commit bool) error {
-		c = store.OnEnterTx(c, func() { entered.Add(1) })
+		c = store.OnEnterTx(c, store.TxWatcherFunc(func() { entered.Add(1) }))
 		return e.inTx(func(complete func(store.Claim) error) error {
 			calls.Add(1)
 			err := complete(c)
