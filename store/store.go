@@ -93,6 +93,7 @@ type Claim struct {
 // CompleteTx methods return it too when the record is DONE already under
 // the claim's fence: the work committed once, and the transaction must not
 // commit it a second time. A body that returns it from a fenced-out
-// transaction is acknowledged by the gateway: nothing was written, and the
-// new holder owns the work.
+// transaction wrote nothing: the gateway acknowledges its delivery when the
+// key's record is DONE or held by another live claim, and retries it
+// otherwise.
 var ErrFenced = errors.New("store: claim fenced out")
