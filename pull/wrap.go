@@ -167,7 +167,7 @@ func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delive
 		h.nack(ctx, m, d)
 	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
-		h.ack(ctx, m, d)
+		h.ack(ctx, m, d, o)
 	default: // failed, no_key, store_error, conflict
 		h.nack(ctx, m, d)
 	}
