@@ -2,6 +2,7 @@ package pull
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -67,8 +68,11 @@ type Options struct {
 	// InProgressDelay is how long a message whose key a live holder owns
 	// (another delivery of it is being processed, here or elsewhere) is
 	// kept before it is nacked, capped by the end of the holder's lease.
-	// Pub/Sub redelivers a nacked message at once unless the subscription
-	// has a retry policy, so nacking straight away would spin, spending a
+	// The same holds when fn returns an error matching
+	// gateway.ErrInProgress: its own Mutex (or a Lock on another key) met
+	// a live holder, and the cap is that holder's lease. Pub/Sub
+	// redelivers a nacked message at once unless the subscription has a
+	// retry policy, so nacking straight away would spin, spending a
 	// delivery attempt (towards the dead-letter topic) each time, until the
 	// holder finishes. The client keeps extending the message's ack
 	// deadline meanwhile, and the message counts against
@@ -81,6 +85,10 @@ type Options struct {
 	// lines about failed acks. Default: the gateway's logger. Keys are logged as the gateway logs them (hidden
 	// behind a digest when its Options.HideKeys is set).
 	Logger *slog.Logger
+
+	// after, if set, replaces time.After in the waits of held messages
+	// (tests).
+	after func(time.Duration) <-chan time.Time
 }
 
 // Wrap returns a callback for pubsub.Subscriber.Receive that runs fn under
@@ -90,6 +98,9 @@ type Options struct {
 //	fn returned nil                 ack (after the key was recorded as done)
 //	the key is already done         ack: a duplicate; fn does not run
 //	a live holder owns the key      nack after InProgressDelay; WARN
+//	fn's own Mutex met a holder     nack after InProgressDelay (after the claim was
+//	(an error matching              released); ERROR
+//	gateway.ErrInProgress)
 //	fn returned an error            nack (after the claim was released); ERROR
 //	fn's transaction fenced out     ack: nothing was written (store.ErrFenced); WARN
 //	fn panicked                     nack (after the claim was released); the panic goes on
@@ -151,19 +162,41 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
 	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
+	until, held := heldUntil(&res)
 	settled = true
-	h.settle(ctx, m, &d, &res)
+	h.settle(ctx, m, &d, &res, held, until)
+}
+
+// heldUntil reports whether res is an in-progress answer, and until when
+// the holder's lease runs (zero if unknown): the key's own (Outcome
+// in_progress), or one that fn returned, a Mutex or Lock of fn's own that
+// met a live holder of its key (an error matching gateway.ErrInProgress).
+// Both end when another caller lets go of a key; neither is helped by an
+// immediate redelivery.
+func heldUntil(res *guard.Result) (time.Time, bool) {
+	switch {
+	case res.Panic != nil:
+		return time.Time{}, false
+	case gateway.Outcome(res.Outcome) == gateway.OutcomeInProgress:
+		return res.LeaseUntil, true
+	case res.Ran && errors.Is(res.Err, gateway.ErrInProgress):
+		if ip, ok := errors.AsType[*gateway.InProgressError](res.Err); ok {
+			return ip.LeaseUntil, true
+		}
+		return time.Time{}, true
+	}
+	return time.Time{}, false
 }
 
 // settle is the pull surface's table: the outcome of a message as an ack or
-// a nack.
-func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result) {
+// a nack. held and until are heldUntil's.
+func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result, held bool, until time.Time) {
 	switch o := gateway.Outcome(res.Outcome); {
 	case res.Panic != nil:
 		m.Nack()
 		panic(res.Panic) // the claim is released; as in any Receive callback, the program ends
-	case o == gateway.OutcomeInProgress:
-		h.hold(ctx, res.LeaseUntil)
+	case held:
+		h.hold(ctx, until)
 		h.nack(ctx, m, d)
 	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
@@ -182,6 +215,18 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 		d = min(d, time.Until(leaseUntil))
 	}
 	if d <= 0 {
+		return
+	}
+	h.sleep(ctx, d)
+}
+
+// sleep waits d, or until ctx ends.
+func (h *handler) sleep(ctx context.Context, d time.Duration) {
+	if h.opts.after != nil {
+		select {
+		case <-h.opts.after(d):
+		case <-ctx.Done():
+		}
 		return
 	}
 	t := time.NewTimer(d)
