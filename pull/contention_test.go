@@ -77,7 +77,7 @@ func TestHandlersMutexContentionIsPaced(t *testing.T) {
 	second := f.publish("update 2", "po_id", "7")
 
 	// Held, or spinning: whichever shows first.
-	f.logs.Wait(t, waitFor, "a hold of the second update, or its third delivery", func(recs logtest.Records) bool {
+	f.logs.Wait(t, waitFor, "hold of the second update, or its third delivery", func(recs logtest.Records) bool {
 		return len(holds(recs)) > 0 || len(matching(recs, gateway.OutcomeFailed, second)) >= 3
 	})
 	if d, _ := f.message(second); len(holds(f.logs.Records())) == 0 || d != 1 {
@@ -88,7 +88,7 @@ func TestHandlersMutexContentionIsPaced(t *testing.T) {
 		t.Errorf("held for %v (%v), want at most the Mutex holder's lease (%v)", d, err, gateway.DefaultRenewedLease)
 	}
 	end() // nacked after its hold: delivered again, still contended
-	f.logs.Wait(t, waitFor, "a second hold", func(recs logtest.Records) bool { return len(holds(recs)) >= 2 })
+	f.logs.Wait(t, waitFor, "second hold", func(recs logtest.Records) bool { return len(holds(recs)) >= 2 })
 	if d, _ := f.message(second); d != 2 {
 		t.Errorf("%d deliveries of the second update after one hold, want 2", d)
 	}

@@ -78,6 +78,12 @@ type Options struct {
 	// deadline meanwhile, and the message counts against
 	// MaxOutstandingMessages. Default DefaultInProgressDelay; negative: nack
 	// at once (set a retry policy on the subscription instead).
+	//
+	// A message with an ordering key is not nacked while the holder lives:
+	// a nack would let the key's later messages overtake it. It is tried
+	// again in place after each such wait (DefaultInProgressDelay if
+	// InProgressDelay is negative) until the holder settles or Receive
+	// stops.
 	InProgressDelay time.Duration
 
 	// Logger receives the guard's line for each message, the one every
@@ -108,6 +114,11 @@ type Options struct {
 //	the store failed                nack; ERROR
 //	key reused for another payload  nack, or ack with AcceptConflicts; ERROR
 //	(with Options.Fingerprint)
+//
+// A message with an ordering key whose key, or fn's own Mutex, is held is
+// not nacked while the holder lives: it is tried again in place, after
+// each wait of InProgressDelay, so that the key's later messages cannot
+// overtake it (see Options.InProgressDelay).
 //
 // fn must not Ack or Nack the message itself: the callback does, once fn's
 // outcome is settled in the store. fn's context carries the claim (see
@@ -161,10 +172,24 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
 		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
-	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
-	until, held := heldUntil(&res)
-	settled = true
-	h.settle(ctx, m, &d, &res, held, until)
+	work := func(ctx context.Context) error { return h.fn(ctx, m) }
+	for {
+		res := guard.Run(h.g, ctx, &d, work)
+		until, held := heldUntil(&res)
+		if held && m.OrderingKey != "" && ctx.Err() == nil {
+			// A nack would let the key's later messages overtake this
+			// one: the client runs the next message of an ordering key
+			// as soon as this callback returns. Wait, and try again in
+			// place, until the holder settles.
+			h.sleep(ctx, h.orderedPause(until))
+			if ctx.Err() == nil {
+				continue
+			}
+		}
+		settled = true
+		h.settle(ctx, m, &d, &res, held, until)
+		return
+	}
 }
 
 // heldUntil reports whether res is an in-progress answer, and until when
@@ -218,6 +243,30 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 		return
 	}
 	h.sleep(ctx, d)
+}
+
+// minOrderedPause is the shortest wait before a message with an ordering
+// key whose key is held is tried again, should the holder's lease seem to
+// have ended already (clocks differ).
+const minOrderedPause = 100 * time.Millisecond
+
+// orderedPause is how long a message with an ordering key waits before it
+// is tried again: as hold waits, but never nothing, since it does not
+// nack. A negative InProgressDelay (nack at once) does not apply: a nack
+// is what breaks the order.
+func (h *handler) orderedPause(leaseUntil time.Time) time.Duration {
+	d := h.opts.InProgressDelay
+	if d <= 0 {
+		d = DefaultInProgressDelay
+	}
+	if !leaseUntil.IsZero() {
+		d = min(d, time.Until(leaseUntil))
+	}
+	floor := minOrderedPause
+	if h.opts.InProgressDelay > 0 {
+		floor = min(floor, h.opts.InProgressDelay)
+	}
+	return max(d, floor)
 }
 
 // sleep waits d, or until ctx ends.
