@@ -79,11 +79,12 @@ type Options struct {
 	// MaxOutstandingMessages. Default DefaultInProgressDelay; negative: nack
 	// at once (set a retry policy on the subscription instead).
 	//
-	// A message with an ordering key is not nacked while the holder lives:
-	// a nack would let the key's later messages overtake it. It is tried
-	// again in place after each such wait (DefaultInProgressDelay if
-	// InProgressDelay is negative) until the holder settles or Receive
-	// stops.
+	// A message with an ordering key (on any subscription: a pulled message
+	// does not say whether its subscription enables ordering) is not nacked
+	// while the holder lives: a nack would let the key's later messages
+	// overtake it. It is tried again in place after each such wait
+	// (DefaultInProgressDelay if InProgressDelay is negative) until the
+	// holder settles or Receive stops.
 	InProgressDelay time.Duration
 
 	// Logger receives the guard's line for each message, the one every
