@@ -6,20 +6,40 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/guard"
 )
 
-// ack acknowledges m and, on a subscription with exactly-once delivery,
-// waits for Pub/Sub to accept it. A failed ack is harmless to correctness:
-// the key is already recorded (done, or done earlier), so the redelivery it
-// causes is answered as a duplicate. It is logged because it costs a
-// delivery and may point at ack deadlines that are too short.
-func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *guard.Delivery) {
+// ack acknowledges m, whose delivery had outcome o, and, on a subscription
+// with exactly-once delivery, waits for Pub/Sub to accept it. A failed ack
+// means a redelivery; what that redelivery meets depends on o (see
+// redelivery). It is logged because it costs a delivery, may repeat
+// work that was not recorded, and may point at ack deadlines that are too
+// short.
+func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *guard.Delivery, o gateway.Outcome) {
 	if h.opts.AckTimeout < 0 {
 		m.Ack()
 		return
 	}
-	h.await(ctx, m, d, m.AckWithResult(), true)
+	h.await(ctx, m, d, m.AckWithResult(), o)
+}
+
+// redelivery says what the redelivery of a message acked after outcome o
+// will meet, should the ack be lost.
+func redelivery(o gateway.Outcome) string {
+	switch o {
+	case gateway.OutcomeWon, gateway.OutcomeDuplicate:
+		return "the key is done, so the gateway answers it as a duplicate"
+	case gateway.OutcomeConflict:
+		return "the key is done for another payload, so the gateway accepts it as a duplicate again"
+	case gateway.OutcomeFencedOut:
+		return "another claim took the key over, so the gateway answers it as in progress while that holder works, then as a duplicate"
+	case gateway.OutcomeCompleteError:
+		return "the key was not recorded as done, so once the claim's lease ends it may run the work again"
+	case gateway.OutcomeUnguarded:
+		return "the message ran unguarded, so it runs the work again, unguarded"
+	}
+	return "the gateway answers it by the key's record"
 }
 
 // nack asks Pub/Sub to redeliver m. A failed nack only delays the retry: the
@@ -29,12 +49,13 @@ func (h *handler) nack(ctx context.Context, m *pubsub.Message, d *guard.Delivery
 		m.Nack()
 		return
 	}
-	h.await(ctx, m, d, m.NackWithResult(), false)
+	h.await(ctx, m, d, m.NackWithResult(), "")
 }
 
-// await waits up to AckTimeout for r, and logs anything but success.
-// Without exactly-once delivery r is ready at once.
-func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Delivery, r *pubsub.AckResult, isAck bool) {
+// await waits up to AckTimeout for r, and logs anything but success. acked
+// is the outcome an ack settles; empty for a nack. Without exactly-once
+// delivery r is ready at once.
+func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Delivery, r *pubsub.AckResult, acked gateway.Outcome) {
 	select {
 	case <-r.Ready():
 	default:
@@ -53,22 +74,24 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Deliver
 			// Receive is stopping; the client still sends the ack.
 			level, why = slog.LevelDebug, "Receive is stopping"
 		}
-		msg := "idemgate: ack not confirmed; if it was lost, Pub/Sub redelivers the message and the gateway answers duplicate"
-		if !isAck {
-			msg = "idemgate: nack not confirmed; the message is redelivered at the latest when its ack deadline passes"
+		msg, attrs := "idemgate: nack not confirmed; the message is redelivered at the latest when its ack deadline passes", []slog.Attr(nil)
+		if acked != "" {
+			msg = "idemgate: ack not confirmed; if it was lost, Pub/Sub redelivers the message: " + redelivery(acked)
+			attrs = append(attrs, slog.String("acked_outcome", string(acked)))
 		}
-		guard.Log(h.g, ctx, d, level, msg, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))
+		guard.Log(h.g, ctx, d, level, msg, append(attrs, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))...)
 		return
 	}
 	status, err := r.Get(context.Background()) // ready: does not block
 	if status == pubsub.AcknowledgeStatusSuccess && err == nil {
 		return
 	}
-	msg := "idemgate: ack failed; Pub/Sub will redeliver the message and the gateway will answer duplicate"
-	if !isAck {
-		msg = "idemgate: nack failed; the message is redelivered when its ack deadline passes"
+	msg, attrs := "idemgate: nack failed; the message is redelivered when its ack deadline passes", []slog.Attr(nil)
+	if acked != "" {
+		msg = "idemgate: ack failed; Pub/Sub will redeliver the message: " + redelivery(acked)
+		attrs = append(attrs, slog.String("acked_outcome", string(acked)))
 	}
-	guard.Log(h.g, ctx, d, slog.LevelWarn, msg, slog.String("ack_status", statusName(status)), slog.Any("error", err))
+	guard.Log(h.g, ctx, d, slog.LevelWarn, msg, append(attrs, slog.String("ack_status", statusName(status)), slog.Any("error", err))...)
 }
 
 // statusName names an AcknowledgeStatus for log lines.

@@ -3,6 +3,7 @@ package pull_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pull"
+	"github.com/idemgate/idemgate/pushenvelope"
+	"github.com/idemgate/idemgate/store"
 )
 
 // exactlyOnce is a subscription with exactly-once delivery, which pstest
@@ -215,4 +218,111 @@ func TestNegativeAckTimeoutDoesNotWait(t *testing.T) {
 	if lines := ackLines(f.logs.Records()); len(lines) > 0 {
 		t.Errorf("AckTimeout < 0 must not log ack results, got %v", lines)
 	}
+}
+
+// TestFailedAckSaysWhatTheRedeliveryDoes: the line about a failed ack says
+// what the redelivery will meet, which depends on the outcome that was
+// acked: only a done key answers it as a duplicate.
+func TestFailedAckSaysWhatTheRedeliveryDoes(t *testing.T) {
+	type run struct {
+		f    *fixture
+		g    *gateway.Gateway
+		opts *pull.Options
+	}
+	for _, tc := range []struct {
+		outcome gateway.Outcome
+		// prepare readies the run, publishes the message and returns its
+		// ID and handler.
+		prepare func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error)
+		want    string
+	}{
+		{gateway.OutcomeWon, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			return r.f.publish("order 1"), func(context.Context, *pubsub.Message) error { return nil }
+		}, "the key is done, so the gateway answers it as a duplicate"},
+		{gateway.OutcomeDuplicate, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			id := r.f.publish("order 1")
+			if err := r.g.Lock(t.Context(), id, func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return id, func(context.Context, *pubsub.Message) error { return nil }
+		}, "the key is done, so the gateway answers it as a duplicate"},
+		{gateway.OutcomeConflict, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			r.opts.Key, r.opts.Fingerprint, r.opts.AcceptConflicts = gateway.KeyFromAttribute("order_id"), gateway.FingerprintPayload, true
+			// The order was done for another payload.
+			first := &pushenvelope.Message{Data: []byte("2 chairs"), Attributes: map[string]string{"order_id": "7"}}
+			key, err := r.opts.Key(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp, err := gateway.FingerprintPayload(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.g.Lock(store.WithFingerprint(t.Context(), fp), key, func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return r.f.publish("9 tables", "order_id", "7"), func(context.Context, *pubsub.Message) error { return nil }
+		}, "the key is done for another payload, so the gateway accepts it as a duplicate again"},
+		{gateway.OutcomeFencedOut, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			return r.f.publish("order 1"), func(ctx context.Context, _ *pubsub.Message) error {
+				c, _ := gateway.ClaimFromContext(ctx)
+				if _, err := r.f.st.Complete(ctx, c); err != nil {
+					return err
+				}
+				return fmt.Errorf("ledger insert: %w", store.ErrFenced)
+			}
+		}, "another claim took the key over, so the gateway answers it as in progress while that holder works, then as a duplicate"},
+		{gateway.OutcomeCompleteError, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			fs := &failingComplete{Store: r.f.st}
+			g, err := gateway.New(fs, &gateway.Options{Logger: r.f.logger(), SettleTimeout: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.g = g
+			return r.f.publish("order 1"), func(context.Context, *pubsub.Message) error { return nil }
+		}, "the key was not recorded as done, so once the claim's lease ends it may run the work again"},
+		{gateway.OutcomeUnguarded, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
+			r.opts.Key, r.opts.AllowUnguarded = gateway.KeyFromAttribute("order_id"), true
+			return r.f.publish("order without id"), func(context.Context, *pubsub.Message) error { return nil }
+		}, "the message ran unguarded, so it runs the work again, unguarded"},
+	} {
+		t.Run(string(tc.outcome), func(t *testing.T) {
+			var target atomic.Value // the message ID whose first ack fails
+			target.Store("")
+			var failed atomic.Bool
+			f := newFixture(t, setup{sub: exactlyOnce(), reactors: []pstest.ServerReactorOption{
+				onAcknowledge(func(req *pubsubpb.AcknowledgeRequest) (bool, any, error) {
+					for _, a := range req.AckIds {
+						if id := target.Load().(string); id != "" && strings.HasPrefix(a, id+":") && failed.CompareAndSwap(false, true) {
+							return true, nil, status.Error(codes.FailedPrecondition, "subscription is being updated")
+						}
+					}
+					return false, nil, nil
+				}),
+			}})
+			r := &run{f: f, g: f.g, opts: &pull.Options{Logger: f.logger()}}
+			id, fn := tc.prepare(t, r)
+			target.Store(id)
+			stop := f.receive(f.sub, pull.Wrap(r.g, fn, r.opts))
+			waitOutcome(t, f.logs, tc.outcome, id, 1)
+			f.logs.Wait(t, waitFor, "a failed ack line", func(recs logtest.Records) bool { return len(ackLines(recs)) > 0 })
+			stop()
+
+			lines := ackLines(f.logs.Records())
+			if len(lines) != 1 {
+				t.Fatalf("want one failed-ack line, got %v", lines)
+			}
+			if r := lines[0]; r.Level != slog.LevelWarn || !strings.Contains(r.Message, "ack failed; Pub/Sub will redeliver the message: ") ||
+				!strings.Contains(r.Message, tc.want) || r.Attrs["acked_outcome"] != string(tc.outcome) {
+				t.Errorf("failed ack line after %s = %v %q %v; want WARN, saying %q, with the acked outcome", tc.outcome, r.Level, r.Message, r.Attrs, tc.want)
+			}
+		})
+	}
+}
+
+// failingComplete is a store whose Complete always fails.
+type failingComplete struct{ store.Store }
+
+func (s *failingComplete) Complete(context.Context, store.Claim) (bool, error) {
+	return false, errors.New("connection reset")
 }

@@ -24,8 +24,9 @@
 //
 // Pull subscriptions can enable exactly-once delivery. The callback then
 // waits (up to [Options].AckTimeout) for Pub/Sub to confirm each ack and
-// logs a failure; a failed ack means a redelivery, which the gateway
-// answers as a duplicate. See docs/pull.md for the ack and nack mapping,
-// flow control, and how the client's ack deadline extension relates to the
-// gateway's lease.
+// logs a failure and what the redelivery it causes will meet: a duplicate
+// when the key is done, the work again after an unguarded run or a failed
+// Complete. See docs/pull.md for the ack and nack mapping, flow control,
+// and how the client's ack deadline extension relates to the gateway's
+// lease.
 package pull

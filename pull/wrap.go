@@ -2,6 +2,7 @@ package pull
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -67,13 +68,23 @@ type Options struct {
 	// InProgressDelay is how long a message whose key a live holder owns
 	// (another delivery of it is being processed, here or elsewhere) is
 	// kept before it is nacked, capped by the end of the holder's lease.
-	// Pub/Sub redelivers a nacked message at once unless the subscription
-	// has a retry policy, so nacking straight away would spin, spending a
+	// The same holds when fn returns an error matching
+	// gateway.ErrInProgress: its own Mutex (or a Lock on another key) met
+	// a live holder, and the cap is that holder's lease. Pub/Sub
+	// redelivers a nacked message at once unless the subscription has a
+	// retry policy, so nacking straight away would spin, spending a
 	// delivery attempt (towards the dead-letter topic) each time, until the
 	// holder finishes. The client keeps extending the message's ack
 	// deadline meanwhile, and the message counts against
 	// MaxOutstandingMessages. Default DefaultInProgressDelay; negative: nack
 	// at once (set a retry policy on the subscription instead).
+	//
+	// A message with an ordering key (on any subscription: a pulled message
+	// does not say whether its subscription enables ordering) is not nacked
+	// while the holder lives: a nack would let the key's later messages
+	// overtake it. It is tried again in place after each such wait
+	// (DefaultInProgressDelay if InProgressDelay is negative) until the
+	// holder settles or Receive stops.
 	InProgressDelay time.Duration
 
 	// Logger receives the guard's line for each message, the one every
@@ -81,6 +92,10 @@ type Options struct {
 	// lines about failed acks. Default: the gateway's logger. Keys are logged as the gateway logs them (hidden
 	// behind a digest when its Options.HideKeys is set).
 	Logger *slog.Logger
+
+	// after, if set, replaces time.After in the waits of held messages
+	// (tests).
+	after func(time.Duration) <-chan time.Time
 }
 
 // Wrap returns a callback for pubsub.Subscriber.Receive that runs fn under
@@ -90,6 +105,9 @@ type Options struct {
 //	fn returned nil                 ack (after the key was recorded as done)
 //	the key is already done         ack: a duplicate; fn does not run
 //	a live holder owns the key      nack after InProgressDelay; WARN
+//	fn's own Mutex met a holder     nack after InProgressDelay (after the claim was
+//	(an error matching              released); ERROR
+//	gateway.ErrInProgress)
 //	fn returned an error            nack (after the claim was released); ERROR
 //	fn's transaction fenced out     ack: nothing was written (store.ErrFenced); WARN
 //	fn panicked                     nack (after the claim was released); the panic goes on
@@ -97,6 +115,11 @@ type Options struct {
 //	the store failed                nack; ERROR
 //	key reused for another payload  nack, or ack with AcceptConflicts; ERROR
 //	(with Options.Fingerprint)
+//
+// A message with an ordering key whose key, or fn's own Mutex, is held is
+// not nacked while the holder lives: it is tried again in place, after
+// each wait of InProgressDelay, so that the key's later messages cannot
+// overtake it (see Options.InProgressDelay).
 //
 // fn must not Ack or Nack the message itself: the callback does, once fn's
 // outcome is settled in the store. fn's context carries the claim (see
@@ -150,24 +173,60 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
 		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
-	res := guard.Run(h.g, ctx, &d, func(ctx context.Context) error { return h.fn(ctx, m) })
-	settled = true
-	h.settle(ctx, m, &d, &res)
+	work := func(ctx context.Context) error { return h.fn(ctx, m) }
+	for {
+		res := guard.Run(h.g, ctx, &d, work)
+		until, held := heldUntil(&res)
+		if held && m.OrderingKey != "" && ctx.Err() == nil {
+			// A nack would let the key's later messages overtake this
+			// one: the client runs the next message of an ordering key
+			// as soon as this callback returns. Wait, and try again in
+			// place, until the holder settles.
+			h.sleep(ctx, h.orderedPause(until))
+			if ctx.Err() == nil {
+				continue
+			}
+		}
+		settled = true
+		h.settle(ctx, m, &d, &res, held, until)
+		return
+	}
+}
+
+// heldUntil reports whether res is an in-progress answer, and until when
+// the holder's lease runs (zero if unknown): the key's own (Outcome
+// in_progress), or one that fn returned, a Mutex or Lock of fn's own that
+// met a live holder of its key (an error matching gateway.ErrInProgress).
+// Both end when another caller lets go of a key; neither is helped by an
+// immediate redelivery.
+func heldUntil(res *guard.Result) (time.Time, bool) {
+	switch {
+	case res.Panic != nil:
+		return time.Time{}, false
+	case gateway.Outcome(res.Outcome) == gateway.OutcomeInProgress:
+		return res.LeaseUntil, true
+	case res.Ran && errors.Is(res.Err, gateway.ErrInProgress):
+		if ip, ok := errors.AsType[*gateway.InProgressError](res.Err); ok {
+			return ip.LeaseUntil, true
+		}
+		return time.Time{}, true
+	}
+	return time.Time{}, false
 }
 
 // settle is the pull surface's table: the outcome of a message as an ack or
-// a nack.
-func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result) {
+// a nack. held and until are heldUntil's.
+func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result, held bool, until time.Time) {
 	switch o := gateway.Outcome(res.Outcome); {
 	case res.Panic != nil:
 		m.Nack()
 		panic(res.Panic) // the claim is released; as in any Receive callback, the program ends
-	case o == gateway.OutcomeInProgress:
-		h.hold(ctx, res.LeaseUntil)
+	case held:
+		h.hold(ctx, until)
 		h.nack(ctx, m, d)
 	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
-		h.ack(ctx, m, d)
+		h.ack(ctx, m, d, o)
 	default: // failed, no_key, store_error, conflict
 		h.nack(ctx, m, d)
 	}
@@ -182,6 +241,42 @@ func (h *handler) hold(ctx context.Context, leaseUntil time.Time) {
 		d = min(d, time.Until(leaseUntil))
 	}
 	if d <= 0 {
+		return
+	}
+	h.sleep(ctx, d)
+}
+
+// minOrderedPause is the shortest wait before a message with an ordering
+// key whose key is held is tried again, should the holder's lease seem to
+// have ended already (clocks differ).
+const minOrderedPause = 100 * time.Millisecond
+
+// orderedPause is how long a message with an ordering key waits before it
+// is tried again: as hold waits, but never nothing, since it does not
+// nack. A negative InProgressDelay (nack at once) does not apply: a nack
+// is what breaks the order.
+func (h *handler) orderedPause(leaseUntil time.Time) time.Duration {
+	d := h.opts.InProgressDelay
+	if d <= 0 {
+		d = DefaultInProgressDelay
+	}
+	if !leaseUntil.IsZero() {
+		d = min(d, time.Until(leaseUntil))
+	}
+	floor := minOrderedPause
+	if h.opts.InProgressDelay > 0 {
+		floor = min(floor, h.opts.InProgressDelay)
+	}
+	return max(d, floor)
+}
+
+// sleep waits d, or until ctx ends.
+func (h *handler) sleep(ctx context.Context, d time.Duration) {
+	if h.opts.after != nil {
+		select {
+		case <-h.opts.after(d):
+		case <-ctx.Done():
+		}
 		return
 	}
 	t := time.NewTimer(d)
