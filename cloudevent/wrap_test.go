@@ -103,7 +103,7 @@ func TestWrapOutcomes(t *testing.T) {
 		{"not a message", malformed, pushenvelope.ErrNotPush, http.StatusBadRequest, "WARN rejected"},
 		{"fenced out in its transaction", pubsubEvent(t, "fenced", map[string]string{"order_id": "o-6"}), nil, 0, "WARN fenced_out"},
 		{"function error", pubsubEvent(t, "fails", map[string]string{"order_id": "o-4"}), failure, 0, "ERROR failed"},
-		{"function error matching a gateway sentinel", pubsubEvent(t, "nested", map[string]string{"order_id": "o-5"}), gateway.ErrInProgress, 0, "ERROR failed"},
+		{"function error matching a gateway sentinel", pubsubEvent(t, "nested", map[string]string{"order_id": "o-5"}), gateway.ErrInProgress, 0, "WARN failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

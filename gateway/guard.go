@@ -47,7 +47,8 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 //     work that calls runtime.Goexit is logged; the guard cannot return.
 //
 // It writes the delivery's one log line (DEBUG when the work ran or was a
-// duplicate, WARN when a live holder owns the key or the work ran
+// duplicate, WARN when a live holder owns the key, when the work failed on
+// a key of its own that a live holder owns (its Mutex), or the work ran
 // unguarded, ERROR otherwise; Complete's failures are logged where they
 // happen) and counts the outcome. An Err of a work that did not run never
 // holds the key when HideKeys is set.
@@ -136,6 +137,14 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		}
 	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
+	case res.Ran && errors.Is(res.Err, ErrInProgress):
+		// The work's own Mutex (or a Lock on another key) met a live
+		// holder: contention, not a failure.
+		if ip, ok := errors.AsType[*InProgressError](res.Err); ok {
+			res.LeaseUntil = ip.LeaseUntil
+		}
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: the handler met another caller's key; the claim was released for a retry", OutcomeFailed,
+			g.errorAttr(d.Key, res.Err), slog.Time("holder_lease_until", res.LeaseUntil))
 	case res.Ran:
 		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, g.errorAttr(d.Key, res.Err))
 	case outcome == OutcomeInProgress:

@@ -2,6 +2,7 @@ package pull_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -102,6 +103,12 @@ func TestHandlersMutexContentionIsPaced(t *testing.T) {
 
 	if d, _ := f.message(second); d != 3 {
 		t.Errorf("%d deliveries of the second update, want 3 (two held while the first ran, then the one that ran)", d)
+	}
+	// Contention, not a failure: WARN, never ERROR.
+	for _, r := range matching(f.logs.Records(), gateway.OutcomeFailed, second) {
+		if r.Level != slog.LevelWarn {
+			t.Errorf("the second update's contended delivery was logged at %v, want WARN: %v", r.Level, r)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -106,10 +106,11 @@ type Options struct {
 //	the key is already done         ack: a duplicate; fn does not run
 //	a live holder owns the key      nack after InProgressDelay; WARN
 //	fn's own Mutex met a holder     nack after InProgressDelay (after the claim was
-//	(an error matching              released); ERROR
+//	(an error matching              released); WARN
 //	gateway.ErrInProgress)
 //	fn returned an error            nack (after the claim was released); ERROR
-//	fn's transaction fenced out     ack: nothing was written (store.ErrFenced); WARN
+//	fn's transaction fenced out     ack when the key is done or held by another live
+//	(store.ErrFenced)               claim: nothing was written; WARN. Otherwise nack; ERROR
 //	fn panicked                     nack (after the claim was released); the panic goes on
 //	no key could be resolved        nack; ERROR (unless AllowUnguarded)
 //	the store failed                nack; ERROR
