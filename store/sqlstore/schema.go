@@ -8,36 +8,48 @@ import (
 	"strings"
 )
 
-// CreateTable creates the store's table and its index on expires_at unless
-// both exist, and adds the fingerprint column to a table created by an
-// earlier version without it. It only looks when the schema is complete, so
-// an application whose database user may not run DDL can still call it at
-// start-up once the schema is in place. Instances that start together may
-// all call it: a creation that races another one is checked again rather
-// than reported.
+// CreateTable makes the store's schema complete: it creates the table and
+// its index on expires_at, adds the fingerprint column to a table created
+// by an earlier version without it, and builds the index on a table that
+// lacks it. It first looks, in one statement, and runs DDL only for what is
+// missing, so an application whose database user may not run DDL can still
+// call it at start-up once the schema is in place. Instances that start
+// together may all call it: DDL that races another instance's is followed
+// by another look rather than reported.
+//
+// It refuses a table whose key_hash is not unique as every Claim needs it
+// (the primary key, or the only column of a full unique index or
+// constraint), since no DDL of the store mends it: the error names the
+// table and what it lacks.
 func (s *Store) CreateTable(ctx context.Context) error {
 	var err error
 	for range 3 {
-		var n, lacksFingerprint int
-		if err = s.db.QueryRowContext(ctx, s.q.exists).Scan(&n, &lacksFingerprint); err != nil {
-			break
+		st, lerr := s.lookSchema(ctx)
+		if lerr != nil {
+			return lerr
 		}
-		if n == s.q.objects {
+		if st.complete() {
 			return nil
 		}
-		if err = s.createOnce(ctx, lacksFingerprint == 1); err == nil {
+		if err = s.upgrade(ctx, st); err == nil {
 			return nil
 		}
 	}
 	return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 }
 
-// createOnce runs the idempotent DDL and, if addColumn, the ALTER that adds
-// the fingerprint column, which cannot be made idempotent in every dialect.
-func (s *Store) createOnce(ctx context.Context, addColumn bool) error {
-	ddls := s.q.create
-	if addColumn {
-		ddls = append(ddls[:len(ddls):len(ddls)], s.q.addColumn)
+// upgrade runs the DDL for what st lacks.
+func (s *Store) upgrade(ctx context.Context, st schemaState) error {
+	var ddls []string
+	if !st.table {
+		ddls = s.q.create
+	} else {
+		if !st.fingerprint {
+			ddls = append(ddls, s.q.addColumn)
+		}
+		if st.index != indexValid {
+			ddls = append(ddls, s.addIndex())
+		}
 	}
 	for _, ddl := range ddls {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
@@ -45,6 +57,14 @@ func (s *Store) createOnce(ctx context.Context, addColumn bool) error {
 		}
 	}
 	return nil
+}
+
+// addIndex builds the index on expires_at on a table that exists.
+func (s *Store) addIndex() string {
+	if s.spec.mysql {
+		return `ALTER TABLE ` + s.table.ref(backquote) + ` ADD INDEX ` + backquote(s.table.index()) + ` (expires_at)`
+	}
+	return s.q.create[len(s.q.create)-1]
 }
 
 // PurgeExpired deletes records whose expiresAt has passed on the database's
