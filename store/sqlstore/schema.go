@@ -3,9 +3,12 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // CreateTable makes the store's schema complete: it creates the table and
@@ -21,9 +24,20 @@ import (
 // (the primary key, or the only column of a full unique index or
 // constraint), since no DDL of the store mends it: the error names the
 // table and what it lacks.
+//
+// On a table in use, DDL must not stall the service. Each statement waits
+// at most a second for its lock, so that the statements queued behind
+// it (every Claim, Extend and Complete of every instance) wait no longer;
+// CreateTable then tries again, a few times with a growing pause, within
+// ctx, and returns an error that says the table stayed locked. On
+// PostgreSQL an index missing from a table that exists is built with
+// CREATE INDEX CONCURRENTLY, and on MySQL and MariaDB with ALGORITHM=INPLACE,
+// LOCK=NONE, so writes go on meanwhile; an INVALID index that a failed
+// concurrent build left behind is dropped and built again.
 func (s *Store) CreateTable(ctx context.Context) error {
+	pause := ddlPause
 	var err error
-	for range 3 {
+	for attempt := 1; ; attempt++ {
 		st, lerr := s.lookSchema(ctx)
 		if lerr != nil {
 			return lerr
@@ -31,14 +45,46 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		if st.complete() {
 			return nil
 		}
-		if err = s.upgrade(ctx, st); err == nil {
-			return nil
+		if attempt > ddlAttempts {
+			break
 		}
+		if err = s.upgrade(ctx, st); err == nil || !s.lockTimedOut(err) || attempt == ddlAttempts {
+			// Done, or raced by another instance: look again.
+			continue
+		}
+		// The table is locked: pause, so the transaction holding it can
+		// finish, before the next try queues again.
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("sqlstore: create table %s: %w (while waiting for a lock: %w)", s.table, ctx.Err(), err)
+		case <-t.C:
+		}
+		pause *= 2
+	}
+	switch {
+	case err == nil:
+		err = errors.New("the schema is still incomplete after its DDL ran")
+	case s.lockTimedOut(err):
+		return fmt.Errorf("sqlstore: create table %s: the table stayed locked (%d tries, each waiting %v): a transaction on it is still open, "+
+			"so start again later or run the DDL of docs/stores/sql.md by hand: %w", s.table, ddlAttempts, ddlLockTimeout, err)
 	}
 	return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 }
 
-// upgrade runs the DDL for what st lacks.
+// Bounds of the DDL that CreateTable runs on a table in use. Every
+// statement on a table queues behind DDL that waits for the table's lock,
+// so the lock timeout bounds how long the DDL can stall them. MySQL counts
+// it in whole seconds.
+const (
+	ddlLockTimeout = time.Second            // each statement's wait for its lock
+	ddlAttempts    = 5                      // tries while the table stays locked
+	ddlPause       = 250 * time.Millisecond // before the second try; doubled after each
+)
+
+// upgrade runs the DDL for what st lacks: on a dedicated connection, each
+// statement waiting at most ddlLockTimeout for its lock.
 func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 	var ddls []string
 	if !st.table {
@@ -47,24 +93,74 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 		if !st.fingerprint {
 			ddls = append(ddls, s.q.addColumn)
 		}
+		if st.index == indexInvalid {
+			ddls = append(ddls, `DROP INDEX CONCURRENTLY IF EXISTS `+s.table.qualify(doubleQuote, s.table.index()))
+		}
 		if st.index != indexValid {
 			ddls = append(ddls, s.addIndex())
 		}
 	}
-	for _, ddl := range ddls {
-		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	set, reset := s.lockTimeoutSQL(ddlLockTimeout)
+	if set != "" {
+		if _, err := conn.ExecContext(ctx, set); err != nil {
 			return err
 		}
 	}
-	return nil
+	for _, ddl := range ddls {
+		if _, err = conn.ExecContext(ctx, ddl); err != nil {
+			break
+		}
+	}
+	if reset != "" {
+		if _, rerr := conn.ExecContext(ctx, reset); rerr != nil {
+			// Keep the setting out of the pool: discard the connection.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	return err
 }
 
-// addIndex builds the index on expires_at on a table that exists.
+// addIndex builds the index on expires_at on a table that exists, without
+// blocking writes where the dialect can. (SQLite runs one writer at a time.)
 func (s *Store) addIndex() string {
-	if s.spec.mysql {
-		return `ALTER TABLE ` + s.table.ref(backquote) + ` ADD INDEX ` + backquote(s.table.index()) + ` (expires_at)`
+	switch {
+	case s.spec.mysql:
+		return `ALTER TABLE ` + s.table.ref(backquote) + ` ADD INDEX ` + backquote(s.table.index()) + ` (expires_at), ALGORITHM = INPLACE, LOCK = NONE`
+	case s.spec.prepare:
+		return s.q.create[len(s.q.create)-1]
 	}
-	return s.q.create[len(s.q.create)-1]
+	// CONCURRENTLY runs outside a transaction; the index is created in the
+	// table's schema.
+	return `CREATE INDEX CONCURRENTLY IF NOT EXISTS ` + doubleQuote(s.table.index()) + ` ON ` + s.table.ref(doubleQuote) + ` (expires_at)`
+}
+
+// lockTimeoutSQL returns the statements that bound, then restore, a
+// session's wait for locks. SQLite waits for its lock at most the busy
+// timeout of the connection, and nothing queues behind a waiting writer.
+func (s *Store) lockTimeoutSQL(d time.Duration) (set, reset string) {
+	switch {
+	case s.spec.mysql:
+		secs := max(1, int64((d+time.Second-1)/time.Second))
+		return "SET SESSION lock_wait_timeout = " + strconv.FormatInt(secs, 10), "SET SESSION lock_wait_timeout = DEFAULT"
+	case s.spec.prepare:
+		return "", ""
+	}
+	return "SET lock_timeout = '" + strconv.FormatInt(max(1, d.Milliseconds()), 10) + "ms'", "RESET lock_timeout"
+}
+
+// lockTimedOut reports whether err is DDL giving up on its lock:
+// PostgreSQL's lock_not_available (55P03), MySQL's lock wait timeout
+// (1205), SQLite's busy or locked database.
+func (s *Store) lockTimedOut(err error) bool {
+	if n, ok := mysqlErrorNumber(err); ok {
+		return n == 1205
+	}
+	return pgState(err) == "55P03" || sqliteTransient(err)
 }
 
 // PurgeExpired deletes records whose expiresAt has passed on the database's
