@@ -1,10 +1,14 @@
 package sqlstore_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,4 +235,128 @@ func waitForDDL(t *testing.T, db *sql.DB, d sqlstore.Dialect, table string, crea
 		case <-poll.C:
 		}
 	}
+}
+
+// TestIndexBuildNotUndone: while another instance builds the missing index
+// with CREATE INDEX CONCURRENTLY, the index reads as INVALID. CreateTable
+// must wait for that build rather than drop the index, which would undo
+// the build once it ends (and the two instances could go on undoing each
+// other's). Here the other instance is the test: its build waits for an
+// open transaction, as builds do, and ends when the transaction does.
+func TestIndexBuildNotUndone(t *testing.T) {
+	ctx := t.Context()
+	db := postgresBackend.open(t, 4)
+	table := uniqueTable()
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
+	if _, err := db.ExecContext(ctx, strings.ReplaceAll(strings.Replace(handMadeTable(sqlstore.PostgreSQL, "")[0], "bigserial PRIMARY KEY", "bigserial", 1), "%T", table)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, strings.ReplaceAll(`ALTER TABLE %T ADD PRIMARY KEY (key_hash)`, "%T", table)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ('\x01', 'busy', 1, 1, 'tok', 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET fence = fence`); err != nil {
+		t.Fatal(err)
+	}
+	built := make(chan error, 1)
+	go func() {
+		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY `+table+`_expires_at ON `+table+` (expires_at)`)
+		built <- err
+	}()
+	waitForDDL(t, db, sqlstore.PostgreSQL, table, built)
+	var oid int64
+	if err := db.QueryRowContext(ctx, `SELECT oid FROM pg_class WHERE relname = '`+table+`_expires_at'`).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+
+	// CreateTable runs on its own pool, whose statements are recorded.
+	texts := &textSpy{Connector: postgresConnector(t)}
+	s, err := sqlstore.New(openDB(t, texts, 2), sqlstore.PostgreSQL, &sqlstore.Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	go func() { created <- s.CreateTable(ctx) }()
+	// Once CreateTable has looked and acted on what it saw (its second
+	// statement), the build ends.
+	poll := time.NewTicker(time.Millisecond)
+	for len(texts.list()) < 2 {
+		select {
+		case err := <-created:
+			t.Fatalf("CreateTable returned %v before the build ended", err)
+		case <-poll.C:
+		}
+	}
+	poll.Stop()
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-built; err != nil {
+		t.Fatalf("the other instance's build: %v", err)
+	}
+	if err := <-created; err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	var now int64
+	var valid bool
+	if err := db.QueryRowContext(ctx, `SELECT c.oid, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = '`+table+`_expires_at'`).Scan(&now, &valid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range texts.list() {
+		if strings.HasPrefix(q, "DROP") {
+			t.Errorf("CreateTable ran %q while the other instance was building the index", q)
+		}
+	}
+	if now != oid || !valid {
+		t.Errorf("the index is %d (valid %v), want the other instance's build %d, valid: CreateTable dropped it and built its own", now, valid, oid)
+	}
+}
+
+// textSpy records the texts of the statements its connections run.
+type textSpy struct {
+	driver.Connector
+	mu    sync.Mutex
+	texts []string
+}
+
+func (c *textSpy) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &textConn{Conn: conn, spy: c}, nil
+}
+
+func (c *textSpy) record(q string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.texts = append(c.texts, q)
+}
+
+func (c *textSpy) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.texts)
+}
+
+type textConn struct {
+	driver.Conn
+	spy *textSpy
+}
+
+func (c *textConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	c.spy.record(q)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *textConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	c.spy.record(q)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
 }

@@ -33,7 +33,8 @@ import (
 // PostgreSQL an index missing from a table that exists is built with
 // CREATE INDEX CONCURRENTLY, and on MySQL and MariaDB with ALGORITHM=INPLACE,
 // LOCK=NONE, so writes go on meanwhile; an INVALID index that a failed
-// concurrent build left behind is dropped and built again.
+// concurrent build left behind is dropped and built again, unless another
+// session seems to be building it still, which CreateTable waits for.
 func (s *Store) CreateTable(ctx context.Context) error {
 	pause := ddlPause
 	var err error
@@ -86,6 +87,9 @@ const (
 // upgrade runs the DDL for what st lacks: on a dedicated connection, each
 // statement waiting at most ddlLockTimeout for its lock.
 func (s *Store) upgrade(ctx context.Context, st schemaState) error {
+	if st.index == indexBuilding {
+		return errIndexBuilding
+	}
 	var ddls []string
 	if !st.table {
 		ddls = s.q.create
@@ -125,6 +129,10 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 	return err
 }
 
+// errIndexBuilding says that another session seems to be building the
+// index; CreateTable waits for it as for a lock.
+var errIndexBuilding = errors.New("the index on expires_at is still being built by another session (CREATE INDEX CONCURRENTLY)")
+
 // addIndex builds the index on expires_at on a table that exists, without
 // blocking writes where the dialect can. (SQLite runs one writer at a time.)
 func (s *Store) addIndex() string {
@@ -155,8 +163,11 @@ func (s *Store) lockTimeoutSQL(d time.Duration) (set, reset string) {
 
 // lockTimedOut reports whether err is DDL giving up on its lock:
 // PostgreSQL's lock_not_available (55P03), MySQL's lock wait timeout
-// (1205), SQLite's busy or locked database.
+// (1205), SQLite's busy or locked database; or errIndexBuilding.
 func (s *Store) lockTimedOut(err error) bool {
+	if errors.Is(err, errIndexBuilding) {
+		return true
+	}
 	if n, ok := mysqlErrorNumber(err); ok {
 		return n == 1205
 	}

@@ -31,8 +31,13 @@ const (
 	indexMissing indexState = iota
 	indexValid
 	// indexInvalid is a PostgreSQL index left INVALID by a CREATE INDEX
-	// CONCURRENTLY that failed, or one such build still in progress.
+	// CONCURRENTLY that failed.
 	indexInvalid
+	// indexBuilding is a PostgreSQL index not yet valid while another
+	// session holds the lock that CREATE INDEX CONCURRENTLY keeps for its
+	// whole build: probably another instance building it. Dropping it
+	// would undo that build once it ends, so CreateTable waits instead.
+	indexBuilding
 )
 
 // complete reports whether the schema needs nothing.
@@ -111,7 +116,11 @@ func (s *Store) schemaLookup() string {
 SELECT
 	(SELECT count(*) FROM t),
 	(SELECT count(*) FROM t JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attname = 'fingerprint' AND NOT a.attisdropped),
-	COALESCE((SELECT CASE WHEN i.indisvalid THEN 1 ELSE 2 END
+	COALESCE((SELECT CASE WHEN i.indisvalid THEN 1 WHEN EXISTS (
+			SELECT FROM pg_catalog.pg_locks l
+			WHERE l.locktype = 'relation' AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+			AND l.relation = t.oid AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()
+		) THEN 3 ELSE 2 END
 		FROM t JOIN pg_catalog.pg_index i ON i.indrelid = t.oid JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
 		WHERE c.relname = '` + t.index() + `'), 0),
 	(SELECT count(*) FROM t JOIN pg_catalog.pg_index i ON i.indrelid = t.oid
