@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 )
 
 // offClock is a store clock off this machine's by a fixed skew.
@@ -34,5 +38,52 @@ func TestCheckClockSkew(t *testing.T) {
 		if got := r.problems > 0; got != tc.problem || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("skew %v, -max-skew %v: problem = %v, output %q; want problem = %v and %q", tc.skew, tc.max, got, out.String(), tc.problem, tc.want)
 		}
+	}
+}
+
+// TestCheckKeyNotUnique: check fails a hand-made table whose key_hash is
+// only indexed, not unique, with a line that names the table and what it
+// lacks, and the other commands refuse it.
+func TestCheckKeyNotUnique(t *testing.T) {
+	for _, tc := range []struct {
+		name, driver, dsn, url, id string
+	}{
+		{"PostgreSQL", "pgx", testenv.PostgresDSN(t), testenv.PostgresDSN(t), "id bigserial PRIMARY KEY"},
+		{"MariaDB", "mysql", testenv.MySQLDSN(t), "mysql://" + testenv.MySQLDSN(t), "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"},
+		{"SQLite", "sqlite", filepath.Join(t.TempDir(), "records.db"), "", "id INTEGER PRIMARY KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := unique()
+			url := withParam(tc.url, "table", table)
+			if tc.driver == "sqlite" {
+				url = "sqlite://" + tc.dsn + "?table=" + table
+			}
+			db, err := sql.Open(tc.driver, tc.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			defer db.Exec("DROP TABLE IF EXISTS " + table)
+			for _, q := range []string{
+				"CREATE TABLE " + table + " (" + tc.id + ", key_hash " + map[string]string{"pgx": "bytea", "mysql": "BINARY(32)", "sqlite": "BLOB"}[tc.driver] + " NOT NULL, " +
+					"key_text TEXT NOT NULL, state SMALLINT NOT NULL, fence BIGINT NOT NULL, token TEXT NOT NULL, lease_until BIGINT NOT NULL, expires_at BIGINT NOT NULL, fingerprint " +
+					map[string]string{"pgx": "bytea", "mysql": "VARBINARY(32)", "sqlite": "BLOB"}[tc.driver] + ")",
+				"CREATE INDEX " + table + "_key ON " + table + " (key_hash)",
+				"CREATE INDEX " + table + "_expires_at ON " + table + " (expires_at)",
+			} {
+				if _, err := db.ExecContext(t.Context(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			r := idemgate(t, "", "check", "-store", url)
+			if r.code != exitProblem || !strings.Contains(r.stdout, "FAIL  table") || !strings.Contains(r.stdout, table) || !strings.Contains(r.stdout, "key_hash") {
+				t.Errorf("check of a table without a unique key_hash = %d:\n%s", r.code, r.stdout)
+			}
+			r = idemgate(t, "", "inspect", "-store", url, "k")
+			if r.code != exitProblem {
+				t.Errorf("inspect = %d, want 1", r.code)
+			}
+			r.oneErrorLine(t, "key_hash")
+		})
 	}
 }

@@ -104,13 +104,9 @@ type statements struct {
 	release     query // $1 key hash, $2 fence
 	extend      query // $1 key hash, $2 fence, $3 lease (ms)
 	purge       query // $1 batch size
-	// exists looks the schema up in one row of two counts: the schema
-	// objects present (table, index, fingerprint column), which is
-	// objects when the schema is complete; and 1 when the table is there
-	// without its fingerprint column (it predates the column), else 0.
-	exists  string
-	objects int
-	create  []string // idempotent DDL, run in order
+	// create is the idempotent DDL of a new table, run in order; the
+	// schema lookup is in schemacheck.go.
+	create []string
 	// addColumn adds the fingerprint column to a table that lacks it.
 	addColumn string
 }

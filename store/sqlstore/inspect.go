@@ -133,11 +133,14 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // TableExists reports whether the store's schema is complete: the table,
 // its index on expires_at and its fingerprint column. It changes nothing;
 // [Store.CreateTable] creates what is missing, and adds the column to a
-// table that predates it.
+// table that predates it. A table whose key_hash is not unique as every
+// Claim needs it (the primary key, or the only column of a full unique
+// index or constraint) is an error, which names the table and what it
+// lacks.
 func (s *Store) TableExists(ctx context.Context) (bool, error) {
-	var n, lacksFingerprint int
-	if err := s.db.QueryRowContext(ctx, s.q.exists).Scan(&n, &lacksFingerprint); err != nil {
-		return false, fmt.Errorf("sqlstore: look up table %s: %w", s.table, err)
+	st, err := s.lookSchema(ctx)
+	if err != nil {
+		return false, err
 	}
-	return n == s.q.objects, nil
+	return st.complete(), nil
 }

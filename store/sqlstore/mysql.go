@@ -126,16 +126,6 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 			s.claim = x(mysqlClaim)
 			s.claimRead = x(mysqlClaimRead)
 		}
-		schema := "DATABASE()"
-		if t.schema != "" {
-			schema = "'" + t.schema + "'" // validated: letters, digits, '_'
-		}
-		s.exists = `SELECT COUNT(*) + COUNT(c.column_name), COUNT(*) - COUNT(c.column_name)
-FROM information_schema.tables AS t
-LEFT JOIN information_schema.columns AS c
-	ON c.table_schema = t.table_schema AND c.table_name = t.table_name AND c.column_name = 'fingerprint'
-WHERE t.table_schema = ` + schema + ` AND t.table_name = '` + t.name + `'`
-		s.objects = 2 // the table and its fingerprint column; the index is part of CREATE TABLE
 		// The record is keyed on SHA-256 of the key: InnoDB limits an index
 		// entry to 3072 bytes, and MySQL's default collations compare
 		// case- and accent-insensitively, so neither the key itself nor a

@@ -205,20 +205,6 @@ func postgresStatements(t table, ttl int64) statements {
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW}
 	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at < {NOW}`)
-	schema := "current_schema()"
-	if t.schema != "" {
-		schema = "'" + t.schema + "'" // validated: letters, digits, '_'
-	}
-	s.exists = `WITH o AS (
-	SELECT c.relname = '` + t.name + `' AS is_table, EXISTS (
-		SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'fingerprint' AND NOT a.attisdropped
-	) AS has_fp
-	FROM pg_catalog.pg_class c
-	JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	WHERE n.nspname = ` + schema + ` AND c.relname IN ('` + t.name + `', '` + t.index() + `')
-)
-SELECT count(*) + count(*) FILTER (WHERE is_table AND has_fp), count(*) FILTER (WHERE is_table AND NOT has_fp) FROM o`
-	s.objects = 3
 	s.create = []string{
 		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    bytea    PRIMARY KEY,

@@ -3,48 +3,175 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
-// CreateTable creates the store's table and its index on expires_at unless
-// both exist, and adds the fingerprint column to a table created by an
-// earlier version without it. It only looks when the schema is complete, so
-// an application whose database user may not run DDL can still call it at
-// start-up once the schema is in place. Instances that start together may
-// all call it: a creation that races another one is checked again rather
-// than reported.
+// CreateTable makes the store's schema complete: it creates the table and
+// its index on expires_at, adds the fingerprint column to a table created
+// by an earlier version without it, and builds the index on a table that
+// lacks it. It first looks, in one statement, and runs DDL only for what is
+// missing, so an application whose database user may not run DDL can still
+// call it at start-up once the schema is in place. Instances that start
+// together may all call it: DDL that races another instance's is followed
+// by another look rather than reported.
+//
+// It refuses a table whose key_hash is not unique as every Claim needs it
+// (the primary key, or the only column of a full unique index or
+// constraint), since no DDL of the store mends it: the error names the
+// table and what it lacks.
+//
+// On a table in use, DDL must not stall the service. Each statement waits
+// at most a second for its lock, so that the statements queued behind
+// it (every Claim, Extend and Complete of every instance) wait no longer;
+// CreateTable then tries again, a few times with a growing pause, within
+// ctx, and returns an error that says the table stayed locked. On
+// PostgreSQL an index missing from a table that exists is built with
+// CREATE INDEX CONCURRENTLY, and on MySQL and MariaDB with ALGORITHM=INPLACE,
+// LOCK=NONE, so writes go on meanwhile; an INVALID index that a failed
+// concurrent build left behind is dropped and built again, unless another
+// session seems to be building it still, which CreateTable waits for.
 func (s *Store) CreateTable(ctx context.Context) error {
+	pause := ddlPause
 	var err error
-	for range 3 {
-		var n, lacksFingerprint int
-		if err = s.db.QueryRowContext(ctx, s.q.exists).Scan(&n, &lacksFingerprint); err != nil {
+	for attempt := 1; ; attempt++ {
+		st, lerr := s.lookSchema(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		if st.complete() {
+			return nil
+		}
+		if attempt > ddlAttempts {
 			break
 		}
-		if n == s.q.objects {
-			return nil
+		if err = s.upgrade(ctx, st); err == nil || !s.lockTimedOut(err) || attempt == ddlAttempts {
+			// Done, or raced by another instance: look again.
+			continue
 		}
-		if err = s.createOnce(ctx, lacksFingerprint == 1); err == nil {
-			return nil
+		// The table is locked: pause, so the transaction holding it can
+		// finish, before the next try queues again.
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("sqlstore: create table %s: %w (while waiting for a lock: %w)", s.table, ctx.Err(), err)
+		case <-t.C:
 		}
+		pause *= 2
+	}
+	switch {
+	case err == nil:
+		err = errors.New("the schema is still incomplete after its DDL ran")
+	case s.lockTimedOut(err):
+		return fmt.Errorf("sqlstore: create table %s: the table stayed locked (%d tries, each waiting %v): a transaction on it is still open, "+
+			"so start again later or run the DDL of docs/stores/sql.md by hand: %w", s.table, ddlAttempts, ddlLockTimeout, err)
 	}
 	return fmt.Errorf("sqlstore: create table %s: %w", s.table, err)
 }
 
-// createOnce runs the idempotent DDL and, if addColumn, the ALTER that adds
-// the fingerprint column, which cannot be made idempotent in every dialect.
-func (s *Store) createOnce(ctx context.Context, addColumn bool) error {
-	ddls := s.q.create
-	if addColumn {
-		ddls = append(ddls[:len(ddls):len(ddls)], s.q.addColumn)
+// Bounds of the DDL that CreateTable runs on a table in use. Every
+// statement on a table queues behind DDL that waits for the table's lock,
+// so the lock timeout bounds how long the DDL can stall them. MySQL counts
+// it in whole seconds.
+const (
+	ddlLockTimeout = time.Second            // each statement's wait for its lock
+	ddlAttempts    = 5                      // tries while the table stays locked
+	ddlPause       = 250 * time.Millisecond // before the second try; doubled after each
+)
+
+// upgrade runs the DDL for what st lacks: on a dedicated connection, each
+// statement waiting at most ddlLockTimeout for its lock.
+func (s *Store) upgrade(ctx context.Context, st schemaState) error {
+	if st.index == indexBuilding {
+		return errIndexBuilding
 	}
-	for _, ddl := range ddls {
-		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+	var ddls []string
+	if !st.table {
+		ddls = s.q.create
+	} else {
+		if !st.fingerprint {
+			ddls = append(ddls, s.q.addColumn)
+		}
+		if st.index == indexInvalid {
+			ddls = append(ddls, `DROP INDEX CONCURRENTLY IF EXISTS `+s.table.qualify(doubleQuote, s.table.index()))
+		}
+		if st.index != indexValid {
+			ddls = append(ddls, s.addIndex())
+		}
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	set, reset := s.lockTimeoutSQL(ddlLockTimeout)
+	if set != "" {
+		if _, err := conn.ExecContext(ctx, set); err != nil {
 			return err
 		}
 	}
-	return nil
+	for _, ddl := range ddls {
+		if _, err = conn.ExecContext(ctx, ddl); err != nil {
+			break
+		}
+	}
+	if reset != "" {
+		if _, rerr := conn.ExecContext(ctx, reset); rerr != nil {
+			// Keep the setting out of the pool: discard the connection.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	return err
+}
+
+// errIndexBuilding says that another session seems to be building the
+// index; CreateTable waits for it as for a lock.
+var errIndexBuilding = errors.New("the index on expires_at is still being built by another session (CREATE INDEX CONCURRENTLY)")
+
+// addIndex builds the index on expires_at on a table that exists, without
+// blocking writes where the dialect can. (SQLite runs one writer at a time.)
+func (s *Store) addIndex() string {
+	switch {
+	case s.spec.mysql:
+		return `ALTER TABLE ` + s.table.ref(backquote) + ` ADD INDEX ` + backquote(s.table.index()) + ` (expires_at), ALGORITHM = INPLACE, LOCK = NONE`
+	case s.spec.prepare:
+		return s.q.create[len(s.q.create)-1]
+	}
+	// CONCURRENTLY runs outside a transaction; the index is created in the
+	// table's schema.
+	return `CREATE INDEX CONCURRENTLY IF NOT EXISTS ` + doubleQuote(s.table.index()) + ` ON ` + s.table.ref(doubleQuote) + ` (expires_at)`
+}
+
+// lockTimeoutSQL returns the statements that bound, then restore, a
+// session's wait for locks. SQLite waits for its lock at most the busy
+// timeout of the connection, and nothing queues behind a waiting writer.
+func (s *Store) lockTimeoutSQL(d time.Duration) (set, reset string) {
+	switch {
+	case s.spec.mysql:
+		secs := max(1, int64((d+time.Second-1)/time.Second))
+		return "SET SESSION lock_wait_timeout = " + strconv.FormatInt(secs, 10), "SET SESSION lock_wait_timeout = DEFAULT"
+	case s.spec.prepare:
+		return "", ""
+	}
+	return "SET lock_timeout = '" + strconv.FormatInt(max(1, d.Milliseconds()), 10) + "ms'", "RESET lock_timeout"
+}
+
+// lockTimedOut reports whether err is DDL giving up on its lock:
+// PostgreSQL's lock_not_available (55P03), MySQL's lock wait timeout
+// (1205), SQLite's busy or locked database; or errIndexBuilding.
+func (s *Store) lockTimedOut(err error) bool {
+	if errors.Is(err, errIndexBuilding) {
+		return true
+	}
+	if n, ok := mysqlErrorNumber(err); ok {
+		return n == 1205
+	}
+	return pgState(err) == "55P03" || sqliteTransient(err)
 }
 
 // PurgeExpired deletes records whose expiresAt has passed on the database's

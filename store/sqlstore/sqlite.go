@@ -16,17 +16,6 @@ func sqliteStatements(t table, ttl int64) statements {
 	s.purge = x(`DELETE FROM {T} WHERE key_hash IN (
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
 )`)
-	// SQLite names are case-insensitive; so is this lookup.
-	schema := t.schema
-	if schema == "" {
-		schema = "main"
-	}
-	s.exists = `SELECT count(*) + count(f.name), count(*) FILTER (WHERE m.type = 'table') - count(f.name)
-FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` AS m
-LEFT JOIN pragma_table_info(m.name, '` + schema + `') AS f ON m.type = 'table' AND f.name = 'fingerprint' COLLATE NOCASE
-WHERE (m.type = 'table' AND m.name = '` + t.name + `' COLLATE NOCASE)
-   OR (m.type = 'index' AND m.name = '` + t.index() + `' COLLATE NOCASE)`
-	s.objects = 3
 	s.create = []string{
 		// WITHOUT ROWID keeps each record in the primary key's b-tree, so a
 		// lookup by key hash is one search rather than two.
