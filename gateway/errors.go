@@ -6,36 +6,40 @@ import (
 	"time"
 )
 
-var (
-	// ErrDuplicate is returned by Lock when the key's work is already done
-	// and its record has not expired. The delivery should be acknowledged.
-	ErrDuplicate = errors.New("gateway: duplicate: the work for this key is already done")
+// ErrDuplicate is returned by Lock when the key's work is already done and
+// its record has not expired. The delivery should be acknowledged.
+var ErrDuplicate = errors.New("gateway: duplicate: the work for this key is already done")
 
-	// ErrInProgress is matched (with errors.Is) by the *InProgressError that
-	// Lock and Mutex return when a live holder owns the key. The delivery
-	// should be retried later.
-	ErrInProgress = errors.New("gateway: in progress: another delivery holds this key")
+// ErrInProgress is matched (with errors.Is) by the *InProgressError that
+// Lock and Mutex return when a live holder owns the key, or, for Mutex,
+// when Lock completed it. The delivery should be retried later.
+var ErrInProgress = errors.New("gateway: in progress: another delivery holds this key")
 
-	// ErrStore wraps every error the store returned on Claim. The work did
-	// not run; the delivery should be retried.
-	ErrStore = errors.New("gateway: store failed")
+// ErrStore wraps every error the store returned on Claim. The work did not
+// run; the delivery should be retried.
+var ErrStore = errors.New("gateway: store failed")
 
-	// ErrNoKey wraps the error returned when no usable idempotency key could
-	// be resolved. The gateway refuses to run the work unguarded.
-	ErrNoKey = errors.New("gateway: no idempotency key")
-)
+// ErrNoKey wraps the error returned when no usable idempotency key could be
+// resolved. The gateway refuses to run the work unguarded.
+var ErrNoKey = errors.New("gateway: no idempotency key")
 
 // InProgressError reports that a live holder owns Key until LeaseUntil.
 // errors.Is(err, ErrInProgress) is true for it.
 type InProgressError struct {
 	Key string
 	// LeaseUntil is when the holder's lease ends, as reported by the store;
-	// zero when a Mutex meets a key completed by Lock.
+	// zero when Done.
 	LeaseUntil time.Time
+	// Done says that a Mutex met a key completed by Lock: no holder will
+	// let it go before its record expires.
+	Done bool
 }
 
 func (e *InProgressError) Error() string {
-	if e.LeaseUntil.IsZero() {
+	switch {
+	case e.Done:
+		return fmt.Sprintf("gateway: in progress: key %q was completed by Lock; Mutex does not run over finished work", e.Key)
+	case e.LeaseUntil.IsZero():
 		return fmt.Sprintf("gateway: in progress: key %q is held", e.Key)
 	}
 	return fmt.Sprintf("gateway: in progress: key %q is held until %s", e.Key, e.LeaseUntil.UTC().Format(time.RFC3339Nano))

@@ -145,8 +145,13 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Lease < 0 || o.SettleTimeout < 0 || o.MaxBodyBytes < 0 {
-		return nil, errors.New("gateway: negative Lease, SettleTimeout or MaxBodyBytes")
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Lease", int64(o.Lease)}, {"SettleTimeout", int64(o.SettleTimeout)}, {"MaxBodyBytes", o.MaxBodyBytes}} {
+		if f.v < 0 {
+			return nil, errors.New("gateway: Options." + f.name + " is negative")
+		}
 	}
 	g := &Gateway{st: st, renewals: new(scheduler)}
 	if x, ok := st.(store.Extender); ok && !o.NoRenew {

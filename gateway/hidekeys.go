@@ -25,7 +25,7 @@ func (g *Gateway) hideKey(key string, cause error) error {
 	digest := g.keyText(key)
 	switch e := cause.(type) {
 	case *InProgressError:
-		return &InProgressError{Key: digest, LeaseUntil: e.LeaseUntil}
+		return &InProgressError{Key: digest, LeaseUntil: e.LeaseUntil, Done: e.Done}
 	case *ConflictError:
 		hidden := *e
 		hidden.Key = digest

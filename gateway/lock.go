@@ -60,6 +60,9 @@ import (
 // so the Locks fn takes on other keys compare nothing. With HideKeys, an
 // error Lock returns for work that did not run holds no key.
 func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		panic("gateway: Lock with a nil function")
+	}
 	outcome, err := g.lock(ctx, key, fn, scope{log: g.log})
 	if !outcome.ran() {
 		err = g.hideKey(key, err)

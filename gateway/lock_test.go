@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,5 +359,38 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A nil function is refused at once, with a message that says so, not by
+// a nil dereference after a claim was won; a negative option names its
+// field.
+func TestNilFunctionsAndNegativeOptions(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	for name, call := range map[string]func(){
+		"Lock":       func() { f.g.Lock(t.Context(), "k", nil) },
+		"Mutex":      func() { f.g.Mutex(t.Context(), "k", nil) },
+		"Idempotent": func() { f.g.Idempotent(nil) },
+		"Push":       func() { f.g.Push(nil) },
+	} {
+		func() {
+			defer func() {
+				if p, _ := recover().(string); p != "gateway: "+name+" with a nil function" && p != "gateway: "+name+" with a nil handler" {
+					t.Errorf("%s(nil) panicked with %q", name, p)
+				}
+			}()
+			call()
+		}()
+	}
+	if rec, ok, _ := f.st.Inspect(t.Context(), "k"); ok {
+		t.Errorf("a nil function left a record: %+v", rec)
+	}
+	for _, tc := range []struct {
+		opts gateway.Options
+		want string
+	}{{gateway.Options{Lease: -1}, "Options.Lease"}, {gateway.Options{SettleTimeout: -1}, "Options.SettleTimeout"}, {gateway.Options{MaxBodyBytes: -1}, "Options.MaxBodyBytes"}} {
+		if _, err := gateway.New(f.st, &tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %s", tc.opts, err, tc.want)
+		}
 	}
 }

@@ -61,6 +61,9 @@ import (
 // http.ResponseController too. The acknowledging codes used here (200 and
 // 204) are acks on Pub/Sub and on its emulator alike.
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
+	if h == nil {
+		panic("gateway: Idempotent with a nil handler")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
 			h.ServeHTTP(rec, r.WithContext(ctx))
@@ -78,6 +81,9 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 // store.ErrFenced (fn's transaction found its claim taken over and wrote
 // nothing), which answers 200. Requests other than POST get 405.
 func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
+	if fn == nil {
+		panic("gateway: Push with a nil function")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, nil, func(ctx context.Context, _ *recorder, m *pushenvelope.Message) error {
 			return fn(ctx, m)
@@ -204,7 +210,7 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 	case OutcomeStoreError:
 		http.Error(w, "idemgate: store unavailable", http.StatusServiceUnavailable)
 	case OutcomeNoKey:
-		http.Error(w, "idemgate: "+res.Err.Error(), http.StatusInternalServerError)
+		http.Error(w, res.Err.Error(), http.StatusInternalServerError) // "gateway: no idempotency key: …"
 	default: // the work ran: its own answer, or 500 for a failure that gave none
 		if rec.status == 0 && res.Err != nil {
 			http.Error(w, "handler failed", http.StatusInternalServerError)

@@ -31,6 +31,9 @@ import (
 // along. If the release fails after fn succeeded, Mutex logs it and
 // returns nil: the key frees when its lease ends.
 func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
+	if fn == nil {
+		panic("gateway: Mutex with a nil function")
+	}
 	if g.disabled {
 		return g.passThrough(ctx, "mutex", key, fn)
 	}
@@ -47,7 +50,7 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	fence = c.Fence
 	if c.Status != store.Won {
 		outcome = OutcomeInProgress
-		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil})
+		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, Done: c.Status == store.AlreadyDone})
 	}
 	defer g.release(ctx, c, "mutex", sc)
 	r := g.renew(ctx, c, claimedAt, sc)

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,6 +64,11 @@ func TestMutexOnDoneKeyIsInProgress(t *testing.T) {
 	var runs atomic.Int32
 	if err := f.g.Mutex(t.Context(), "po-1", counter(&runs)); !errors.Is(err, gateway.ErrInProgress) || runs.Load() != 0 {
 		t.Fatalf("Mutex on a DONE key = %v, want ErrInProgress without running", err)
+	}
+	// It says what it met: a key completed by Lock, not a holder.
+	err := f.g.Mutex(t.Context(), "po-1", counter(&runs))
+	if ip, ok := errors.AsType[*gateway.InProgressError](err); !ok || !ip.Done || !strings.Contains(err.Error(), "completed by Lock") {
+		t.Errorf("Mutex on a DONE key = %v, want an *InProgressError with Done that says so", err)
 	}
 }
 

@@ -31,8 +31,11 @@ const (
 // it, so the caller may reuse it.
 type Options struct {
 	// Key resolves the idempotency key of a message, from the message as
-	// pushenvelope describes a push delivery (see messageOf), so that one key
-	// function serves push, CloudEvents and pull alike. Default
+	// pushenvelope describes a push delivery, so that one key function
+	// serves push, CloudEvents and pull alike: its ID, Data, Attributes,
+	// PublishTime, OrderingKey and DeliveryAttempt are the pulled message's,
+	// its Subscription is Options.Subscription, and its Form is zero (a
+	// pulled message came in none of the push forms). Default
 	// gateway.KeyFromMessageID.
 	Key gateway.KeyFunc
 
