@@ -152,6 +152,8 @@ func reply(d *guard.Delivery, res *guard.Result, result error) error {
 		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", res.Err)
 	case gateway.OutcomeStoreError:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", res.Err)
+	case gateway.OutcomeCancelled:
+		return withStatus(http.StatusServiceUnavailable, "idemgate: the request ended before its key was claimed", res.Err)
 	case gateway.OutcomeFencedOut:
 		if !acknowledged(result) {
 			return nil // fn's transaction was fenced out: nothing written, the new holder does the work

@@ -173,6 +173,10 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 			cause = res.Err
 		}
 		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: no idempotency key; refusing to run unguarded", outcome, g.errorAttr(d.Key, cause))
+	case outcome == OutcomeCancelled:
+		// The caller went away (a client gone, a deadline, Receive
+		// stopping): nothing is wrong with the store.
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: the caller's context ended before the key was claimed; asking for a retry", outcome, g.errorAttr(d.Key, res.Err))
 	default:
 		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: store failed; asking for a retry", outcome, g.errorAttr(d.Key, res.Err))
 	}

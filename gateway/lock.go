@@ -81,7 +81,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
-		return claimOutcome(err), err
+		return claimOutcome(ctx, err), err
 	}
 	fence = c.Fence
 	if c.Status != store.Won {
@@ -188,10 +188,15 @@ type reader interface {
 	Inspect(ctx context.Context, key string) (store.Record, bool, error)
 }
 
-// claimOutcome names the outcome of a failed claim.
-func claimOutcome(err error) Outcome {
-	if errors.Is(err, ErrNoKey) {
+// claimOutcome names the outcome of a failed claim: a store error, unless
+// the key was refused, or the caller's context had ended (the caller went
+// away; the store may well be fine).
+func claimOutcome(ctx context.Context, err error) Outcome {
+	switch {
+	case errors.Is(err, ErrNoKey):
 		return OutcomeNoKey
+	case ctx.Err() != nil:
+		return OutcomeCancelled
 	}
 	return OutcomeStoreError
 }

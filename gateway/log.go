@@ -25,6 +25,7 @@ const (
 	OutcomeNoKey         Outcome = "no_key"         // refused: no key could be resolved
 	OutcomeRejected      Outcome = "rejected"       // refused: not a usable delivery (malformed, too large)
 	OutcomeConflict      Outcome = "conflict"       // the key was used for another payload
+	OutcomeCancelled     Outcome = "cancelled"      // the caller's context ended before the key was claimed
 )
 
 // String returns o's name.

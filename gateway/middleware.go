@@ -209,6 +209,8 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 		http.Error(w, "idemgate: in progress elsewhere; retry later", http.StatusServiceUnavailable)
 	case OutcomeStoreError:
 		http.Error(w, "idemgate: store unavailable", http.StatusServiceUnavailable)
+	case OutcomeCancelled:
+		http.Error(w, "idemgate: the request ended before its key was claimed", http.StatusServiceUnavailable)
 	case OutcomeNoKey:
 		http.Error(w, res.Err.Error(), http.StatusInternalServerError) // "gateway: no idempotency key: …"
 	default: // the work ran: its own answer, or 500 for a failure that gave none

@@ -44,7 +44,7 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	sc := scope{log: g.log}
 	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
-		outcome = claimOutcome(err)
+		outcome = claimOutcome(ctx, err)
 		return g.hideKey(key, err)
 	}
 	fence = c.Fence

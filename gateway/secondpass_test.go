@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -328,4 +329,27 @@ func TestMutexLeaseLostIsReturned(t *testing.T) {
 			t.Fatalf("Mutex = %v, want ErrLeaseLost", err)
 		}
 	})
+}
+
+// Issue 23 (API papercuts): a caller whose context ended before the key
+// was claimed is not a store failure: outcome cancelled, one WARN line, no
+// ERROR, and still a nack (503).
+func TestCancelledCallerIsNotAStoreFailure(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fs := &faulty{Store: st}
+	fs.failClaim.Store(true) // the Claim fails as a network client's does on a cancelled context
+	l := &logs{}
+	g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger()})
+	h := g.Idempotent(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/", strings.NewReader(push("1", nil, "x"))))
+	wantStatus(t, rec, http.StatusServiceUnavailable, "a cancelled caller")
+	if lines := l.Records().Outcome(gateway.OutcomeCancelled); len(lines) != 1 || lines[0].Level != slog.LevelWarn {
+		t.Errorf("want one WARN cancelled line, got:\n%s", l.Records())
+	}
+	if lines := l.Records().Level(slog.LevelError); len(lines) != 0 {
+		t.Errorf("ERROR lines for a caller that went away:\n%s", lines)
+	}
 }

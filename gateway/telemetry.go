@@ -31,6 +31,7 @@ var opNames = [opCount]string{"claim", "complete", "release", "extend"}
 var outcomeNames = []Outcome{
 	OutcomeWon, OutcomeDuplicate, OutcomeInProgress, OutcomeFailed, OutcomeFencedOut,
 	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey, OutcomeRejected, OutcomeConflict,
+	OutcomeCancelled,
 }
 
 // telemetry holds the OpenTelemetry instruments. With the default global
