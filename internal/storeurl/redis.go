@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,15 +54,27 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err // without the URL, which may hold a password
 		}
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 	}
 	opts, err := redisStoreOptions(q)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+	}
+	addr := base + "://" + strings.Join(append([]string{u.Host}, seeds...), ",")
+	if cluster {
+		addr = base + "+cluster://" + strings.Join(append([]string{u.Host}, seeds...), ",")
+	} else if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		addr += "/" + db
+	} else {
+		addr += "/0"
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = defaultRedisPrefix
 	}
 	for _, s := range seeds {
 		q.Add("addr", s)
@@ -70,19 +84,23 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 	var client redis.UniversalClient
 	if cluster {
 		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("%s: a cluster URL takes no database number (a cluster has only database 0)", shown)
+			return nil, badURL(fmt.Errorf("%s: a cluster URL takes no database number (a cluster has only database 0)", shown))
 		}
 		u.Path = ""
 		o, err := redis.ParseClusterURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", shown, err)
+			return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 		}
+		// Every command is bounded by its context's deadline, not only by
+		// the read and write timeouts: a caller's timeout is honoured.
+		o.ContextTimeoutEnabled = true
 		client = redis.NewClusterClient(o)
 	} else {
 		o, err := redis.ParseURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", shown, err)
+			return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 		}
+		o.ContextTimeoutEnabled = true
 		client = redis.NewClient(o)
 	}
 
@@ -98,7 +116,70 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 		// Past the ping, New can fail only in its eviction check.
 		return nil, fmt.Errorf("%w (allow_eviction=true in the store URL skips this check)", err)
 	}
-	return &Opened{Store: st, Close: client.Close}, nil
+	o := &Opened{Store: st, Close: client.Close, Addr: addr, Records: orDefault(fmt.Sprintf("key prefix %q", prefix), opts.Prefix != "")}
+	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
+		return scanSuffix(ctx, client, prefix, suffix, n)
+	}
+	return o, nil
+}
+
+// defaultRedisPrefix is redisstore's default key prefix, which a URL
+// without a prefix parameter reads.
+const defaultRedisPrefix = "idemgate:"
+
+// scanBudget bounds a suffix search: SCAN calls per server, each looking
+// at about scanCount keys.
+const (
+	scanBudget = 100
+	scanCount  = 1000
+)
+
+// scanSuffix lists up to n keys, after prefix, of records whose key ends
+// with suffix, with SCAN MATCH on every master, and whether the search
+// covered the whole keyspace before its budget ran out.
+func scanSuffix(ctx context.Context, client redis.UniversalClient, prefix, suffix string, n int) ([]string, bool, error) {
+	glob := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+	match := glob.Replace(prefix) + "*" + glob.Replace(suffix)
+	var (
+		mu       sync.Mutex // guards keys and complete
+		keys     []string
+		complete = true
+	)
+	scan := func(ctx context.Context, c *redis.Client) error {
+		var cursor uint64
+		for range scanBudget {
+			page, next, err := c.Scan(ctx, cursor, match, scanCount).Result()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, k := range page {
+				if len(keys) < n {
+					keys = append(keys, strings.TrimPrefix(k, prefix))
+				}
+			}
+			full := len(keys) >= n
+			mu.Unlock()
+			if cursor = next; cursor == 0 || full {
+				return nil
+			}
+		}
+		mu.Lock()
+		complete = false
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, false, fmt.Errorf("cannot scan a %T", client)
+	}
+	slices.Sort(keys)
+	return keys, complete, err
 }
 
 // redisStoreOptions takes the store's own parameters out of q.
