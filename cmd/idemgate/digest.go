@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"time"
 )
 
 const digestHelp = `Digest prints, one per line in the order given, the digest that stands for
@@ -19,7 +18,7 @@ It reads no store.
 `
 
 func (c *cli) digest(_ context.Context, args []string) int {
-	fs, cm := c.flags("digest", "KEY…", digestHelp, time.Second)
+	fs, cm := c.flagSet("digest", "KEY…", digestHelp)
 	keys, code, done := c.parse(fs, cm, args)
 	if done {
 		return code

@@ -171,24 +171,40 @@ type common struct {
 // flags returns the flag set of command name, with the common flags.
 // timeout is the command's default -timeout.
 func (c *cli) flags(name, args, help string, timeout time.Duration) (*flag.FlagSet, *common) {
-	fs := flag.NewFlagSet("idemgate "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	var cm common
+	fs, cm := c.flagSet(name, args, help)
 	// The default is read in open, not here: the help must not print a
 	// URL that may hold a password.
 	fs.StringVar(&cm.store, "store", "", "store `URL` (default $"+storeEnv+")")
 	fs.DurationVar(&cm.timeout, "timeout", timeout, "bound on the whole command, connecting included (not the wait for forget's answer)")
+	return fs, cm
+}
+
+// flagSet returns the flag set of command name, without flags.
+func (c *cli) flagSet(name, args, help string) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet("idemgate "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var cm common
 	// parse prints the help: on stdout when it was asked for, on stderr
 	// after a usage error.
 	fs.Usage = func() {}
 	cm.usage = func(w io.Writer) {
 		fs.SetOutput(w)
 		defer fs.SetOutput(c.stderr)
-		fmt.Fprintf(w, "usage: idemgate %s [flags] %s\n\n%s\nFlags:\n", name, args, help)
-		fs.PrintDefaults()
+		fmt.Fprintf(w, "usage: idemgate %s [flags] %s\n\n%s", name, args, help)
+		if hasFlags(fs) {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 		fmt.Fprint(w, "\nExit status: 0 done as asked, 1 problem found or operation failed, 2 usage error.\n")
 	}
 	return fs, &cm
+}
+
+// hasFlags reports whether fs defines a flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
 }
 
 // parse parses args into fs, flags and arguments in any order up to a

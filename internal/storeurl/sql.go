@@ -142,8 +142,10 @@ func openDB(scheme, dsn string, create bool) (*sql.DB, string, error) {
 		if !create {
 			// SQLite creates a missing file: a typo in the path would read an
 			// empty database and answer "absent" for every key.
-			if _, err := os.Stat(path); err != nil {
-				return nil, "", fmt.Errorf("no database file %s: %w", path, err)
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				return nil, "", fmt.Errorf("no database file %s (the service creates it; this opening does not)", path)
+			} else if err != nil {
+				return nil, "", err
 			}
 		}
 		if !hasParam(query, "_pragma") {
