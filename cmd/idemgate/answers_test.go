@@ -249,3 +249,20 @@ func TestHelpOnStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisLongTimeout: a -timeout longer than go-redis's own 3 s read
+// timeout is honoured: a Redis that answers each command after 3.2 s is
+// slow, not unreachable.
+func TestRedisLongTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits several slow round trips")
+	}
+	t.Parallel() // it mostly waits
+	px := testenv.NewProxy(t, testenv.RedisAddr(t))
+	px.Latency(t, testenv.Downstream, 3200*time.Millisecond)
+	rawURL := "redis://" + px.Addr + "/0?allow_eviction=true&prefix=" + unique() + ":"
+	r := idemgate(t, "", "inspect", "-store", rawURL, "-timeout", "40s", "-json", "k")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"status":"absent"`) {
+		t.Errorf("inspect through a slow link with -timeout 40s = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -30,8 +30,11 @@ const redisCheckTimeout = 10 * time.Second
 // store; every other parameter is a go-redis client option, such as
 // dial_timeout or pool_size, as redis.ParseURL and redis.ParseClusterURL
 // accept them. The server is pinged, and then redisstore.New checks its
-// maxmemory-policy, before the store is returned.
-func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
+// maxmemory-policy, before the store is returned. Every command honours
+// its context's deadline; if bounded is set and ctx has a deadline, that
+// deadline replaces go-redis's default dial, read and write timeouts, and
+// the checks at open, for a tool whose -timeout bounds it all.
+func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error) {
 	shown := redactURL(rawURL)
 	scheme, rest, _ := strings.Cut(rawURL, "://")
 	base, cluster := strings.CutSuffix(scheme, "+cluster")
@@ -94,6 +97,9 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 		// Every command is bounded by its context's deadline, not only by
 		// the read and write timeouts: a caller's timeout is honoured.
 		o.ContextTimeoutEnabled = true
+		if bounded {
+			boundBy(ctx, q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		}
 		client = redis.NewClusterClient(o)
 	} else {
 		o, err := redis.ParseURL(u.String())
@@ -101,10 +107,16 @@ func openRedis(ctx context.Context, rawURL string) (*Opened, error) {
 			return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 		}
 		o.ContextTimeoutEnabled = true
+		if bounded {
+			boundBy(ctx, q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		}
 		client = redis.NewClient(o)
 	}
 
-	checkCtx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	checkCtx, cancel := ctx, context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !bounded || !ok {
+		checkCtx, cancel = context.WithTimeout(ctx, redisCheckTimeout)
+	}
 	defer cancel()
 	if err := client.Ping(checkCtx).Err(); err != nil {
 		client.Close()
@@ -180,6 +192,25 @@ func scanSuffix(ctx context.Context, client redis.UniversalClient, prefix, suffi
 	}
 	slices.Sort(keys)
 	return keys, complete, err
+}
+
+// boundBy makes ctx's deadline, if it has one, the only bound on dialing
+// (dial), reading and writing (rw), where the URL's query q sets none: a
+// caller that gives a deadline (an operator's -timeout) gets it, neither
+// cut short by go-redis's defaults (5 s to dial, 3 s to read) nor stretched.
+func boundBy(ctx context.Context, q url.Values, dial *time.Duration, rw ...*time.Duration) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	if !q.Has("dial_timeout") {
+		*dial = max(time.Until(deadline), time.Millisecond)
+	}
+	for i, name := range []string{"read_timeout", "write_timeout"} {
+		if !q.Has(name) {
+			*rw[i] = -1 // no timeout of its own: the command's context bounds it
+		}
+	}
 }
 
 // redisStoreOptions takes the store's own parameters out of q.

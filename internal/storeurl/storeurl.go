@@ -76,7 +76,9 @@ func Open(ctx context.Context, rawURL string) (*Opened, error) {
 // creates anything: a missing SQL table stays missing and a missing SQLite
 // file is an error, for a tool that must report them (cmd/idemgate) rather
 // than create them. It does not open memory://, the store of one process,
-// which no other process can read.
+// which no other process can read. When ctx has a deadline, a Redis
+// store's client is bounded by it alone: dialing, each command (whatever
+// go-redis's own timeouts) and the checks at open.
 func OpenExisting(ctx context.Context, rawURL string) (*Opened, error) {
 	return open(ctx, rawURL, false)
 }
@@ -107,7 +109,7 @@ func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 		st, err = memstore.New(nil)
 		o = &Opened{Store: st, Addr: "memory://", Records: "this process's memory"}
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		o, err = openRedis(ctx, rawURL)
+		o, err = openRedis(ctx, rawURL, !create)
 	case "postgres", "postgresql", "mysql", "sqlite":
 		o, err = openSQL(ctx, scheme, rawURL, create)
 	case "datastore":
