@@ -62,7 +62,7 @@ func (c *cli) inspect(ctx context.Context, args []string) int {
 				continue
 			}
 			fmt.Fprintln(c.stdout)
-			writeRecord(c.stdout, clockOf(o), key, r, ok, near)
+			writeRecord(c.stdout, o, key, r, ok, near)
 		}
 		return nil
 	})
@@ -163,10 +163,14 @@ var meaning = map[string]string{
 
 // writeRecord prints r for people, its instants in UTC and relative to
 // clock at the read, or what was found near an absent key.
-func writeRecord(w io.Writer, clock, key string, r store.Record, ok bool, near nearby) {
+func writeRecord(w io.Writer, o *storeurl.Opened, key string, r store.Record, ok bool, near nearby) {
 	st := status(r, ok)
 	fmt.Fprintf(w, "key:        %q\n", key)
-	fmt.Fprintf(w, "status:     %s: %s\n", st, meaning[st])
+	if !ok {
+		fmt.Fprintf(w, "status:     absent in %s: %s\n", o.Where(), meaning[st])
+	} else {
+		fmt.Fprintf(w, "status:     %s: %s\n", st, meaning[st])
+	}
 	if !ok {
 		for i, n := range near.records {
 			label := "similar:"
@@ -178,7 +182,9 @@ func writeRecord(w io.Writer, clock, key string, r store.Record, ok bool, near n
 		if near.note != "" {
 			fmt.Fprintf(w, "similar:    %s\n", near.note)
 		}
-		fmt.Fprintf(w, "hint:       %s\n", near.hint)
+		if len(near.records) == 0 {
+			fmt.Fprintf(w, "hint:       %s\n", near.hint)
+		}
 		return
 	}
 	fmt.Fprintf(w, "state:      %v\n", r.State)
@@ -195,7 +201,7 @@ func writeRecord(w io.Writer, clock, key string, r store.Record, ok bool, near n
 	if len(r.Fingerprint) > 0 {
 		fmt.Fprintf(w, "payload:    %x (fingerprint; a delivery of this key with another is a conflict)\n", r.Fingerprint)
 	}
-	fmt.Fprintf(w, "read at:    %s (%s)\n", stamp(r.ReadAt), clock)
+	fmt.Fprintf(w, "read at:    %s (%s)\n", stamp(r.ReadAt), clockOf(o))
 }
 
 // stamp formats t in UTC to the millisecond.
