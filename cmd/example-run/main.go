@@ -57,6 +57,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgate/idemgate/internal/example"
 	"github.com/idemgate/idemgate/internal/storeurl"
 )
@@ -78,6 +80,9 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 		return err
 	}
 	log := example.NewLogger(logOut, cfg.LogLevel)
+	// go-redis logs its connection pool's troubles by itself, in plain text
+	// on stderr: through the service's logger they stay JSON lines.
+	redis.SetLogger(storeurl.RedisLogger{Logger: log, Level: slog.LevelWarn})
 	stopMetrics, err := example.StartMetrics(cfg.Metrics, os.Stderr, time.Minute)
 	if err != nil {
 		return err

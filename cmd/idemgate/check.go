@@ -57,10 +57,11 @@ func (r *report) line(level, what, format string, args ...any) {
 func (c *cli) check(ctx context.Context, args []string) int {
 	fs, cm := c.flags("check", "", checkHelp, 30*time.Second)
 	maxSkew := fs.Duration("max-skew", 2*time.Second, "largest skew of the store's clock against this machine's that passes")
-	if code, done := parse(fs, args); done {
+	rest, code, done := c.parse(fs, cm, args)
+	if done {
 		return code
 	}
-	if fs.NArg() > 0 {
+	if len(rest) > 0 {
 		fmt.Fprintln(c.stderr, "idemgate: check takes no arguments")
 		return exitUsage
 	}
@@ -76,7 +77,7 @@ func (c *cli) check(ctx context.Context, args []string) int {
 		return r.done()
 	}
 	defer o.Close()
-	r.ok("store", "%s store opened", o.Name)
+	r.ok("store", "%s store opened: %s", o.Name, o.Where())
 
 	// 1. The table, where there is one.
 	if t, ok := o.Store.(tableOwner); ok {
@@ -85,7 +86,7 @@ func (c *cli) check(ctx context.Context, args []string) int {
 			r.fail("table", "%v", c.explain(ctx, cm, err))
 			return r.done()
 		case !exists:
-			r.fail("table", "%v", errNoTable)
+			r.fail("table", "%v", noTable(o))
 			return r.done()
 		}
 		r.ok("table", "table, unique key on key_hash, index on expires_at and fingerprint column in place")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,9 +33,6 @@ func TestUnreachableStores(t *testing.T) {
 	for _, tc := range []struct {
 		name, url, want string
 	}{
-		{"bad scheme", "nosuch://x", "unknown store"},
-		{"not a URL", "localhost:6379", "not a store URL"},
-		{"bad parameter", "redis://" + addr + "/0?ttl=soon", "parameter ttl"},
 		{"Redis", "redis://" + addr + "/0", "cannot reach"},
 		{"PostgreSQL", "postgres://postgres@" + addr + "/test?sslmode=disable&connect_timeout=2", "cannot reach"},
 		{"MariaDB", "mysql://root@tcp(" + addr + ")/test?timeout=2s", "cannot reach"},
@@ -86,11 +84,17 @@ func TestUnreachableEmulator(t *testing.T) {
 // TestMissingTable: the commands create nothing; a missing table is a
 // problem check reports and the others refuse.
 func TestMissingTable(t *testing.T) {
-	for name, url := range map[string]string{
-		"PostgreSQL": withParam(testenv.PostgresDSN(t), "table", unique()),
-		"MariaDB":    withParam("mysql://"+testenv.MySQLDSN(t), "table", unique()),
-		"SQLite":     "sqlite://" + filepath.Join(t.TempDir(), "empty.db"),
+	// An empty file is an SQLite database without tables.
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ url, table string }{
+		"PostgreSQL": {withParam(testenv.PostgresDSN(t), "table", "missing_pg"), "missing_pg"},
+		"MariaDB":    {withParam("mysql://"+testenv.MySQLDSN(t), "table", "missing_my"), "missing_my"},
+		"SQLite":     {"sqlite://" + empty, "idemgate_records"},
 	} {
+		url := tc.url
 		t.Run(name, func(t *testing.T) {
 			r := idemgate(t, "", "check", "-store", url)
 			if r.code != exitProblem || !strings.Contains(r.stdout, "FAIL  table") || !strings.HasSuffix(r.stdout, "check: 1 problem(s) found\n") {
@@ -102,6 +106,7 @@ func TestMissingTable(t *testing.T) {
 					t.Errorf("%s: exit status = %d, want 1", args[0], r.code)
 				}
 				r.oneErrorLine(t, "missing")
+				r.oneErrorLine(t, "table "+tc.table)
 			}
 			// Still missing: nothing was created.
 			if r := idemgate(t, "", "check", "-store", url); r.code != exitProblem {

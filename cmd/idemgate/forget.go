@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -29,10 +30,12 @@ func (c *cli) forget(outer context.Context, args []string) int {
 	fs, cm := c.flags("forget", "KEY…", forgetHelp, time.Minute)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	force := fs.Bool("force", false, "forget a record even if it changed since it was shown")
-	if code, done := parse(fs, args); done {
+	keys, code, done := c.parse(fs, cm, args)
+	if done {
 		return code
 	}
-	return c.withKeys(outer, cm, fs.Args(), func(ctx context.Context, x store.Inspector, keys []string) error {
+	return c.withKeys(outer, cm, keys, func(ctx context.Context, o *storeurl.Opened, x store.Inspector, keys []string) error {
+		fmt.Fprintf(c.stdout, "store: %s\n", o.Where())
 		// 1. Show what would be forgotten.
 		var live []string
 		shown := map[string]store.Record{}
@@ -42,7 +45,7 @@ func (c *cli) forget(outer context.Context, args []string) int {
 				return err
 			}
 			if !ok {
-				fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record)\n", key)
+				fmt.Fprintf(c.stdout, "%q: nothing to forget (no live record; inspect lists records whose key ends with it)\n", key)
 				continue
 			}
 			st := status(r, ok)
@@ -65,8 +68,12 @@ func (c *cli) forget(outer context.Context, args []string) int {
 			if err != nil {
 				return err
 			}
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			// A terminal echoes the answer and its newline; a pipe or an
+			// end of input does not: end the question's line.
+			if !c.terminal || !strings.HasSuffix(line, "\n") {
 				fmt.Fprintln(c.stdout)
+			}
+			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 				return errNotConfirmed
 			}
 			var cancel context.CancelFunc

@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
 )
 
 const inspectHelp = `Inspect shows the record of each KEY as the store holds it, read in one
-step on the store's clock, and changes nothing. The status says what the
-next delivery of the key's message meets:
+step, and changes nothing. It names the store and the table, key prefix,
+kind or collection it read. The status says what the next delivery of the
+key's message meets:
 
   absent    no live record (never claimed, or expired): the work runs
   held      a holder is working: deliveries get 503 (nack) until its lease ends
@@ -21,33 +25,115 @@ next delivery of the key's message meets:
             working past its lease; the next delivery takes the key over
   released  the claim was given up (Release or forget): the work runs
   done      the work succeeded: deliveries are acked as duplicates until expiry
+
+For an absent KEY, inspect lists up to 5 records whose key ends with KEY,
+where the store can search keys (SQL, Redis): a service often puts a prefix
+before a message's key (example-run's routes use msg:, po-update:, ledger:).
+The instants are on the clock the store decides with: the server's for SQL
+and Redis, each process's own for Datastore and Firestore (then this
+machine's clock reads them). The completion time is not shown: no store
+keeps it.
 `
 
 func (c *cli) inspect(ctx context.Context, args []string) int {
 	fs, cm := c.flags("inspect", "KEY…", inspectHelp, 10*time.Second)
 	asJSON := fs.Bool("json", false, "print one JSON object per key, one per line, for scripts")
-	if code, done := parse(fs, args); done {
+	keys, code, done := c.parse(fs, cm, args)
+	if done {
 		return code
 	}
-	return c.withKeys(ctx, cm, fs.Args(), func(ctx context.Context, x store.Inspector, keys []string) error {
-		for i, key := range keys {
+	return c.withKeys(ctx, cm, keys, func(ctx context.Context, o *storeurl.Opened, x store.Inspector, keys []string) error {
+		if !*asJSON {
+			fmt.Fprintf(c.stdout, "store:      %s\n", o.Where())
+		}
+		for _, key := range keys {
 			r, ok, err := x.Inspect(ctx, key)
 			if err != nil {
 				return err
 			}
+			var near nearby
+			if !ok {
+				near = findNearby(ctx, o, x, key)
+			}
 			if *asJSON {
-				if err := json.NewEncoder(c.stdout).Encode(toJSON(key, r, ok)); err != nil {
+				if err := json.NewEncoder(c.stdout).Encode(toJSON(o, key, r, ok, near)); err != nil {
 					return err
 				}
 				continue
 			}
-			if i > 0 {
-				fmt.Fprintln(c.stdout)
-			}
-			writeRecord(c.stdout, key, r, ok)
+			fmt.Fprintln(c.stdout)
+			writeRecord(c.stdout, o, key, r, ok, near)
 		}
 		return nil
 	})
+}
+
+// clockOf names the clock o's records are read on.
+func clockOf(o *storeurl.Opened) string {
+	if _, ok := o.Store.(clocked); ok {
+		return "the store's clock"
+	}
+	return "this machine's clock: the " + o.Name + " store decides on each process's own clock"
+}
+
+// maxNearby bounds the records an absent key's answer lists.
+const maxNearby = 5
+
+// examplePrefixes are the prefixes example-run's routes put before a
+// message's key (its orders route uses the order_id as it is).
+var examplePrefixes = []string{"msg:", "po-update:", "ledger:", "po:"}
+
+// nearby is what an absent key's answer adds: the records whose key ends
+// with it, or why none are listed, and a hint.
+type nearby struct {
+	records []nearRecord
+	note    string // why no record is listed, or that more may exist
+	hint    string
+}
+
+type nearRecord struct {
+	Key    string `json:"key"`
+	Status string `json:"status"`
+}
+
+// findNearby looks for the records whose key ends with key, where o can
+// search keys by suffix. A failed search is a note, not the command's
+// failure: the key's own answer stands.
+func findNearby(ctx context.Context, o *storeurl.Opened, x store.Inspector, key string) nearby {
+	try := make([]string, len(examplePrefixes))
+	for i, p := range examplePrefixes {
+		try[i] = p + key
+	}
+	n := nearby{hint: "example-run's keys carry a route prefix: try " + strings.Join(try, ", ")}
+	if o.FindSuffix == nil {
+		n.note = "this store cannot search keys by suffix"
+		return n
+	}
+	keys, complete, err := o.FindSuffix(ctx, key, maxNearby+1)
+	if err != nil {
+		n.note = "the search for keys ending with it failed: " + err.Error()
+		return n
+	}
+	for _, k := range keys {
+		if k == key || len(n.records) == maxNearby {
+			continue
+		}
+		r, ok, err := x.Inspect(ctx, k)
+		if err != nil {
+			n.note = "reading " + strconv.Quote(k) + " failed: " + err.Error()
+			return n
+		}
+		n.records = append(n.records, nearRecord{k, status(r, ok)})
+	}
+	switch {
+	case len(keys) > maxNearby:
+		n.note = fmt.Sprintf("the first %d keys ending with it are shown", maxNearby)
+	case !complete:
+		n.note = "the search stopped before it covered every record"
+	case len(n.records) == 0:
+		n.note = "no record's key ends with it"
+	}
+	return n
 }
 
 // status says in one word what the next delivery of r's message meets; ok
@@ -76,12 +162,29 @@ var meaning = map[string]string{
 }
 
 // writeRecord prints r for people, its instants in UTC and relative to
-// the store's clock at the read.
-func writeRecord(w io.Writer, key string, r store.Record, ok bool) {
+// clock at the read, or what was found near an absent key.
+func writeRecord(w io.Writer, o *storeurl.Opened, key string, r store.Record, ok bool, near nearby) {
 	st := status(r, ok)
 	fmt.Fprintf(w, "key:        %q\n", key)
-	fmt.Fprintf(w, "status:     %s: %s\n", st, meaning[st])
 	if !ok {
+		fmt.Fprintf(w, "status:     absent in %s: %s\n", o.Where(), meaning[st])
+	} else {
+		fmt.Fprintf(w, "status:     %s: %s\n", st, meaning[st])
+	}
+	if !ok {
+		for i, n := range near.records {
+			label := "similar:"
+			if i > 0 {
+				label = ""
+			}
+			fmt.Fprintf(w, "%-11s %q (%s)\n", label, n.Key, n.Status)
+		}
+		if near.note != "" {
+			fmt.Fprintf(w, "similar:    %s\n", near.note)
+		}
+		if len(near.records) == 0 {
+			fmt.Fprintf(w, "hint:       %s\n", near.hint)
+		}
 		return
 	}
 	fmt.Fprintf(w, "state:      %v\n", r.State)
@@ -89,15 +192,16 @@ func writeRecord(w io.Writer, key string, r store.Record, ok bool) {
 	if r.Token != "" {
 		fmt.Fprintf(w, "token:      %s\n", r.Token)
 	}
-	fmt.Fprintf(w, "lease:      %s\n", when(r.LeaseUntil, r.ReadAt))
-	if !r.CompletedAt.IsZero() {
-		fmt.Fprintf(w, "completed:  %s\n", when(r.CompletedAt, r.ReadAt))
+	// A DONE record's lease means nothing (a store keeps its last value,
+	// or its expiry); no store keeps the completion time.
+	if r.State != store.Done {
+		fmt.Fprintf(w, "lease:      %s\n", when(r.LeaseUntil, r.ReadAt))
 	}
 	fmt.Fprintf(w, "expires:    %s\n", when(r.ExpiresAt, r.ReadAt))
 	if len(r.Fingerprint) > 0 {
 		fmt.Fprintf(w, "payload:    %x (fingerprint; a delivery of this key with another is a conflict)\n", r.Fingerprint)
 	}
-	fmt.Fprintf(w, "read at:    %s (the store's clock)\n", stamp(r.ReadAt))
+	fmt.Fprintf(w, "read at:    %s (%s)\n", stamp(r.ReadAt), clockOf(o))
 }
 
 // stamp formats t in UTC to the millisecond.
@@ -116,27 +220,36 @@ func when(t, now time.Time) string {
 }
 
 // jsonRecord is inspect's -json output for one key.
+// A DONE record has no leaseUntil; no record has a completion time, which
+// no store keeps. For an absent key, similar lists records whose key ends
+// with it, and note says why none or not all are listed.
 type jsonRecord struct {
-	Key         string     `json:"key"`
-	Found       bool       `json:"found"`
-	Status      string     `json:"status"`
-	State       string     `json:"state,omitempty"`
-	Fence       int64      `json:"fence,omitempty"`
-	Token       string     `json:"token,omitempty"`
-	LeaseUntil  *time.Time `json:"leaseUntil,omitempty"`
-	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
-	ReadAt      *time.Time `json:"readAt,omitempty"`
-	Fingerprint string     `json:"fingerprint,omitempty"` // hex
+	Key         string       `json:"key"`
+	Found       bool         `json:"found"`
+	Status      string       `json:"status"`
+	State       string       `json:"state,omitempty"`
+	Fence       int64        `json:"fence,omitempty"`
+	Token       string       `json:"token,omitempty"`
+	LeaseUntil  *time.Time   `json:"leaseUntil,omitempty"`
+	ExpiresAt   *time.Time   `json:"expiresAt,omitempty"`
+	ReadAt      *time.Time   `json:"readAt,omitempty"`
+	Fingerprint string       `json:"fingerprint,omitempty"` // hex
+	Similar     []nearRecord `json:"similar,omitempty"`
+	Note        string       `json:"note,omitempty"`
+	Store       string       `json:"store"` // the store and where its records are read
 }
 
-func toJSON(key string, r store.Record, ok bool) jsonRecord {
-	j := jsonRecord{Key: key, Found: ok, Status: status(r, ok)}
+func toJSON(o *storeurl.Opened, key string, r store.Record, ok bool, near nearby) jsonRecord {
+	j := jsonRecord{Key: key, Found: ok, Status: status(r, ok), Store: o.Where()}
 	if !ok {
+		j.Similar, j.Note = near.records, near.note
 		return j
 	}
 	j.State, j.Fence, j.Token, j.Fingerprint = r.State.String(), r.Fence, r.Token, hex.EncodeToString(r.Fingerprint)
-	j.LeaseUntil, j.ExpiresAt, j.CompletedAt, j.ReadAt = utc(r.LeaseUntil), utc(r.ExpiresAt), utc(r.CompletedAt), utc(r.ReadAt)
+	j.ExpiresAt, j.ReadAt = utc(r.ExpiresAt), utc(r.ReadAt)
+	if r.State != store.Done {
+		j.LeaseUntil = utc(r.LeaseUntil)
+	}
 	return j
 }
 

@@ -9,12 +9,16 @@
 //	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
+//	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
 // datastore://project, firestore://project; see docs/operations.md), and
 // -timeout, which bounds the whole command, connecting included (but not
-// the time forget's question waits for an answer).
+// the time forget's question waits for an answer). Every answer names the
+// store and the table, key prefix, kind and namespace or collection it
+// read. Flags may follow the KEYs; "--" ends the flags, for a key that
+// starts with '-'.
 //
 // Exit status: 0 when the command did what was asked (inspect found the
 // records or their absence; check found no problem); 1 when check found a
@@ -29,17 +33,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
 )
 
 func main() {
+	// go-redis logs its connection pool's troubles on stderr by itself,
+	// before the tool's own error says the same in one line: keep them for
+	// IDEMGATE_DEBUG=1.
+	var h slog.Handler = slog.DiscardHandler
+	if os.Getenv(debugEnv) == "1" {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
+	redis.SetLogger(storeurl.RedisLogger{Logger: slog.New(h), Level: slog.LevelDebug})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -57,6 +72,10 @@ const (
 // not, as for the examples.
 const storeEnv = "IDEMGATE_STORE"
 
+// debugEnv names the variable that, set to 1, shows the store client's own
+// log lines (go-redis's) on stderr.
+const debugEnv = "IDEMGATE_DEBUG"
+
 const usage = `usage: idemgate COMMAND [flags] [args]
 
 Commands:
@@ -69,13 +88,20 @@ Commands:
                          records by themselves)
   check [-max-skew D]    verify the store before a deploy: reachable, table in
                          place, clock skew, Redis eviction policy
+  digest KEY…            print the digest that stands for each KEY in the
+                         gateway's logs under HideKeys (its key_digest)
 
 Every command takes:
   -store URL       the store (default $IDEMGATE_STORE): redis://host:6379/0,
-                   postgres://…, mysql://user:pass@tcp(host:3306)/db,
+                   postgres://…, mysql://user:pass@host:3306/db,
                    sqlite:///path/file.db, datastore://project, firestore://project
   -timeout D       bound on the whole command, connecting included (forget's
                    question waits for its answer regardless)
+
+Every answer names the store and where in it the records are read (table,
+key prefix, kind and namespace, or collection), "(default)" when the URL does
+not say. Flags may follow the KEYs; "--" ends the flags. IDEMGATE_DEBUG=1
+shows the store client's own log lines on stderr.
 
 Run "idemgate COMMAND -h" for a command's flags.
 
@@ -92,12 +118,13 @@ var commands = map[string]func(*cli, context.Context, []string) int{
 	"forget":  (*cli).forget,
 	"purge":   (*cli).purge,
 	"check":   (*cli).check,
+	"digest":  (*cli).digest,
 }
 
 // run runs the command line args (without the program name) and returns
 // the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr}
+	c := &cli{stdin: bufio.NewReader(stdin), stdout: stdout, stderr: stderr, terminal: isTerminal(stdin)}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -109,7 +136,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge or check; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check or digest; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])
@@ -119,43 +146,91 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type cli struct {
 	stdin          *bufio.Reader
 	stdout, stderr io.Writer
+	// terminal says that stdin is a terminal, which echoes the answer to
+	// forget's question and its newline.
+	terminal bool
+}
+
+// isTerminal reports whether r is a character device, such as a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // common are the flags every command takes.
 type common struct {
 	store   string
 	timeout time.Duration
+	usage   func(io.Writer) // prints the command's help
 }
 
 // flags returns the flag set of command name, with the common flags.
 // timeout is the command's default -timeout.
 func (c *cli) flags(name, args, help string, timeout time.Duration) (*flag.FlagSet, *common) {
-	fs := flag.NewFlagSet("idemgate "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	var cm common
+	fs, cm := c.flagSet(name, args, help)
 	// The default is read in open, not here: the help must not print a
 	// URL that may hold a password.
 	fs.StringVar(&cm.store, "store", "", "store `URL` (default $"+storeEnv+")")
 	fs.DurationVar(&cm.timeout, "timeout", timeout, "bound on the whole command, connecting included (not the wait for forget's answer)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: idemgate %s [flags] %s\n\n%s\nFlags:\n", name, args, help)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nExit status: 0 done as asked, 1 problem found or operation failed, 2 usage error.\n")
+	return fs, cm
+}
+
+// flagSet returns the flag set of command name, without flags.
+func (c *cli) flagSet(name, args, help string) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet("idemgate "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var cm common
+	// parse prints the help: on stdout when it was asked for, on stderr
+	// after a usage error.
+	fs.Usage = func() {}
+	cm.usage = func(w io.Writer) {
+		fs.SetOutput(w)
+		defer fs.SetOutput(c.stderr)
+		fmt.Fprintf(w, "usage: idemgate %s [flags] %s\n\n%s", name, args, help)
+		if hasFlags(fs) {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+		fmt.Fprint(w, "\nExit status: 0 done as asked, 1 problem found or operation failed, 2 usage error.\n")
 	}
 	return fs, &cm
 }
 
-// parse parses args into fs and reports the exit status to return, if
-// parsing ends the command.
-func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK, true
-	case err != nil:
-		return exitUsage, true // the flag package has printed the error and the usage
+// hasFlags reports whether fs defines a flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parse parses args into fs, flags and arguments in any order up to a
+// "--", and returns the arguments, or the exit status to return if parsing
+// ends the command.
+func (c *cli) parse(fs *flag.FlagSet, cm *common, args []string) (rest []string, code int, done bool) {
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			cm.usage(c.stdout)
+			return nil, exitOK, true
+		case err != nil:
+			cm.usage(c.stderr) // after the flag package's line about the error
+			return nil, exitUsage, true
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, 0, false
+		}
+		if n := len(args) - len(left); n > 0 && args[n-1] == "--" {
+			return append(rest, left...), 0, false
+		}
+		// A flag may follow an argument: take the argument, parse on.
+		rest, args = append(rest, left[0]), left[1:]
 	}
-	return 0, false
 }
 
 // errUsage marks an error that is the caller's to fix on the command line.
@@ -172,7 +247,11 @@ func (c *cli) open(ctx context.Context, cm *common) (*storeurl.Opened, error) {
 	case strings.HasPrefix(u, "memory://"), strings.HasPrefix(u, "mem://"):
 		return nil, fmt.Errorf("%w: %s is the store of one process, which no other process can see: give the URL of the shared store your service uses", errUsage, u)
 	}
-	return storeurl.OpenExisting(ctx, cm.store)
+	o, err := storeurl.OpenExisting(ctx, cm.store)
+	if ue := (*storeurl.URLError)(nil); errors.As(err, &ue) {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, err
 }
 
 // fail prints err on one line and returns the exit status it calls for.
@@ -215,7 +294,7 @@ func checkKeys(keys []string) error {
 // withKeys runs fn, within cm's timeout, on the Inspector of cm's store
 // and keys, and returns the exit status. inspect and forget need a SQL
 // store's table in place: they create nothing.
-func (c *cli) withKeys(ctx context.Context, cm *common, keys []string, fn func(context.Context, store.Inspector, []string) error) int {
+func (c *cli) withKeys(ctx context.Context, cm *common, keys []string, fn func(context.Context, *storeurl.Opened, store.Inspector, []string) error) int {
 	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
 	defer cancel()
 	err := checkKeys(keys)
@@ -232,7 +311,7 @@ func (c *cli) withKeys(ctx context.Context, cm *common, keys []string, fn func(c
 		err = tableReady(ctx, o)
 	}
 	if err == nil {
-		err = fn(ctx, x, keys)
+		err = fn(ctx, o, x, keys)
 	}
 	if err != nil {
 		return c.fail(ctx, cm, err)
@@ -245,9 +324,12 @@ type tableOwner interface {
 	TableExists(ctx context.Context) (bool, error)
 }
 
-// errNoTable reports a SQL store whose table or index is missing.
-var errNoTable = errors.New("the store's table (URL parameter table, default idemgate_records), its index on expires_at or its fingerprint column is missing: " +
-	"the service creates them when it starts (CreateTable), or see docs/stores/sql.md for the DDL and the upgrade")
+// noTable reports that o's table or index is missing.
+func noTable(o *storeurl.Opened) error {
+	return fmt.Errorf("%s: the table, its index on expires_at or its fingerprint column is missing "+
+		"(the URL parameter table names the table): the service creates them when it starts (CreateTable), "+
+		"or see docs/stores/sql.md for the DDL and the upgrade", o.Where())
+}
 
 // tableReady fails when o is a SQL store whose table is not in place.
 func tableReady(ctx context.Context, o *storeurl.Opened) error {
@@ -260,7 +342,7 @@ func tableReady(ctx context.Context, o *storeurl.Opened) error {
 	case err != nil:
 		return err
 	case !exists:
-		return errNoTable
+		return noTable(o)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Args = append([]string{"idemgate"}, os.Args[1:]...)
+		main()
+	}
 	// The Google stores' clients honour the emulator host variables.
 	for _, use := range []func() error{testenv.UseDatastoreEmulator, testenv.UseFirestoreEmulator} {
 		if err := use(); err != nil {
@@ -108,3 +113,9 @@ func TestHelpHidesTheStoreURL(t *testing.T) {
 		}
 	}
 }
+
+// runMainEnv, set to 1, makes the test binary run the command's main with
+// its arguments, for tests of what main alone sets up.
+const runMainEnv = "IDEMGATE_TEST_RUN_MAIN"
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -37,10 +37,11 @@ func selfExpiry(scheme string) string {
 func (c *cli) purge(ctx context.Context, args []string) int {
 	fs, cm := c.flags("purge", "", purgeHelp, 10*time.Minute)
 	batch := fs.Int("batch", 1000, "records deleted per statement, each its own short transaction")
-	if code, done := parse(fs, args); done {
+	rest, code, done := c.parse(fs, cm, args)
+	if done {
 		return code
 	}
-	if fs.NArg() > 0 || *batch <= 0 {
+	if len(rest) > 0 || *batch <= 0 {
 		fmt.Fprintln(c.stderr, "idemgate: purge takes no arguments, and -batch must be positive")
 		return exitUsage
 	}
@@ -53,7 +54,7 @@ func (c *cli) purge(ctx context.Context, args []string) int {
 	defer o.Close()
 	p, ok := o.Store.(purger)
 	if !ok {
-		fmt.Fprintf(c.stdout, "nothing to purge: %s\n", selfExpiry(o.Name))
+		fmt.Fprintf(c.stdout, "nothing to purge in %s: %s\n", o.Where(), selfExpiry(o.Name))
 		return exitOK
 	}
 	if err := tableReady(ctx, o); err != nil {
@@ -61,8 +62,8 @@ func (c *cli) purge(ctx context.Context, args []string) int {
 	}
 	n, err := p.PurgeExpired(ctx, *batch)
 	if err != nil {
-		return c.fail(ctx, cm, fmt.Errorf("purged %d expired records, then: %w", n, err))
+		return c.fail(ctx, cm, fmt.Errorf("purged %d expired records from %s, then: %w", n, o.Where(), err))
 	}
-	fmt.Fprintf(c.stdout, "purged %d expired records\n", n)
+	fmt.Fprintf(c.stdout, "purged %d expired records from %s\n", n, o.Where())
 	return exitOK
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -18,21 +19,43 @@ import (
 func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "namespace", "kind")
 	if err != nil {
-		return nil, err
+		return nil, badURL(err)
 	}
-	if project == "" {
-		project = datastore.DetectProjectID
+	id := project
+	if id == "" {
+		id = datastore.DetectProjectID
 	}
-	client, err := datastore.NewClientWithDatabase(ctx, project, q["database"])
+	client, err := datastore.NewClientWithDatabase(ctx, id, q["database"])
 	if err != nil {
 		return nil, err
 	}
 	st, err := datastorestore.New(client, &datastorestore.Options{Kind: q["kind"], Namespace: q["namespace"]})
 	if err != nil {
 		client.Close()
-		return nil, err
+		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	return &Opened{Store: st, Close: client.Close}, nil
+	kind := q["kind"]
+	if kind == "" {
+		kind = "IdemgateRecord" // datastorestore's default
+	}
+	records := orDefault("kind "+kind, q["kind"] != "") + ", " + orDefault(fmt.Sprintf("namespace %q", q["namespace"]), q["namespace"] != "")
+	return &Opened{Store: st, Close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
+}
+
+// googleAddr names a Google store's project and database, and the
+// emulator the client talks to when the variable emulator sets one.
+func googleAddr(scheme, project, database, emulator string) string {
+	if project == "" {
+		project = "(project from the credentials)"
+	}
+	a := scheme + "://" + project
+	if database != "" {
+		a += "?database=" + database
+	}
+	if host := os.Getenv(emulator); host != "" {
+		a += " (emulator at " + host + ")"
+	}
+	return a
 }
 
 // googleURL splits scheme://project?param=… into the project and the

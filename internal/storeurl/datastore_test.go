@@ -2,6 +2,7 @@ package storeurl_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -66,8 +67,8 @@ func TestOpenDatastore(t *testing.T) {
 		"datastore://user@p",
 		"datastore://p:8081",
 	} {
-		if _, err := storeurl.Open(t.Context(), u); err == nil || !strings.HasPrefix(err.Error(), "storeurl: datastore store: ") {
-			t.Errorf("Open(%q) error = %v, want a storeurl error", u, err)
+		if _, err := storeurl.Open(t.Context(), u); err == nil || !strings.HasPrefix(err.Error(), "datastore store: ") || !errors.As(err, new(*storeurl.URLError)) {
+			t.Errorf("Open(%q) error = %v, want a URLError starting \"datastore store: \"", u, err)
 		}
 	}
 }

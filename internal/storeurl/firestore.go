@@ -14,16 +14,17 @@ import (
 func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "collection")
 	if err != nil {
-		return nil, err
+		return nil, badURL(err)
 	}
-	if project == "" {
-		project = firestore.DetectProjectID
+	id := project
+	if id == "" {
+		id = firestore.DetectProjectID
 	}
 	var client *firestore.Client
 	if db := q["database"]; db == "" || db == firestore.DefaultDatabaseID {
-		client, err = firestore.NewClient(ctx, project)
+		client, err = firestore.NewClient(ctx, id)
 	} else {
-		client, err = firestore.NewClientWithDatabase(ctx, project, db)
+		client, err = firestore.NewClientWithDatabase(ctx, id, db)
 	}
 	if err != nil {
 		return nil, err
@@ -31,7 +32,11 @@ func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	st, err := firestorestore.New(client, &firestorestore.Options{Collection: q["collection"]})
 	if err != nil {
 		client.Close()
-		return nil, err
+		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	return &Opened{Store: st, Close: client.Close}, nil
+	coll := q["collection"]
+	if coll == "" {
+		coll = "idemgate_records" // firestorestore's default
+	}
+	return &Opened{Store: st, Close: client.Close, Addr: googleAddr("firestore", project, q["database"], "FIRESTORE_EMULATOR_HOST"), Records: orDefault("collection "+coll, q["collection"] != "")}, nil
 }

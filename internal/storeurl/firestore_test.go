@@ -1,6 +1,7 @@
 package storeurl_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -24,8 +25,8 @@ func TestOpenFirestore(t *testing.T) {
 		"firestore://p?collection=a&collection=b",
 		"firestore://p/path",
 	} {
-		if _, err := storeurl.Open(t.Context(), u); err == nil || !strings.HasPrefix(err.Error(), "storeurl: firestore store: ") {
-			t.Errorf("Open(%q) error = %v, want a storeurl error", u, err)
+		if _, err := storeurl.Open(t.Context(), u); err == nil || !strings.HasPrefix(err.Error(), "firestore store: ") || !errors.As(err, new(*storeurl.URLError)) {
+			t.Errorf("Open(%q) error = %v, want a URLError starting \"firestore store: \"", u, err)
 		}
 	}
 }

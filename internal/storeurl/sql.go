@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -24,12 +26,14 @@ const sqlPingTimeout = 10 * time.Second
 // openSQL opens
 //
 //	postgres://user:pass@host:port/db[?param=…]   PostgreSQL through pgx (postgresql:// too)
-//	mysql://user:pass@tcp(host:port)/db[?param=…] MySQL or MariaDB through go-sql-driver/mysql
+//	mysql://user:pass@host:port/db[?param=…]      MySQL or MariaDB through go-sql-driver/mysql
+//	mysql://user:pass@tcp(host:port)/db[?param=…] (the driver's DSN after mysql://, also)
 //	sqlite:///absolute/path/file.db[?param=…]     SQLite through modernc.org/sqlite
 //
 // The parameter table names the store's table ("name" or "schema.name",
 // default idemgate_records); every other parameter goes to the driver. The
-// table is created when it is missing, if create is set. MySQL connections interpolate
+// table is created when it is missing, if create is set; if it is not, a
+// missing SQLite file is an error. MySQL connections interpolate
 // parameters unless the URL sets interpolateParams (one round trip per
 // statement instead of two), and MariaDB 10.5 or later gets the MariaDB
 // dialect. SQLite gets WAL mode and a 5s busy timeout unless the URL sets
@@ -38,10 +42,13 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 	shown := redactURL(rawURL)
 	dsn, table, err := cutTableParam(scheme, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
 	}
-	db, err := openDB(scheme, dsn)
+	db, addr, err := openDB(scheme, dsn, create)
 	if err != nil {
+		if ue := (*URLError)(nil); errors.As(err, &ue) {
+			return nil, badURL(fmt.Errorf("%s: %w", shown, ue.Err))
+		}
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
 	st, err := openSQLStore(ctx, db, scheme, table, create)
@@ -49,52 +56,166 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
-	return &Opened{Store: st, Close: db.Close}, nil
+	name := table
+	if name == "" {
+		name = defaultTable
+	}
+	o := &Opened{Store: st, Close: db.Close, Addr: addr, Records: orDefault("table "+name, table != "")}
+	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
+		keys, err := findSuffix(ctx, db, scheme, name, suffix, n)
+		return keys, true, err
+	}
+	return o, nil
 }
 
-// openDB returns a pool for dsn; it does no I/O.
-func openDB(scheme, dsn string) (*sql.DB, error) {
+// defaultTable is sqlstore's default table, which a URL without a table
+// parameter reads.
+const defaultTable = "idemgate_records"
+
+// findSuffix lists up to n keys of table's records that end with suffix,
+// in key order. The table keeps each key's text beside its hash, so one
+// bounded query finds them; it reads the whole table when fewer match.
+func findSuffix(ctx context.Context, db *sql.DB, scheme, table, suffix string, n int) ([]string, error) {
+	quote := func(s string) string { return `"` + s + `"` }
+	param := "?"
+	switch scheme {
+	case "mysql":
+		quote = func(s string) string { return "`" + s + "`" }
+	case "postgres", "postgresql":
+		param = "$1"
+	}
+	ref := table
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		ref = quote(schema) + "." + quote(name)
+	} else {
+		ref = quote(table)
+	}
+	pattern := "%" + strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(suffix)
+	q := fmt.Sprintf("SELECT key_text FROM %s WHERE key_text LIKE %s ESCAPE '!' ORDER BY key_text LIMIT %d", ref, param, n)
+	rows, err := db.QueryContext(ctx, q, pattern)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// openDB returns a pool for dsn, and the database's address without
+// credentials; it does no I/O, except that without create a missing SQLite
+// file is an error rather than a new, empty database.
+func openDB(scheme, dsn string, create bool) (*sql.DB, string, error) {
 	switch scheme {
 	case "postgres", "postgresql":
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, err
+			return nil, "", badURL(err)
 		}
-		return stdlib.OpenDB(*cfg), nil
+		addr := fmt.Sprintf("%s://%s/%s", scheme, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
+		return stdlib.OpenDB(*cfg), addr, nil
 	case "mysql":
-		dsn = strings.TrimPrefix(dsn, "mysql://")
-		cfg, err := mysql.ParseDSN(dsn)
+		cfg, err := mysqlConfig(strings.TrimPrefix(dsn, "mysql://"))
 		if err != nil {
-			return nil, err
+			return nil, "", badURL(err)
 		}
-		if _, query, _ := strings.Cut(dsn[strings.LastIndex(dsn, "/")+1:], "?"); !hasParam(query, "interpolateParams") {
-			cfg.InterpolateParams = true
+		addr := "mysql://" + cfg.Addr + "/" + cfg.DBName
+		if cfg.Net != "tcp" {
+			addr = "mysql://" + cfg.Net + "(" + cfg.Addr + ")/" + cfg.DBName
 		}
 		c, err := mysql.NewConnector(cfg)
 		if err != nil {
-			return nil, err
+			return nil, "", badURL(err)
 		}
-		return sql.OpenDB(c), nil
+		return sql.OpenDB(c), addr, nil
 	case "sqlite":
 		path, query, _ := strings.Cut(strings.TrimPrefix(dsn, "sqlite://"), "?")
 		if path == "" {
-			return nil, errors.New("no database file (want sqlite:///path/to/file.db)")
+			return nil, "", badURL(errors.New("no database file (want sqlite:///path/to/file.db)"))
+		}
+		if !create {
+			// SQLite creates a missing file: a typo in the path would read an
+			// empty database and answer "absent" for every key.
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				return nil, "", fmt.Errorf("no database file %s (the service creates it; this opening does not)", path)
+			} else if err != nil {
+				return nil, "", err
+			}
 		}
 		if !hasParam(query, "_pragma") {
 			query = strings.TrimPrefix(query+"&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)", "&")
 		}
 		c, err := sqlite.NewConnector(path + "?" + query)
 		if err != nil {
-			return nil, err
+			return nil, "", badURL(err)
 		}
 		db := sql.OpenDB(c)
 		// Every operation of the store writes and SQLite has one writer at
 		// a time: one connection makes callers queue in database/sql rather
 		// than poll in SQLite's busy handler.
 		db.SetMaxOpenConns(1)
-		return db, nil
+		return db, "sqlite://" + path, nil
 	}
-	return nil, fmt.Errorf("not a SQL scheme: %q", scheme)
+	return nil, "", fmt.Errorf("not a SQL scheme: %q", scheme)
+}
+
+// mysqlConfig reads a MySQL URL after its scheme: either the driver's DSN
+// (user:pass@tcp(host:port)/db?param=…) or the URL form most tools take
+// (user:pass@host:port/db?param=…, port 3306 by default). Connections
+// interpolate parameters unless the URL sets interpolateParams.
+func mysqlConfig(dsn string) (*mysql.Config, error) {
+	slash := strings.LastIndex(dsn, "/")
+	if slash < 0 {
+		return nil, errors.New("no database (want mysql://user:pass@host:port/db)")
+	}
+	authority, query := dsn[:slash], ""
+	if _, q, ok := strings.Cut(dsn[slash+1:], "?"); ok {
+		query = q
+	}
+	at := strings.LastIndex(authority, "@")
+	hostPart := authority[at+1:]
+	var cfg *mysql.Config
+	if hostPart == "" || strings.HasSuffix(hostPart, ")") {
+		// The driver's DSN: net(addr), or nothing for the default.
+		var err error
+		if cfg, err = mysql.ParseDSN(dsn); err != nil {
+			return nil, err
+		}
+	} else {
+		u, err := url.Parse("mysql://" + dsn)
+		if err != nil {
+			if ue := (*url.Error)(nil); errors.As(err, &ue) {
+				err = ue.Err // without the URL, which may hold a password
+			}
+			return nil, err
+		}
+		// The parameters are the driver's: parse them with a DSN that has
+		// the address and database, then set the user apart, since a
+		// password may hold any character.
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "3306")
+		}
+		d := "tcp(" + addr + ")/" + strings.TrimPrefix(u.Path, "/")
+		if u.RawQuery != "" {
+			d += "?" + u.RawQuery
+		}
+		if cfg, err = mysql.ParseDSN(d); err != nil {
+			return nil, err
+		}
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	if !hasParam(query, "interpolateParams") {
+		cfg.InterpolateParams = true
+	}
+	return cfg, nil
 }
 
 // openSQLStore pings db, picks the dialect and, if create is set, makes
@@ -118,7 +239,7 @@ func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string, create 
 	}
 	st, err := sqlstore.New(db, dialect, &sqlstore.Options{Table: table})
 	if err != nil {
-		return nil, err
+		return nil, badURL(err) // the table parameter
 	}
 	if !create {
 		return st, nil

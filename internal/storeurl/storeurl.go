@@ -6,7 +6,8 @@
 //	                                               Redis (rediss:// for TLS)
 //	redis+cluster://host1:port,host2:port          Redis Cluster (rediss+cluster:// for TLS)
 //	postgres://user@host:port/db?…[&table=…]       PostgreSQL
-//	mysql://user:pass@tcp(host:port)/db[?table=…]  MySQL / MariaDB
+//	mysql://user:pass@host:port/db[?table=…]       MySQL / MariaDB (or the driver's
+//	mysql://user:pass@tcp(host:port)/db[?table=…]  DSN form, after mysql://)
 //	sqlite:///path/to/file.db[?table=…]            SQLite
 //	datastore://project[?database=…&namespace=…&kind=…]
 //	                                               Firestore in Datastore mode
@@ -17,6 +18,7 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -24,12 +26,45 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// Opened is a store and the function that releases its connections.
+// Opened is a store, what it is, and the function that releases its
+// connections.
 type Opened struct {
 	Store store.Store
 	Name  string // the scheme, for logs
-	Close func() error
+	// Addr is the store's address as a URL without credentials or
+	// parameters: "postgres://127.0.0.1:5432/test", "redis://127.0.0.1:6379/0".
+	Addr string
+	// Records says where in the store the records are: the SQL table, the
+	// Redis key prefix, the Datastore kind and namespace or the Firestore
+	// collection, each marked "(default)" when the URL did not name it.
+	Records string
+	// FindSuffix, when not nil, lists up to n keys of records whose key
+	// ends with suffix, in the order the store finds them, and whether the
+	// search covered every record (a bounded search may stop early). It is
+	// nil for a store that cannot search keys by suffix (Datastore,
+	// Firestore, memory).
+	FindSuffix func(ctx context.Context, suffix string, n int) (keys []string, complete bool, err error)
+	Close      func() error
 }
+
+// Where names the records Opened reads for an operator: Records of Addr.
+func (o *Opened) Where() string {
+	if o.Records == "" {
+		return o.Addr
+	}
+	return o.Records + " of " + o.Addr
+}
+
+// URLError reports a store URL that cannot be opened as written: unknown
+// scheme, malformed, or a bad parameter. It is the caller's to fix, unlike
+// a store that cannot be reached.
+type URLError struct{ Err error }
+
+func (e *URLError) Error() string { return e.Err.Error() }
+func (e *URLError) Unwrap() error { return e.Err }
+
+// badURL wraps err as a URLError.
+func badURL(err error) error { return &URLError{Err: err} }
 
 // Open opens the store named by rawURL. An empty URL means memory://. A
 // SQL store's table is created when it is missing.
@@ -38,20 +73,28 @@ func Open(ctx context.Context, rawURL string) (*Opened, error) {
 }
 
 // OpenExisting opens the store named by rawURL as Open does, but never
-// creates anything: a missing SQL table stays missing, for a tool that must
-// report it (cmd/idemgate) rather than create it.
+// creates anything: a missing SQL table stays missing and a missing SQLite
+// file is an error, for a tool that must report them (cmd/idemgate) rather
+// than create them. It does not open memory://, the store of one process,
+// which no other process can read. When ctx has a deadline, a Redis
+// store's client is bounded by it alone: dialing, each command (whatever
+// go-redis's own timeouts) and the checks at open.
 func OpenExisting(ctx context.Context, rawURL string) (*Opened, error) {
 	return open(ctx, rawURL, false)
 }
 
 // open opens rawURL; create says whether a missing SQL table is created.
 func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
-	if rawURL == "" {
+	if rawURL == "" && create {
 		rawURL = "memory://"
+	}
+	known := "redis, rediss, redis+cluster, rediss+cluster, postgres, mysql, sqlite, datastore, firestore"
+	if create {
+		known = "memory, " + known
 	}
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return nil, fmt.Errorf("storeurl: %q is not a store URL (want scheme://…, e.g. memory:// or redis://host:6379/0)", rawURL)
+		return nil, badURL(fmt.Errorf("%q is not a store URL (want scheme://…, one of %s; e.g. redis://host:6379/0)", redactURL(rawURL), known))
 	}
 	var (
 		o   *Opened
@@ -59,11 +102,14 @@ func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 	)
 	switch scheme {
 	case "memory", "mem":
+		if !create {
+			return nil, badURL(fmt.Errorf("%s is the store of one process, which no other process can see", rawURL))
+		}
 		var st *memstore.Store
 		st, err = memstore.New(nil)
-		o = &Opened{Store: st}
+		o = &Opened{Store: st, Addr: "memory://", Records: "this process's memory"}
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		o, err = openRedis(ctx, rawURL)
+		o, err = openRedis(ctx, rawURL, !create)
 	case "postgres", "postgresql", "mysql", "sqlite":
 		o, err = openSQL(ctx, scheme, rawURL, create)
 	case "datastore":
@@ -71,14 +117,25 @@ func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 	case "firestore":
 		o, err = openFirestore(ctx, rawURL)
 	default:
-		return nil, fmt.Errorf("storeurl: unknown store %q (known: memory, redis, rediss, postgres, mysql, sqlite, datastore, firestore)", scheme)
+		return nil, badURL(fmt.Errorf("unknown store %q (known: %s)", scheme, known))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storeurl: %s store: %w", scheme, err)
+		if ue := (*URLError)(nil); errors.As(err, &ue) {
+			return nil, badURL(fmt.Errorf("%s store: %w", scheme, err))
+		}
+		return nil, fmt.Errorf("%s store: %w", scheme, err)
 	}
 	o.Name = scheme
 	if o.Close == nil {
 		o.Close = func() error { return nil }
 	}
 	return o, nil
+}
+
+// orDefault is what, followed by "(default)" when the URL did not give it.
+func orDefault(what string, given bool) string {
+	if given {
+		return what
+	}
+	return what + " (default)"
 }

@@ -1,0 +1,29 @@
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// RedisLogger writes go-redis's own log lines (its connection pool's, for
+// one) to a slog.Logger, at one level, instead of go-redis's default of
+// plain text on stderr. Install it with redis.SetLogger, once, in main:
+// go-redis has one logger per process.
+type RedisLogger struct {
+	Logger *slog.Logger
+	Level  slog.Level
+}
+
+// Printf logs one line of go-redis, without its "redis: " prefix.
+func (l RedisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !l.Logger.Enabled(ctx, l.Level) {
+		return
+	}
+	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
+	l.Logger.Log(ctx, l.Level, msg, slog.String("component", "go-redis"))
+}
