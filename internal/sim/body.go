@@ -208,6 +208,13 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 
 // effect writes the body's effect under claim c.
 func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
+	w.mu.Lock()
+	if ks := w.key(d.ms.key); ks.sawDone && time.Since(ks.doneAt) >= w.t.TTL {
+		// The record that made the key DONE may have expired: from then
+		// on the store suppresses no duplicate, as documented.
+		ks.excused = true
+	}
+	w.mu.Unlock()
 	if w.b.Tx != nil {
 		err := w.b.Tx.Commit(ctx, c)
 		if err != nil {

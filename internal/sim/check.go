@@ -212,7 +212,9 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 			w.violate(d, ruleAckEffect, "acked a DONE record whose work was never done: no effect in the sink")
 		}
 		w.mu.Lock()
-		w.key(key).sawDone = true
+		if ks := w.key(key); !ks.sawDone {
+			ks.sawDone, ks.doneAt = true, time.Now()
+		}
 		w.mu.Unlock()
 	case ok && wrote:
 		// SPEC section 3: the body succeeded, Complete could not record it

@@ -106,9 +106,8 @@ func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 	b.WriteString(" ")
 	b.WriteString(r.Message)
 	b.WriteString(h.prefix)
-	msgID := ""
 	r.Attrs(func(a slog.Attr) bool {
-		render(&b, h.group, a, &msgID)
+		render(&b, h.group, a)
 		return true
 	})
 	line := logLine{level: r.Level, text: b.String()}
@@ -116,16 +115,20 @@ func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 	h.l.lines = append(h.l.lines, line)
 	h.l.mu.Unlock()
 	if r.Level >= slog.LevelWarn {
-		if d := deliveryFrom(ctx); d != nil {
-			h.l.w.tracef(d, "log: %s", line.text)
-		} else {
-			h.l.w.tracef(nil, "log: %s", line.text)
-		}
+		// The trace gets the gist: level, message, outcome, error.
+		gist := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "outcome" || a.Key == "error" {
+				gist += " " + a.Key + "=" + a.Value.String()
+			}
+			return true
+		})
+		h.l.w.tracef(deliveryFrom(ctx), "log: %s", gist)
 	}
 	return nil
 }
 
-func render(b *strings.Builder, group string, a slog.Attr, msgID *string) {
+func render(b *strings.Builder, group string, a slog.Attr) {
 	v := a.Value.Resolve()
 	if v.Kind() == slog.KindGroup {
 		g := group
@@ -133,15 +136,12 @@ func render(b *strings.Builder, group string, a slog.Attr, msgID *string) {
 			g += a.Key + "."
 		}
 		for _, m := range v.Group() {
-			render(b, g, m, msgID)
+			render(b, g, m)
 		}
 		return
 	}
 	if a.Key == "" {
 		return
-	}
-	if group+a.Key == "delivery.message_id" {
-		*msgID = v.String()
 	}
 	b.WriteString(" ")
 	b.WriteString(group + a.Key)
@@ -152,9 +152,8 @@ func render(b *strings.Builder, group string, a slog.Attr, msgID *string) {
 func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	var b strings.Builder
 	b.WriteString(h.prefix)
-	var id string
 	for _, a := range as {
-		render(&b, h.group, a, &id)
+		render(&b, h.group, a)
 	}
 	return &lineHandler{l: h.l, prefix: b.String(), group: h.group}
 }

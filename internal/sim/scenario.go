@@ -78,7 +78,7 @@ type Message struct {
 	Customer string // the customer_id attribute
 	Data     string
 	At       float64    // when it is published, in leases from the start
-	rng      *rand.Rand    // the message's own draws; used by its publisher only
+	rng      *rand.Rand // the message's own draws; used by its publisher only
 }
 
 // NewScenario draws the scenario of seed.

@@ -24,7 +24,7 @@ var (
 const defaultSeeds = 300
 
 // memTiming is the fake clock's scale: leases of seconds cost nothing.
-var memTiming = sim.Timing{Lease: 2 * time.Second, TTL: time.Minute}
+var memTiming = sim.Timing{Lease: 2 * time.Second, TTL: 10 * time.Minute}
 
 // seeds returns the seeds to run: the one of -sim.seed, or n from
 // -sim.first.

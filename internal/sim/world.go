@@ -83,6 +83,7 @@ type keyState struct {
 	undoneAck bool
 	// sawDone: an ack found the record DONE (it may expire before the end).
 	sawDone bool
+	doneAt  time.Time // when an ack first found it DONE
 }
 
 // msgState is Pub/Sub's state of one message.
