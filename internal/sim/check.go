@@ -16,6 +16,7 @@ import (
 // The rules a run is checked by; see the package documentation.
 const (
 	ruleAckDone     = "ack-done"
+	ruleAckFenced   = "ack-fenced" // ack-done, by a body fenced out with nobody else holding the key
 	ruleAckEffect   = "ack-effect"
 	ruleConcurrent  = "concurrent"
 	ruleLapsedStart = "lapsed-start"
@@ -226,6 +227,8 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		w.tracef(d, "acked undone: the work is done, its completion was not recorded (SPEC section 3)")
 	case fenced && live && rec.State == store.Claimed && rec.Token != "" && rec.Fence > claim.Fence && rec.ReadAt.Before(rec.LeaseUntil):
 		w.tracef(d, "acked fenced out: another live claim (fence %d) holds the key", rec.Fence)
+	case fenced:
+		w.violate(d, ruleAckFenced, fmt.Sprintf("acked (%s) a body fenced out (store.ErrFenced) while the record is %s: nobody else holds the key", how, w.describe(rec, live)))
 	default:
 		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
 	}
@@ -318,6 +321,7 @@ type Result struct {
 	Violations []Violation
 	Elapsed    time.Duration // on the run's clock (fake under synctest)
 	events     []traceLine
+	test       string
 }
 
 // Failed reports whether a rule was broken.
@@ -333,11 +337,21 @@ func (r *Result) Broke(rule string) bool {
 	return false
 }
 
+// Rules returns the names of the rules broken, sorted.
+func (r *Result) Rules() []string {
+	var rules []string
+	for _, v := range r.Violations {
+		rules = append(rules, v.Rule)
+	}
+	slices.Sort(rules)
+	return slices.Compact(rules)
+}
+
 // Report is the failure message: the seed, the scenario, the violations
 // and the trace of each key they concern.
 func (r *Result) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim on %s: %s\nreplay with: go test ./internal/sim/ -run TestSim -sim.seed=%d\n", r.Backend, r.Scenario, r.Scenario.Seed)
+	fmt.Fprintf(&b, "sim on %s: %s\nreplay with: go test ./internal/sim/ -run '%s' -sim.seed=%d\n", r.Backend, r.Scenario, r.test, r.Scenario.Seed)
 	keys := map[string]bool{}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "%s\n", v)

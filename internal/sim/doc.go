@@ -27,8 +27,8 @@
 // exponential backoff; no answer by the ack deadline brings one at once (and
 // cancels the late delivery's context, as a push client that hangs up
 // does). Now and then it sends a copy of an attempt beside it, as
-// at-least-once delivery may. After MaxAttempts the message is
-// dead-lettered. The first few attempts of a message draw faults; later ones
+// at-least-once delivery may. After its last attempt (16; 8 in
+// real time) the message is dead-lettered. The first few attempts of a message draw faults; later ones
 // are clean, so that every message can end acknowledged.
 //
 // Each instance is one process: a Gateway over its own fault wrapper
@@ -48,7 +48,8 @@
 //   - ack-done: an ack means the key's record is DONE at that moment; the
 //     exceptions are a body that wrote its effect and succeeded (SPEC section
 //     3: the library then never asks for a retry, whatever Complete says) and
-//     a body fenced out while another live claim holds the key.
+//     a body fenced out while another live claim holds the key. A body
+//     fenced out with nobody else holding the key breaks ack-fenced.
 //   - ack-effect: a DONE record that an ack relies on has its effect in the
 //     ledger: a body that did not do its work was not recorded done.
 //   - concurrent: two bodies never run at once for a key, counting only

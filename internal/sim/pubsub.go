@@ -30,14 +30,14 @@ const (
 var publishTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // publish is Pub/Sub for one message: it delivers the message until an
-// attempt is acked, and dead-letters it after MaxAttempts.
+// attempt is acked, and dead-letters it after its last attempt.
 func (w *world) publish(ms *msgState) {
 	defer w.all.Done()
 	if !w.sleep(time.Duration(ms.m.At * float64(w.t.Lease))) {
 		return
 	}
 	backoff := w.t.minBackoff()
-	for n := 1; n <= MaxAttempts; n++ {
+	for n := 1; n <= w.t.maxAttempts(); n++ {
 		a := drawAttempt(w.sc, w.t, ms.m, n, false)
 		d, answer := w.deliver(ms, a)
 		if a.copy != nil {
@@ -73,7 +73,7 @@ func (w *world) publish(ms *msgState) {
 		close(ms.settled)
 	}
 	w.mu.Unlock()
-	w.tracef(nil, "pubsub: message %s dead-lettered after %d attempts", ms.m.ID, MaxAttempts)
+	w.tracef(nil, "pubsub: message %s dead-lettered after %d attempts", ms.m.ID, w.t.maxAttempts())
 }
 
 func (ms *msgState) isSettled(w *world) bool {

@@ -67,7 +67,7 @@ func Run(sc *Scenario, b *Backend) *Result {
 	w.all.Wait()
 	<-quiet
 	w.finalChecks()
-	return &Result{Scenario: sc, Backend: b.Name, Violations: w.violations, Elapsed: w.now(), events: w.events}
+	return &Result{Scenario: sc, Backend: b.Name, Violations: w.violations, Elapsed: w.now(), events: w.events, test: b.Test}
 }
 
 // lineLog keeps every line the gateways log, rendered, for the HideKeys

@@ -16,17 +16,30 @@ type Timing struct {
 	// TTL is how long the store keeps a DONE record (and a CLAIMED record
 	// past its lease): the backend's own setting.
 	TTL time.Duration
+	// Quick shortens Pub/Sub's patience for runs in real time: fewer
+	// attempts before the dead-letter topic, shorter backoffs.
+	Quick bool
 }
 
 func (t Timing) noRenewLease() time.Duration { return 3 * t.Lease }
 func (t Timing) settle() time.Duration       { return 5 * t.Lease }
 func (t Timing) ackDeadline() time.Duration  { return 6 * t.Lease }
 func (t Timing) minBackoff() time.Duration   { return t.Lease / 2 }
-func (t Timing) maxBackoff() time.Duration   { return 8 * t.Lease }
+func (t Timing) maxBackoff() time.Duration {
+	if t.Quick {
+		return 3 * t.Lease
+	}
+	return 8 * t.Lease
+}
 
-// MaxAttempts is how many deliveries of a message Pub/Sub makes before it
+// maxAttempts is how many deliveries of a message Pub/Sub makes before it
 // dead-letters the message.
-const MaxAttempts = 16
+func (t Timing) maxAttempts() int {
+	if t.Quick {
+		return 8
+	}
+	return 16
+}
 
 // stormAttempts is how many first attempts of a message may draw faults;
 // later attempts are clean, so that every message can end acknowledged.

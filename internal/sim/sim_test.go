@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -50,7 +51,7 @@ func runMem(t *testing.T, seed uint64) *sim.Result {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res = sim.Run(sim.NewScenario(seed, false), &sim.Backend{Name: "memstore", Store: st, Timing: memTiming, Fake: true})
+		res = sim.Run(sim.NewScenario(seed, false), &sim.Backend{Name: "memstore", Test: "TestSim$", Store: st, Timing: memTiming, Fake: true})
 	})
 	return res
 }
@@ -64,7 +65,7 @@ func TestSim(t *testing.T) {
 		res := runMem(t, seed)
 		ran++
 		if res.Failed() {
-			t.Logf("sim: found a violation at seed %d, the %d-th seed run", seed, i+1)
+			t.Logf("sim: found a violation at seed %d, the %d-th seed run (rules: %s)", seed, i+1, strings.Join(res.Rules(), ", "))
 			t.Fatal(res.Report())
 		}
 	}

@@ -19,6 +19,9 @@ import (
 // Backend is the store a run uses.
 type Backend struct {
 	Name string
+	// Test is the test that runs the backend, for the replay line of a
+	// report: "TestSim$" for memstore.
+	Test string
 	// Store is the shared store. It must implement store.Extender and
 	// store.Inspector (every store of this module does).
 	Store  store.Store
