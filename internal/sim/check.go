@@ -383,3 +383,12 @@ func (r *Result) Report() string {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// Trace returns the whole trace, one event a line.
+func (r *Result) Trace() string {
+	var b strings.Builder
+	for _, e := range r.events {
+		fmt.Fprintf(&b, "%s %q %s\n", fmtDur(e.at), e.key, e.text)
+	}
+	return b.String()
+}

@@ -125,8 +125,10 @@ func NewScenario(seed uint64, quick bool) *Scenario {
 		m := &Message{
 			Index: i,
 			ID:    fmt.Sprintf("%d", 1000+i),
-			At:    float64(r.IntN(40)) / 10,
-			rng:   rand.New(rand.NewPCG(seed, uint64(i)+1)),
+			// Distinct instants: two deliveries at the very same fake
+			// instant would race in an order no seed decides.
+			At:  float64(r.IntN(40))/10 + float64(i)/997,
+			rng: rand.New(rand.NewPCG(seed, uint64(i)+1)),
 		}
 		o := r.IntN(orders)
 		m.Order = fmt.Sprintf("o-%d", o)
