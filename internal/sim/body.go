@@ -212,7 +212,7 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 	if ks := w.key(d.ms.key); ks.sawDone && time.Since(ks.doneAt) >= w.t.TTL {
 		// The record that made the key DONE may have expired: from then
 		// on the store suppresses no duplicate, as documented.
-		ks.excused = true
+		ks.excused, ks.expired = true, true
 	}
 	w.mu.Unlock()
 	if w.b.Tx != nil {

@@ -277,7 +277,9 @@ func (w *world) finalChecks() {
 		switch {
 		case n <= 1:
 		case w.b.Tx != nil:
-			w.violateKey(key, ruleRepeat, fmt.Sprintf("%d effects committed in the transactional sink; exactly one is the rule", n))
+			if !ks.expired {
+				w.violateKey(key, ruleRepeat, fmt.Sprintf("%d effects committed in the transactional sink; exactly one is the rule", n))
+			}
 		case !ks.excused:
 			w.violateKey(key, ruleRepeat, fmt.Sprintf("%d effects in the ledger (fences %v), and nothing injected made a repeat unavoidable", n, w.led.fences[key]))
 		}

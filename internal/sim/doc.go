@@ -59,8 +59,10 @@
 //   - repeat: a key's effect is written once, unless the run injected
 //     something that makes a repeat unavoidable (a crash or a stall past the
 //     lease, an operator's Forget, a store fault that kept Complete failing
-//     past the lease while renewal could not keep the claim); with a
-//     transactional sink, exactly once, always.
+//     past the lease while renewal could not keep the claim, a DONE record
+//     past its ttl); with a
+//     transactional sink, exactly once, unless the key's DONE record
+//     expired (its ttl passed) before the second.
 //   - lost: at the end every message's key is DONE (or its ack was a SPEC
 //     section 3 ack of work done) and its effect is in the ledger, or the
 //     message was dead-lettered after only real failures: injected ones, or

@@ -108,13 +108,17 @@ func TestSimPostgres(t *testing.T) {
 	runReal(t, func(t *testing.T) *sim.Backend { return sqlBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL) })
 }
 
-func TestSimRedis(t *testing.T) {
+func TestSimRedis(t *testing.T) { runReal(t, redisBackend(t)) }
+
+// redisBackend returns a maker of stores on the test Redis server, each
+// under a prefix of its own.
+func redisBackend(t *testing.T) func(t *testing.T) *sim.Backend {
 	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { client.Close() })
 	if err := client.Ping(t.Context()).Err(); err != nil {
 		testenv.Unavailable(t, "Redis: %v", err)
 	}
-	runReal(t, func(t *testing.T) *sim.Backend {
+	return func(t *testing.T) *sim.Backend {
 		prefix := "idemgate-sim:" + rand.Text() + ":"
 		st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: prefix, TTL: realTiming.TTL})
 		if err != nil {
@@ -128,7 +132,7 @@ func TestSimRedis(t *testing.T) {
 			}
 		})
 		return &sim.Backend{Name: "Redis", Test: "TestSimRedis", Store: st, Timing: realTiming}
-	})
+	}
 }
 
 var _ = stdlib.GetDefaultDriver // registers "pgx"

@@ -87,6 +87,9 @@ type keyState struct {
 	// sawDone: an ack found the record DONE (it may expire before the end).
 	sawDone bool
 	doneAt  time.Time // when an ack first found it DONE
+	// expired: an effect was written a ttl after the key was seen DONE,
+	// when its record may have expired.
+	expired bool
 }
 
 // msgState is Pub/Sub's state of one message.
