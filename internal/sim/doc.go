@@ -55,7 +55,7 @@
 //   - concurrent: two bodies never run at once for a key, counting only
 //     bodies that no stall or crash froze.
 //   - lapsed-start: a body never starts on a claim whose lease has passed on
-//     the store's clock.
+//     the store's clock (on a real store, by more than a tenth of the lease).
 //   - repeat: a key's effect is written once, unless the run injected
 //     something that makes a repeat unavoidable (a crash or a stall past the
 //     lease, an operator's Forget, a store fault that kept Complete failing

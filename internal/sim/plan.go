@@ -186,7 +186,12 @@ func (a *Attempt) excusesRepeat(sc *Scenario, t Timing) bool {
 		return true
 	}
 	c := a.Faults[opComplete]
-	long := c.mode == faultHang || c.For >= leaseOf(sc, t)/4 || c.mode == faultSlow && c.Delay >= leaseOf(sc, t)/4
+	if c.mode == faultHang || c.For >= t.settle() {
+		// Complete cannot succeed within SettleTimeout: the work is acked
+		// undone (SPEC section 3) and the key frees when its lease ends.
+		return true
+	}
+	long := c.For >= leaseOf(sc, t)/4 || c.mode == faultSlow && c.Delay >= leaseOf(sc, t)/4
 	keptAlive := sc.Renew && a.Faults[opExtend].mode == faultNone
 	return c.mode != faultNone && long && !keptAlive
 }

@@ -94,6 +94,9 @@ func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
 		ms.attempts = append(ms.attempts, d)
 	}
 	p.inflt[d] = true
+	if a.excusesRepeat(w.sc, w.t) {
+		w.key(ms.key).excused = true
+	}
 	w.mu.Unlock()
 	w.tracef(d, "pubsub: deliver %s", a)
 	answer := make(chan bool, 1)
