@@ -81,7 +81,21 @@ func (w *world) work(ctx context.Context) error {
 	a := d.a
 
 	if a.Stall > 0 {
-		w.freeze(d, fmt.Sprintf("stalls for %v", a.Stall))
+		// The whole process pauses (a stop-the-world pause, a frozen VM):
+		// the body, and every store call of the process, renewals
+		// included, until the pause ends.
+		w.freeze(d, fmt.Sprintf("stalls for %v with its process", a.Stall))
+		w.mu.Lock()
+		for o := range d.proc.inflt {
+			// Every holder of the process pauses too, and may outlive its
+			// lease: a zombie from here on.
+			ks := w.key(o.ms.key)
+			ks.excused = true
+			delete(ks.running, o)
+			o.frozen = true
+		}
+		w.mu.Unlock()
+		d.proc.pause(time.Now().Add(a.Stall))
 		if !w.sleep(a.Stall) {
 			return errGone
 		}
@@ -178,11 +192,18 @@ var errBailedNil = errors.New("sim: bail out with nil")
 // forgetThenCommit is an operator's Forget of the key while the body runs,
 // then the body's transaction, which finds its claim fenced out.
 func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim) error {
+	// Forget frees the key under its holders on purpose: from here on
+	// they are zombies, beside which the next claim may run.
+	w.mu.Lock()
+	ks := w.key(d.ms.key)
+	ks.excused, ks.forgotten = true, true
+	for o := range ks.running {
+		delete(ks.running, o)
+		o.frozen = true
+	}
+	w.mu.Unlock()
 	ok, err := w.insp.Forget(context.WithoutCancel(ctx), c.Key)
 	w.tracef(d, "operator: Forget(%s) = %v, %v", c.Key, ok, err)
-	w.mu.Lock()
-	w.key(d.ms.key).excused = true
-	w.mu.Unlock()
 	if w.b.Tx != nil {
 		err := w.b.Tx.Commit(ctx, c)
 		w.tracef(d, "body's transaction: %v", err)
@@ -254,6 +275,9 @@ func (w *world) noteFenced(d *delivery, err error) {
 // run goes on, and its answer is lost.
 func (w *world) dead(d *delivery) error {
 	w.freeze(d, "dies with its process")
+	w.mu.Lock()
+	d.struck = true
+	w.mu.Unlock()
 	d.leave.Do(w.live.Done)
 	<-w.end
 	return errGone

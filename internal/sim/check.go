@@ -91,11 +91,7 @@ func (w *world) tracef(d *delivery, format string, args ...any) {
 	e := traceLine{at: w.now(), text: fmt.Sprintf(format, args...)}
 	if d != nil {
 		e.key = d.ms.key
-		who := "m" + d.ms.m.ID + " a" + itoa(d.a.N)
-		if d.a.Copy {
-			who += "c"
-		}
-		e.text = who + ": " + e.text
+		e.text = d.who() + ": " + e.text
 	}
 	w.mu.Lock()
 	w.events = append(w.events, e)
@@ -129,7 +125,7 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	ks := w.key(d.ms.key)
 	var others []string
 	for o := range ks.running {
-		others = append(others, fmt.Sprintf("m%s a%d (fence %d)", o.ms.m.ID, o.a.N, o.claim.Fence))
+		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
 	}
 	ks.running[d] = true
 	w.mu.Unlock()
@@ -195,6 +191,7 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	w.mu.Lock()
 	d.answered = true
 	late, ok, wrote, fenced, claim := d.late, d.ok, d.wrote, d.fenced, d.claim
+	forgotten := w.key(key).forgotten
 	w.mu.Unlock()
 	verdict := "nack"
 	if acked {
@@ -206,11 +203,14 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	}
 	w.tracef(d, "answer %s: %s; record %s", how, verdict, w.describe(rec, live))
 	if !acked {
+		w.mu.Lock()
 		if fp := d.ms.fp; fp != nil && live && len(rec.Fingerprint) > 0 && !bytes.Equal(rec.Fingerprint, fp) {
-			w.mu.Lock()
 			d.refused = true
-			w.mu.Unlock()
 		}
+		if !d.ran && live && rec.State == store.Claimed && !rec.Released() && !rec.Lapsed() {
+			d.held = true
+		}
+		w.mu.Unlock()
 		return
 	}
 	switch {
@@ -235,6 +235,10 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		w.tracef(d, "acked fenced out: another live claim (fence %d) holds the key", rec.Fence)
 	case fenced:
 		w.violate(d, ruleAckFenced, fmt.Sprintf("acked (%s) a body fenced out (store.ErrFenced) while the record is %s: nobody else holds the key", how, w.describe(rec, live)))
+	case forgotten:
+		// An operator's Forget may have freed the record between the
+		// answer and this reading: the guarantee is off for the key.
+		w.tracef(d, "acked; the record was forgotten by an operator since")
 	default:
 		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
 	}
@@ -258,8 +262,8 @@ func (w *world) finalChecks() {
 			w.violateKey(ms.key, ruleUnsettled, "message "+ms.m.ID+" was neither acked nor dead-lettered by the end")
 		case ms.dead:
 			for _, d := range ms.attempts {
-				if !d.a.injectedFailure() && !d.refused {
-					w.violateKey(ms.key, ruleDeadLetter, fmt.Sprintf("message %s was dead-lettered, but attempt %d was no real failure: nothing was injected and it met no other payload", ms.m.ID, d.a.N))
+				if !d.a.injectedFailure() && !d.refused && !d.held && !d.struck {
+					w.violateKey(ms.key, ruleDeadLetter, fmt.Sprintf("message %s was dead-lettered, but attempt %d was no real failure: nothing was injected, it met no other payload, no live holder, no crash or pause", ms.m.ID, d.a.N))
 					break
 				}
 			}
@@ -269,7 +273,7 @@ func (w *world) finalChecks() {
 			switch {
 			case err != nil:
 				w.violateKey(ms.key, ruleHarness, "reading the record at the end: "+err.Error())
-			case live && rec.State == store.Done, !live && ks.sawDone, ks.undoneAck:
+			case live && rec.State == store.Done, !live && ks.sawDone, ks.undoneAck, ks.forgotten:
 			default:
 				w.violateKey(ms.key, ruleLost, fmt.Sprintf("message %s was acked, but its record is %s at the end", ms.m.ID, w.describe(rec, live)))
 			}
@@ -399,4 +403,26 @@ func (r *Result) Trace() string {
 		fmt.Fprintf(&b, "%s %q %s\n", fmtDur(e.at), e.key, e.text)
 	}
 	return b.String()
+}
+
+// who names a delivery in the trace: m<message ID> a<attempt>, c for a copy.
+func (d *delivery) who() string {
+	s := "m" + d.ms.m.ID + " a" + itoa(d.a.N)
+	if d.a.Copy {
+		s += "c"
+	}
+	return s
+}
+
+// noteOutcome records what the guard's line says of d: a live holder met
+// (in progress), or another payload's record (a conflict).
+func (w *world) noteOutcome(d *delivery, outcome string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch outcome {
+	case "in_progress":
+		d.held = true
+	case "conflict":
+		d.refused = true
+	}
 }

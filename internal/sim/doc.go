@@ -16,9 +16,10 @@
 // a stall, an operator's Forget, a copy Pub/Sub sends beside it) is drawn
 // while the run goes, from the message's own random source (PCG seeded with
 // the seed and the message's index), so that the draws do not depend on how
-// goroutines interleave. Under testing/synctest time is fake and the run is
-// repeatable: the same seed gives the same trace, except for the order of
-// events at the very same fake instant, which the scheduler decides.
+// goroutines interleave. Under testing/synctest time is fake and a run
+// replays: the same seed draws the same scenario and the same attempts, and
+// a failing seed fails again. The traces may differ in the instants of
+// lease renewals, which the gateway jitters from the global random source.
 //
 // # The model
 //
@@ -35,6 +36,8 @@
 // ([faulty]) around the one shared store. A crash cuts the wrapper (every
 // store call of the old process fails), freezes every body the process was
 // running (they never answer), and starts a new process in its place.
+// A stall pauses one body and every store call of its process (renewals
+// included) for longer than the lease, then lets them go on: a zombie.
 //
 // A handler's effect goes to a [ledger] keyed by the store key, with the
 // fence of the claim it ran under; the ledger refuses fences lower than the
@@ -65,8 +68,9 @@
 //     expired (its ttl passed) before the second.
 //   - lost: at the end every message's key is DONE (or its ack was a SPEC
 //     section 3 ack of work done) and its effect is in the ledger, or the
-//     message was dead-lettered after only real failures: injected ones, or
-//     conflicts refused.
+//     message was dead-lettered after only real failures: injected ones,
+//     conflicts refused, a live holder met (in progress), or a process
+//     paused by a stall.
 //   - hidekeys: under HideKeys no log line names a business key.
 //   - unsettled: every message is acknowledged or dead-lettered within the
 //     run's horizon.

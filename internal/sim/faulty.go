@@ -16,9 +16,10 @@ var errInjected = errors.New("sim: injected store fault")
 var errGone = errors.New("sim: the process is gone")
 
 // faulty is one process's view of the shared store: it injects the faults
-// of the delivery attempt whose context a call carries, and fails every
-// call once its process has crashed. Calls without an attempt (none in
-// practice: nested Locks carry their body's) pass through.
+// of the delivery attempt whose context a call carries into the calls on
+// its key, and fails every call once its process has crashed. Other calls
+// (a nested Lock's) pass through, but share the process's pauses and
+// crash.
 //
 // Its errors name the key, as a driver's error may: under HideKeys the
 // gateway must not log them as they are.
@@ -38,12 +39,39 @@ var (
 // do runs call, operation o on key, under the fault the attempt in ctx
 // planned for o.
 func (f *faulty) do(ctx context.Context, o op, key string, call func() error) error {
+	if until := f.proc.paused(); !until.IsZero() {
+		if d := deliveryFrom(ctx); d != nil {
+			// A call held up by the pause may come back past its lease,
+			// as any call of a paused process: a repeat is excused.
+			f.w.mu.Lock()
+			d.struck = true
+			ks := f.w.key(d.ms.key)
+			ks.excused = true
+			if d.ran { // a body that waits on the pause is paused too
+				delete(ks.running, d)
+				d.frozen = true
+			}
+			f.w.mu.Unlock()
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %s of %s while the process was paused: %w", errInjected, o, key, ctx.Err())
+		}
+	}
 	if f.proc.crashed() {
+		if d := deliveryFrom(ctx); d != nil {
+			f.w.mu.Lock()
+			d.struck = true
+			f.w.mu.Unlock()
+		}
 		return fmt.Errorf("%w: %s of %s", errGone, o, key)
 	}
 	d := deliveryFrom(ctx)
-	if d == nil {
-		return call()
+	if d == nil || key != d.ms.key {
+		return call() // a nested Lock's key: its faults are not the attempt's
 	}
 	flt := d.a.Faults[o]
 	fires := false

@@ -111,6 +111,15 @@ func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	line := logLine{level: r.Level, text: b.String()}
+	if d := deliveryFrom(ctx); d != nil {
+		// The delivery's own line says what the guard made of it.
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "outcome" {
+				h.l.w.noteOutcome(d, a.Value.String())
+			}
+			return true
+		})
+	}
 	h.l.mu.Lock()
 	h.l.lines = append(h.l.lines, line)
 	h.l.mu.Unlock()

@@ -87,6 +87,9 @@ type keyState struct {
 	// sawDone: an ack found the record DONE (it may expire before the end).
 	sawDone bool
 	doneAt  time.Time // when an ack first found it DONE
+	// forgotten: an operator forgot the key, on purpose breaking the
+	// guarantee for it (its DONE record may be gone).
+	forgotten bool
 	// expired: an effect was written a ttl after the key was seen DONE,
 	// when its record may have expired.
 	expired bool
@@ -122,6 +125,8 @@ type delivery struct {
 	frozen   bool // a stall or crash froze the body: a zombie from then on
 	late     bool // Pub/Sub stopped waiting for the answer
 	refused  bool // the answer met a record of another payload
+	held     bool // the answer met a live holder: in progress
+	struck   bool // its process paused (a stall) or crashed under it
 	answered bool
 }
 
@@ -159,6 +164,29 @@ type process struct {
 	once  sync.Once
 	slot  int
 	inflt map[*delivery]bool // guarded by w.mu
+
+	mu          sync.Mutex
+	pausedUntil time.Time // a stall pauses the process's store calls until then
+}
+
+// pause makes the process's store calls wait until until.
+func (p *process) pause(until time.Time) {
+	p.mu.Lock()
+	if until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
+	p.mu.Unlock()
+}
+
+// paused returns when the process's pause ends; zero when it is not
+// paused.
+func (p *process) paused() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Now().Before(p.pausedUntil) {
+		return p.pausedUntil
+	}
+	return time.Time{}
 }
 
 func (p *process) crashed() bool {
