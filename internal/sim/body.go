@@ -230,8 +230,9 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 // effect writes the body's effect under claim c.
 func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 	w.mu.Lock()
-	if ks := w.key(d.ms.key); ks.sawDone && time.Since(ks.doneAt) >= w.t.TTL {
-		// The record that made the key DONE may have expired: from then
+	if ks := w.key(d.ms.key); !ks.firstEffect.IsZero() && time.Since(ks.firstEffect) >= w.t.TTL {
+		// The record that the first effect made DONE may have expired
+		// (its ttl counts from a completion after that effect): from then
 		// on the store suppresses no duplicate, as documented.
 		ks.excused, ks.expired = true, true
 	}
@@ -260,6 +261,9 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 func (w *world) markWrote(d *delivery, c store.Claim) {
 	w.mu.Lock()
 	d.wrote = true
+	if ks := w.key(d.ms.key); ks.firstEffect.IsZero() {
+		ks.firstEffect = time.Now()
+	}
 	w.mu.Unlock()
 }
 

@@ -219,9 +219,7 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 			w.violate(d, ruleAckEffect, "acked a DONE record whose work was never done: no effect in the sink")
 		}
 		w.mu.Lock()
-		if ks := w.key(key); !ks.sawDone {
-			ks.sawDone, ks.doneAt = true, time.Now()
-		}
+		w.key(key).sawDone = true
 		w.mu.Unlock()
 	case ok && wrote:
 		// SPEC section 3: the body succeeded, Complete could not record it

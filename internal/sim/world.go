@@ -85,8 +85,8 @@ type keyState struct {
 	// (its body succeeded; Complete could not record it).
 	undoneAck bool
 	// sawDone: an ack found the record DONE (it may expire before the end).
-	sawDone bool
-	doneAt  time.Time // when an ack first found it DONE
+	sawDone     bool
+	firstEffect time.Time // when its first effect was written
 	// forgotten: an operator forgot the key, on purpose breaking the
 	// guarantee for it (its DONE record may be gone).
 	forgotten bool
