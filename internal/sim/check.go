@@ -189,7 +189,6 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	key := d.ms.key
 	rec, live, err := w.insp.Inspect(ctx, key)
 	w.mu.Lock()
-	d.answered = true
 	late, ok, wrote, fenced, claim := d.late, d.ok, d.wrote, d.fenced, d.claim
 	forgotten := w.key(key).forgotten
 	w.mu.Unlock()

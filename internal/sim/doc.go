@@ -4,7 +4,8 @@
 // (HTTP push, CloudEvents, pull), handlers that succeed, fail, panic, stall
 // or crash, and a store whose every operation may fail, lose its reply,
 // slow down or hang. After every answer and at the end it checks the
-// guarantee's invariants (see [Check] and the rules below).
+// guarantee's invariants: the rules below. [Run] runs one [Scenario] on one
+// [Backend] and returns a [Result] whose Report is the failure message.
 //
 // # One seed decides everything
 //
@@ -23,14 +24,14 @@
 //
 // # The model
 //
-// Pub/Sub ([world.publish]) delivers each message until an attempt is
+// Pub/Sub (world.publish) delivers each message until an attempt is
 // acknowledged: an answer that is not an ack brings a redelivery after an
 // exponential backoff; no answer by the ack deadline brings one at once (and
 // cancels the late delivery's context, as a push client that hangs up
 // does). Now and then it sends a copy of an attempt beside it, as
-// at-least-once delivery may. After its last attempt (16; 8 in
-// real time) the message is dead-lettered. The first few attempts of a message draw faults; later ones
-// are clean, so that every message can end acknowledged.
+// at-least-once delivery may. After its last attempt (16; 8 in real time)
+// the message is dead-lettered. The first four attempts of a message draw
+// faults; later ones are clean, so that every message can end acknowledged.
 //
 // Each instance is one process: a Gateway over its own fault wrapper
 // ([faulty]) around the one shared store. A crash cuts the wrapper (every
@@ -63,14 +64,15 @@
 //     something that makes a repeat unavoidable (a crash or a stall past the
 //     lease, an operator's Forget, a store fault that kept Complete failing
 //     past the lease while renewal could not keep the claim, a DONE record
-//     past its ttl); with a
-//     transactional sink, exactly once, unless the key's DONE record
-//     expired (its ttl passed) before the second.
-//   - lost: at the end every message's key is DONE (or its ack was a SPEC
-//     section 3 ack of work done) and its effect is in the ledger, or the
-//     message was dead-lettered after only real failures: injected ones,
-//     conflicts refused, a live holder met (in progress), or a process
-//     paused by a stall.
+//     past its ttl); with a transactional sink, exactly once, unless the
+//     key's DONE record may have expired before the second.
+//   - lost: at the end every acked message's key is DONE (or its ack was a
+//     SPEC section 3 ack of work done, or an operator forgot the key) and
+//     its effect is in the sink.
+//   - dead-letter: a message is dead-lettered only after real failures:
+//     each attempt was injected a fault, met another payload's record (a
+//     conflict), met a live holder (in progress), or lost its process to a
+//     crash or a pause.
 //   - hidekeys: under HideKeys no log line names a business key.
 //   - unsettled: every message is acknowledged or dead-lettered within the
 //     run's horizon.

@@ -94,7 +94,8 @@ type Message struct {
 	rng      *rand.Rand // the message's own draws; used by its publisher only
 }
 
-// NewScenario draws the scenario of seed.
+// NewScenario draws the scenario of seed; quick draws fewer messages, for
+// runs in real time.
 func NewScenario(seed uint64, quick bool) *Scenario {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	s := &Scenario{Seed: seed, Bias: bias(r.IntN(int(biasCount)))}

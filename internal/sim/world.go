@@ -116,18 +116,17 @@ type delivery struct {
 	leave sync.Once // w.live.Done, once
 
 	// Guarded by w.mu.
-	fired    [opCount]bool
-	claim    store.Claim
-	ran      bool // the body started
-	wrote    bool // the body wrote its effect
-	ok       bool // the body returned success
-	fenced   bool // the body returned store.ErrFenced
-	frozen   bool // a stall or crash froze the body: a zombie from then on
-	late     bool // Pub/Sub stopped waiting for the answer
-	refused  bool // the answer met a record of another payload
-	held     bool // the answer met a live holder: in progress
-	struck   bool // its process paused (a stall) or crashed under it
-	answered bool
+	fired   [opCount]bool
+	claim   store.Claim
+	ran     bool // the body started
+	wrote   bool // the body wrote its effect
+	ok      bool // the body returned success
+	fenced  bool // the body returned store.ErrFenced
+	frozen  bool // a stall or crash froze the body: a zombie from then on
+	late    bool // Pub/Sub stopped waiting for the answer
+	refused bool // the answer met a record of another payload
+	held    bool // the answer met a live holder: in progress
+	struck  bool // its process paused (a stall) or crashed under it
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
