@@ -80,26 +80,8 @@ func (w *world) work(ctx context.Context) error {
 	defer w.bodyEnds(d)
 	a := d.a
 
-	if a.Stall > 0 {
-		// The whole process pauses (a stop-the-world pause, a frozen VM):
-		// the body, and every store call of the process, renewals
-		// included, until the pause ends.
-		w.freeze(d, fmt.Sprintf("stalls for %v with its process", a.Stall))
-		w.mu.Lock()
-		for o := range d.proc.inflt {
-			// Every holder of the process pauses too, and may outlive its
-			// lease: a zombie from here on.
-			ks := w.key(o.ms.key)
-			ks.excused = true
-			delete(ks.running, o)
-			o.frozen = true
-		}
-		w.mu.Unlock()
-		d.proc.pause(time.Now().Add(a.Stall))
-		if !w.sleep(a.Stall) {
-			return errGone
-		}
-		w.tracef(d, "body resumes after its stall")
+	if a.Stall > 0 && !w.stall(d) {
+		return errGone
 	}
 	if a.Wait > 0 {
 		if err := w.busy(ctx, d, a.Wait); err == errBailedNil {
@@ -185,6 +167,29 @@ func (w *world) busy(ctx context.Context, d *delivery, dur time.Duration) error 
 	}
 }
 
+// stall pauses d's whole process for d's planned stall (a stop-the-world
+// pause, a frozen VM): the body, and every store call of the process,
+// renewals included. Every holder of the process may then outlive its
+// lease: each is a zombie from here on. It reports false if the run ended
+// first.
+func (w *world) stall(d *delivery) bool {
+	w.freeze(d, fmt.Sprintf("stalls for %v with its process", d.a.Stall))
+	w.mu.Lock()
+	for o := range d.proc.inflt {
+		ks := w.key(o.ms.key)
+		ks.excused = true
+		delete(ks.running, o)
+		o.frozen = true
+	}
+	w.mu.Unlock()
+	d.proc.pause(time.Now().Add(d.a.Stall))
+	if !w.sleep(d.a.Stall) {
+		return false
+	}
+	w.tracef(d, "body resumes after its stall")
+	return true
+}
+
 // errBailedNil is busy's signal that the body returns nil without its
 // work; work turns it into nil.
 var errBailedNil = errors.New("sim: bail out with nil")
@@ -208,7 +213,7 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 		err := w.b.Tx.Commit(ctx, c)
 		w.tracef(d, "body's transaction: %v", err)
 		if err == nil {
-			w.markWrote(d, c)
+			w.markWrote(d)
 			w.violate(d, ruleHarness, "CompleteTx committed a claim that an operator forgot")
 			return nil
 		}
@@ -244,7 +249,7 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 			w.noteFenced(d, err)
 			return err
 		}
-		w.markWrote(d, c)
+		w.markWrote(d)
 		w.tracef(d, "effect committed with the completion, fence %d", c.Fence)
 		return nil
 	}
@@ -253,12 +258,12 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 		w.noteFenced(d, err)
 		return err
 	}
-	w.markWrote(d, c)
+	w.markWrote(d)
 	w.tracef(d, "effect written, fence %d", c.Fence)
 	return nil
 }
 
-func (w *world) markWrote(d *delivery, c store.Claim) {
+func (w *world) markWrote(d *delivery) {
 	w.mu.Lock()
 	d.wrote = true
 	if ks := w.key(d.ms.key); ks.firstEffect.IsZero() {
