@@ -251,6 +251,17 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 		}
 		w.markWrote(d)
 		w.tracef(d, "effect committed with the completion, fence %d", c.Fence)
+		if d.a.LostCommit {
+			// The COMMIT landed but its reply was lost: the caller's
+			// retry loop, as docs/stores/sql.md encourages one, runs the
+			// transaction again. Its CompleteTx must refuse a record its
+			// own first commit made DONE, or the effect is booked twice.
+			err := w.b.Tx.Commit(ctx, c)
+			w.tracef(d, "COMMIT reply lost; the transaction, retried, answers %v", err)
+			if err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	if err := w.led.write(d.ms.key, c.Fence); err != nil {

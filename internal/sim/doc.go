@@ -45,7 +45,9 @@
 // highest it has seen for the key, as docs/design.md tells a sink to do,
 // and the handler then returns store.ErrFenced. On a store with completion
 // inside a transaction (Backend.Tx) the effect is written in the same
-// transaction as the store's CompleteTx instead.
+// transaction as the store's CompleteTx instead; an attempt may lose the
+// reply of its COMMIT, and the body then runs the transaction again, as a
+// caller's retry loop would.
 //
 // # The rules
 //

@@ -122,8 +122,14 @@ type Attempt struct {
 	Crash   crashPoint
 	// Stall freezes the body for this long before its effect, as a
 	// process paused by the scheduler or a long GC would be.
-	Stall  time.Duration
-	Faults [opCount]fault
+	Stall time.Duration
+	// LostCommit loses the reply of the COMMIT of the body's transaction
+	// (with a transactional sink): the body retries the transaction.
+	LostCommit bool
+	// RepeatableRead runs the body's transaction at REPEATABLE READ, where
+	// the sink can (PostgreSQL); by default at the database's default.
+	RepeatableRead bool
+	Faults         [opCount]fault
 	// CopyAfter, when positive, sends a copy of this attempt that long
 	// after it.
 	CopyAfter time.Duration
@@ -148,6 +154,12 @@ func (a *Attempt) String() string {
 	}
 	if a.Stall > 0 {
 		fmt.Fprintf(&b, ", stall %v", a.Stall)
+	}
+	if a.LostCommit {
+		b.WriteString(", COMMIT reply lost")
+	}
+	if a.RepeatableRead {
+		b.WriteString(", REPEATABLE READ")
 	}
 	switch a.Crash {
 	case crashBeforeEffect:
@@ -261,6 +273,12 @@ func drawAttempt(sc *Scenario, t Timing, m *Message, n int, isCopy bool) *Attemp
 	}
 	if m.chance(40) {
 		a.Behave = behaveForget
+	}
+	if m.chance(12) {
+		a.LostCommit = true
+	}
+	if m.chance(8) {
+		a.RepeatableRead = true
 	}
 
 	switch sc.Bias {

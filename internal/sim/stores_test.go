@@ -178,7 +178,11 @@ func (s *sqlSink) ph(n int) string {
 }
 
 func (s *sqlSink) Commit(ctx context.Context, c store.Claim) error {
-	tx, err := s.st.DB().BeginTx(ctx, nil)
+	var opts *sql.TxOptions
+	if a := sim.AttemptFrom(ctx); a != nil && a.RepeatableRead && s.pg {
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+	}
+	tx, err := s.st.DB().BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

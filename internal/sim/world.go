@@ -146,6 +146,15 @@ func withDelivery(ctx context.Context, d *delivery) context.Context {
 	return context.WithValue(ctx, deliveryKey{}, d)
 }
 
+// AttemptFrom returns the attempt a body's context serves, for a TxSink
+// that runs the attempt's transaction as planned; nil outside a body.
+func AttemptFrom(ctx context.Context) *Attempt {
+	if d := deliveryFrom(ctx); d != nil {
+		return d.a
+	}
+	return nil
+}
+
 func deliveryFrom(ctx context.Context) *delivery {
 	d, _ := ctx.Value(deliveryKey{}).(*delivery)
 	return d
