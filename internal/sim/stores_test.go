@@ -33,7 +33,7 @@ var realTiming = sim.Timing{Lease: 400 * time.Millisecond, TTL: 3 * time.Second,
 // realBudget is how long each store's run may start new seeds.
 const realBudget = 4 * time.Second
 
-// runReal runs seeds on backends made by open, realParallel at a time,
+// runReal runs seeds on backends made by open (one each), realParallel at a time,
 // until the budget is spent (or every seed of -sim.seeds / -sim.seed ran).
 func runReal(t *testing.T, open func(t *testing.T) *sim.Backend) {
 	const realParallel = 4
@@ -46,14 +46,18 @@ func runReal(t *testing.T, open func(t *testing.T) *sim.Backend) {
 		ran    int
 		wg     sync.WaitGroup
 	)
-	next := make(chan uint64)
+	type job struct {
+		seed uint64
+		b    *sim.Backend
+	}
+	next := make(chan job)
 	for range realParallel {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for seed := range next {
-				b := open(t)
-				res := sim.Run(sim.NewScenario(seed, true), b)
+			for j := range next {
+				seed := j.seed
+				res := sim.Run(sim.NewScenario(seed, true), j.b)
 				mu.Lock()
 				ran++
 				if res.Failed() && (failed == nil || seed < failed.Scenario.Seed) {
@@ -70,7 +74,7 @@ func runReal(t *testing.T, open func(t *testing.T) *sim.Backend) {
 		if stop || !explicit && time.Since(start) > realBudget {
 			break
 		}
-		next <- seed
+		next <- job{seed, open(t)} // open may call t.Fatal: on this goroutine
 	}
 	close(next)
 	wg.Wait()
