@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test lint bench e2e
+.PHONY: demo test lint bench e2e sim
 
 ## demo: example-run on the in-memory store under a local push storm with
 ## duplicates, concurrent copies, republishes and a supplier that fails once
@@ -38,3 +38,9 @@ bench:
 ## e2e: only the end-to-end suite (real Pub/Sub emulator)
 e2e:
 	$(GO) test -race -timeout 10m -v ./e2e/...
+
+## sim: the simulator's long soak on memstore (see docs/testing.md); SEEDS=n, FIRST=n
+SEEDS ?= 20000
+FIRST ?= 1
+sim:
+	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSim$$' -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST)

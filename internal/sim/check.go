@@ -1,0 +1,425 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+// The rules a run is checked by; see the package documentation.
+const (
+	ruleAckDone     = "ack-done"
+	ruleAckFenced   = "ack-fenced" // ack-done, by a body fenced out with nobody else holding the key
+	ruleAckEffect   = "ack-effect"
+	ruleConcurrent  = "concurrent"
+	ruleLapsedStart = "lapsed-start"
+	ruleRepeat      = "repeat"
+	ruleLost        = "lost"
+	ruleDeadLetter  = "dead-letter"
+	ruleHideKeys    = "hidekeys"
+	ruleUnsettled   = "unsettled"
+	ruleHarness     = "harness" // the simulation itself went wrong
+)
+
+// Violation is one broken rule.
+type Violation struct {
+	Rule string
+	Key  string // the store key it concerns; empty for none
+	At   time.Duration
+	Text string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s [%s] key %q: %s", fmtDur(v.At), v.Rule, v.Key, v.Text)
+}
+
+// traceLine is one line of the trace.
+type traceLine struct {
+	at   time.Duration
+	key  string // "" for events of no key
+	text string
+}
+
+// ledger is the fence-checking sink of the bodies' effects: it refuses a
+// fence lower than the highest it has accepted for the key.
+type ledger struct {
+	mu     sync.Mutex
+	fences map[string][]int64 // accepted fences by key, in order
+}
+
+func (l *ledger) write(key string, fence int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fences == nil {
+		l.fences = map[string][]int64{}
+	}
+	fs := l.fences[key]
+	if len(fs) > 0 && fence < slices.Max(fs) {
+		return fmt.Errorf("sim ledger: fence %d is below %d: %w", fence, slices.Max(fs), store.ErrFenced)
+	}
+	l.fences[key] = append(fs, fence)
+	return nil
+}
+
+func (l *ledger) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.fences[key])
+}
+
+// effects counts key's effects, in the ledger or the transactional sink.
+func (w *world) effects(key string) int {
+	if w.b.Tx != nil {
+		n, err := w.b.Tx.Effects(context.Background(), key)
+		if err != nil {
+			w.violate(nil, ruleHarness, "counting the effects of "+key+": "+err.Error())
+		}
+		return n
+	}
+	return w.led.count(key)
+}
+
+// tracef adds a line to the trace, for d's key (d may be nil).
+func (w *world) tracef(d *delivery, format string, args ...any) {
+	e := traceLine{at: w.now(), text: fmt.Sprintf(format, args...)}
+	if d != nil {
+		e.key = d.ms.key
+		e.text = d.who() + ": " + e.text
+	}
+	w.mu.Lock()
+	w.events = append(w.events, e)
+	w.mu.Unlock()
+}
+
+// violate records a broken rule about d's key (d may be nil).
+func (w *world) violate(d *delivery, rule, text string) {
+	key := ""
+	if d != nil {
+		key = d.ms.key
+	}
+	w.violateKey(key, rule, text)
+}
+
+func (w *world) violateKey(key, rule, text string) {
+	v := Violation{Rule: rule, Key: key, At: w.now(), Text: text}
+	w.mu.Lock()
+	w.violations = append(w.violations, v)
+	w.events = append(w.events, traceLine{at: v.at(), key: key, text: "VIOLATION [" + rule + "] " + text})
+	w.mu.Unlock()
+}
+
+func (v Violation) at() time.Duration { return v.At }
+
+// bodyStarts checks a body as it starts under claim c: no other live body
+// runs for its key, and c's lease has not passed on the store's clock.
+func (w *world) bodyStarts(d *delivery, c store.Claim) {
+	w.mu.Lock()
+	d.ran, d.claim = true, c
+	ks := w.key(d.ms.key)
+	var others []string
+	for o := range ks.running {
+		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
+	}
+	ks.running[d] = true
+	w.mu.Unlock()
+	w.tracef(d, "body starts, fence %d, lease until %s", c.Fence, fmtDur(c.LeaseUntil.Sub(w.start)))
+	if len(others) > 0 {
+		slices.Sort(others)
+		w.violate(d, ruleConcurrent, fmt.Sprintf("body with fence %d starts while %s still runs", c.Fence, strings.Join(others, ", ")))
+	}
+	// On a real store the lease is on the server's clock, on this host
+	// too, read a few milliseconds apart: a tenth of the lease of slack.
+	slack := time.Duration(0)
+	if !w.b.Fake {
+		slack = w.t.Lease / 10
+	}
+	if !time.Now().Before(c.LeaseUntil.Add(slack)) {
+		w.violate(d, ruleLapsedStart, fmt.Sprintf("body starts at %s on a claim whose lease ended at %s", fmtDur(w.now()), fmtDur(c.LeaseUntil.Sub(w.start))))
+	}
+}
+
+func (w *world) bodyEnds(d *delivery) {
+	w.mu.Lock()
+	delete(w.key(d.ms.key).running, d)
+	w.mu.Unlock()
+}
+
+// freeze takes d's body out of the concurrency count for good: a stall or
+// a crash froze it, and anything it does later is a zombie's. Its key may
+// then see its effect twice.
+func (w *world) freeze(d *delivery, why string) {
+	w.mu.Lock()
+	ks := w.key(d.ms.key)
+	delete(ks.running, d)
+	d.frozen = true
+	ks.excused = true
+	w.mu.Unlock()
+	w.tracef(d, "body %s", why)
+}
+
+// describe renders a record for the trace.
+func (w *world) describe(rec store.Record, live bool) string {
+	if !live {
+		return "absent"
+	}
+	s := fmt.Sprintf("%s fence %d", rec.State, rec.Fence)
+	switch {
+	case rec.State == store.Done:
+	case rec.Released():
+		s += " released"
+	case rec.Lapsed():
+		s += " lapsed"
+	default:
+		s += fmt.Sprintf(" held until %s", fmtDur(rec.LeaseUntil.Sub(w.start)))
+	}
+	return s
+}
+
+// answered checks d's answer and, if it is a timely ack, settles the
+// message.
+func (w *world) answered(d *delivery, acked bool, how string) {
+	ctx := context.Background()
+	key := d.ms.key
+	rec, live, err := w.insp.Inspect(ctx, key)
+	w.mu.Lock()
+	late, ok, wrote, fenced, claim := d.late, d.ok, d.wrote, d.fenced, d.claim
+	forgotten := w.key(key).forgotten
+	w.mu.Unlock()
+	verdict := "nack"
+	if acked {
+		verdict = "ack"
+	}
+	if err != nil {
+		w.tracef(d, "answer %s: %s; the record cannot be read: %v", how, verdict, err)
+		return
+	}
+	w.tracef(d, "answer %s: %s; record %s", how, verdict, w.describe(rec, live))
+	if !acked {
+		w.mu.Lock()
+		if fp := d.ms.fp; fp != nil && live && len(rec.Fingerprint) > 0 && !bytes.Equal(rec.Fingerprint, fp) {
+			d.refused = true
+		}
+		if !d.ran && live && rec.State == store.Claimed && !rec.Released() && !rec.Lapsed() {
+			d.held = true
+		}
+		w.mu.Unlock()
+		return
+	}
+	switch {
+	case live && rec.State == store.Done:
+		if w.effects(key) == 0 {
+			w.violate(d, ruleAckEffect, "acked a DONE record whose work was never done: no effect in the sink")
+		}
+		w.mu.Lock()
+		w.key(key).sawDone = true
+		w.mu.Unlock()
+	case ok && wrote:
+		// SPEC section 3: the body succeeded, Complete could not record it
+		// (it failed, or found the claim taken over); the library never
+		// asks for a retry of work done.
+		w.mu.Lock()
+		w.key(key).undoneAck = true
+		w.mu.Unlock()
+		w.tracef(d, "acked undone: the work is done, its completion was not recorded (SPEC section 3)")
+	case fenced && live && rec.State == store.Claimed && rec.Token != "" && rec.Fence > claim.Fence && rec.ReadAt.Before(rec.LeaseUntil):
+		w.tracef(d, "acked fenced out: another live claim (fence %d) holds the key", rec.Fence)
+	case fenced:
+		w.violate(d, ruleAckFenced, fmt.Sprintf("acked (%s) a body fenced out (store.ErrFenced) while the record is %s: nobody else holds the key", how, w.describe(rec, live)))
+	case forgotten:
+		// An operator's Forget may have freed the record between the
+		// answer and this reading: the guarantee is off for the key.
+		w.tracef(d, "acked; the record was forgotten by an operator since")
+	default:
+		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
+	}
+	if late {
+		return // Pub/Sub stopped waiting: the ack comes too late to count
+	}
+	w.mu.Lock()
+	if !d.ms.acked && !d.ms.dead {
+		d.ms.acked = true
+		close(d.ms.settled)
+	}
+	w.mu.Unlock()
+}
+
+// finalChecks runs the end-of-run rules.
+func (w *world) finalChecks() {
+	ctx := context.Background()
+	for _, ms := range w.msgs {
+		switch {
+		case !ms.acked && !ms.dead:
+			w.violateKey(ms.key, ruleUnsettled, "message "+ms.m.ID+" was neither acked nor dead-lettered by the end")
+		case ms.dead:
+			for _, d := range ms.attempts {
+				if !d.a.injectedFailure() && !d.refused && !d.held && !d.struck {
+					w.violateKey(ms.key, ruleDeadLetter, fmt.Sprintf("message %s was dead-lettered, but attempt %d was no real failure: nothing was injected, it met no other payload, no live holder, no crash or pause", ms.m.ID, d.a.N))
+					break
+				}
+			}
+		default:
+			ks := w.keys[ms.key]
+			rec, live, err := w.insp.Inspect(ctx, ms.key)
+			switch {
+			case err != nil:
+				w.violateKey(ms.key, ruleHarness, "reading the record at the end: "+err.Error())
+			case live && rec.State == store.Done, !live && ks.sawDone, ks.undoneAck, ks.forgotten:
+			default:
+				w.violateKey(ms.key, ruleLost, fmt.Sprintf("message %s was acked, but its record is %s at the end", ms.m.ID, w.describe(rec, live)))
+			}
+			if w.effects(ms.key) == 0 {
+				w.violateKey(ms.key, ruleLost, fmt.Sprintf("message %s was acked, but its work was never done: no effect in the sink", ms.m.ID))
+			}
+		}
+	}
+	for key, ks := range w.keys {
+		n := w.effects(key)
+		switch {
+		case n <= 1:
+		case w.b.Tx != nil:
+			if !ks.expired {
+				w.violateKey(key, ruleRepeat, fmt.Sprintf("%d effects committed in the transactional sink; exactly one is the rule", n))
+			}
+		case !ks.excused:
+			w.violateKey(key, ruleRepeat, fmt.Sprintf("%d effects in the ledger (fences %v), and nothing injected made a repeat unavoidable", n, w.led.fences[key]))
+		}
+	}
+	if w.sc.HideKeys {
+		w.checkHiddenKeys()
+	}
+}
+
+// checkHiddenKeys: under HideKeys no log line names a business key (a
+// messageId key is the message's ID, which every line carries anyway).
+func (w *world) checkHiddenKeys() {
+	var secret []string
+	if w.sc.BusinessKey {
+		for key := range w.keys {
+			secret = append(secret, key)
+		}
+	}
+	for _, m := range w.sc.Messages {
+		secret = append(secret, "welcome:"+w.b.Prefix+m.Customer)
+	}
+	slices.Sort(secret)
+	secret = slices.Compact(secret)
+	leaks := 0
+	for _, l := range w.logs.all() {
+		for _, k := range secret {
+			if strings.Contains(l.text, k) {
+				if leaks < 3 {
+					w.violateKey(k, ruleHideKeys, "a log line names the key under HideKeys: "+l.text)
+				}
+				leaks++
+			}
+		}
+	}
+}
+
+// Result is what a run found.
+type Result struct {
+	Scenario   *Scenario
+	Backend    string
+	Violations []Violation
+	Elapsed    time.Duration // on the run's clock (fake under synctest)
+	events     []traceLine
+	test       string
+}
+
+// Failed reports whether a rule was broken.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Broke reports whether a rule named rule was broken.
+func (r *Result) Broke(rule string) bool {
+	for _, v := range r.Violations {
+		if v.Rule == rule {
+			return true
+		}
+	}
+	return false
+}
+
+// Rules returns the names of the rules broken, sorted.
+func (r *Result) Rules() []string {
+	var rules []string
+	for _, v := range r.Violations {
+		rules = append(rules, v.Rule)
+	}
+	slices.Sort(rules)
+	return slices.Compact(rules)
+}
+
+// Report is the failure message: the seed, the scenario, the violations
+// and the trace of each key they concern.
+func (r *Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sim on %s: %s\nreplay with: go test ./internal/sim/ -run '%s' -sim.seed=%d\n", r.Backend, r.Scenario, r.test, r.Scenario.Seed)
+	keys := map[string]bool{}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "%s\n", v)
+		keys[v.Key] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		fmt.Fprintf(&b, "trace of key %q:\n", k)
+		n := 0
+		for _, e := range r.events {
+			if e.key == k || e.key == "" && k == "" {
+				n++
+			}
+		}
+		skip := max(0, n-80)
+		if skip > 0 {
+			fmt.Fprintf(&b, "  (%d earlier lines left out)\n", skip)
+		}
+		for _, e := range r.events {
+			if e.key == k || e.key == "" && k == "" {
+				if skip > 0 {
+					skip--
+					continue
+				}
+				fmt.Fprintf(&b, "  %s %s\n", fmtDur(e.at), e.text)
+			}
+		}
+	}
+	return b.String()
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+// Trace returns the whole trace, one event a line.
+func (r *Result) Trace() string {
+	var b strings.Builder
+	for _, e := range r.events {
+		fmt.Fprintf(&b, "%s %q %s\n", fmtDur(e.at), e.key, e.text)
+	}
+	return b.String()
+}
+
+// who names a delivery in the trace: m<message ID> a<attempt>, c for a copy.
+func (d *delivery) who() string {
+	s := "m" + d.ms.m.ID + " a" + itoa(d.a.N)
+	if d.a.Copy {
+		s += "c"
+	}
+	return s
+}
+
+// noteOutcome records what the guard's line says of d: a live holder met
+// (in progress), or another payload's record (a conflict).
+func (w *world) noteOutcome(d *delivery, outcome string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch outcome {
+	case "in_progress":
+		d.held = true
+	case "conflict":
+		d.refused = true
+	}
+}

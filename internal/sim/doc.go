@@ -1,0 +1,81 @@
+// Package sim is a seeded simulation of the whole delivery path: Pub/Sub
+// publishing messages and redelivering them until they are acknowledged,
+// one or more service instances answering them through the three surfaces
+// (HTTP push, CloudEvents, pull), handlers that succeed, fail, panic, stall
+// or crash, and a store whose every operation may fail, lose its reply,
+// slow down or hang. After every answer and at the end it checks the
+// guarantee's invariants: the rules below. [Run] runs one [Scenario] on one
+// [Backend] and returns a [Result] whose Report is the failure message.
+//
+// # One seed decides everything
+//
+// A seed draws a [Scenario]: how many instances, the route's settings
+// (messageId or business key, fingerprints, AcceptConflicts, renewal,
+// HideKeys) and the messages, with their payloads, business keys and
+// publish times. What happens to each delivery attempt of a message (its
+// surface, its instance, the handler's behaviour, the store faults, a crash,
+// a stall, an operator's Forget, a copy Pub/Sub sends beside it) is drawn
+// while the run goes, from the message's own random source (PCG seeded with
+// the seed and the message's index), so that the draws do not depend on how
+// goroutines interleave. Under testing/synctest time is fake and a run
+// replays: the same seed draws the same scenario and the same attempts, and
+// a failing seed fails again. The traces may differ in the instants of
+// lease renewals, which the gateway jitters from the global random source.
+//
+// # The model
+//
+// Pub/Sub (world.publish) delivers each message until an attempt is
+// acknowledged: an answer that is not an ack brings a redelivery after an
+// exponential backoff; no answer by the ack deadline brings one at once (and
+// cancels the late delivery's context, as a push client that hangs up
+// does). Now and then it sends a copy of an attempt beside it, as
+// at-least-once delivery may. After its last attempt (16; 8 in real time)
+// the message is dead-lettered. The first four attempts of a message draw
+// faults; later ones are clean, so that every message can end acknowledged.
+//
+// Each instance is one process: a Gateway over its own fault wrapper
+// ([faulty]) around the one shared store. A crash cuts the wrapper (every
+// store call of the old process fails), freezes every body the process was
+// running (they never answer), and starts a new process in its place.
+// A stall pauses one body and every store call of its process (renewals
+// included) for longer than the lease, then lets them go on: a zombie.
+//
+// A handler's effect goes to a [ledger] keyed by the store key, with the
+// fence of the claim it ran under; the ledger refuses fences lower than the
+// highest it has seen for the key, as docs/design.md tells a sink to do,
+// and the handler then returns store.ErrFenced. On a store with completion
+// inside a transaction (Backend.Tx) the effect is written in the same
+// transaction as the store's CompleteTx instead; an attempt may lose the
+// reply of its COMMIT, and the body then runs the transaction again, as a
+// caller's retry loop would.
+//
+// # The rules
+//
+//   - ack-done: an ack means the key's record is DONE at that moment; the
+//     exceptions are a body that wrote its effect and succeeded (SPEC section
+//     3: the library then never asks for a retry, whatever Complete says) and
+//     a body fenced out while another live claim holds the key. A body
+//     fenced out with nobody else holding the key breaks ack-fenced.
+//   - ack-effect: a DONE record that an ack relies on has its effect in the
+//     ledger: a body that did not do its work was not recorded done.
+//   - concurrent: two bodies never run at once for a key, counting only
+//     bodies that no stall or crash froze.
+//   - lapsed-start: a body never starts on a claim whose lease has passed on
+//     the store's clock (on a real store, by more than a tenth of the lease).
+//   - repeat: a key's effect is written once, unless the run injected
+//     something that makes a repeat unavoidable (a crash or a stall past the
+//     lease, an operator's Forget, a store fault that kept Complete failing
+//     past the lease while renewal could not keep the claim, a DONE record
+//     past its ttl); with a transactional sink, exactly once, unless the
+//     key's DONE record may have expired before the second.
+//   - lost: at the end every acked message's key is DONE (or its ack was a
+//     SPEC section 3 ack of work done, or an operator forgot the key) and
+//     its effect is in the sink.
+//   - dead-letter: a message is dead-lettered only after real failures:
+//     each attempt was injected a fault, met another payload's record (a
+//     conflict), met a live holder (in progress), or lost its process to a
+//     crash or a pause.
+//   - hidekeys: under HideKeys no log line names a business key.
+//   - unsettled: every message is acknowledged or dead-lettered within the
+//     run's horizon.
+package sim

@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// surface is the way a delivery reaches the service.
+type surface uint8
+
+const (
+	surfacePush       surface = iota // gateway.Push, a wrapped push body
+	surfaceIdempotent                // gateway.Idempotent around an http.Handler
+	surfaceCloudEvent                // cloudevent.Wrap, a messagePublished event
+	surfacePull                      // pull.Wrap, a received *pubsub.Message
+	surfaceCount
+)
+
+var surfaceNames = [...]string{"push", "idempotent", "cloudevent", "pull"}
+
+func (s surface) String() string { return surfaceNames[s] }
+
+// behaviour is what the handler does once it has waited (see Attempt.Wait).
+type behaviour uint8
+
+const (
+	behaveOK     behaviour = iota // writes its effect and succeeds
+	behaveFail                    // fails with an error before any effect
+	behaveNon2xx                  // answers a non-2xx status (or result) before any effect
+	behavePanic                   // panics before any effect
+	// behaveForget: an operator forgets the key while the body runs; the
+	// body's transaction then finds its claim fenced out and returns
+	// store.ErrFenced, as CompleteTx would.
+	behaveForget
+)
+
+var behaviourNames = [...]string{"ok", "fail", "non-2xx", "panic", "forget-then-fenced"}
+
+func (b behaviour) String() string { return behaviourNames[b] }
+
+// fails reports whether the behaviour is a real failure of the handler.
+func (b behaviour) fails() bool { return b == behaveFail || b == behaveNon2xx || b == behavePanic }
+
+// op names a store operation a fault can be injected into.
+type op uint8
+
+const (
+	opClaim op = iota
+	opComplete
+	opRelease
+	opExtend
+	opCount
+)
+
+var opNames = [...]string{"Claim", "Complete", "Release", "Extend"}
+
+func (o op) String() string { return opNames[o] }
+
+// faultMode is how an injected store fault fires.
+type faultMode uint8
+
+const (
+	faultNone faultMode = iota
+	faultFail           // an error; the operation did not happen
+	faultLost           // the operation happened; its reply is lost (an error)
+	faultSlow           // the operation happened; its reply comes Delay late
+	faultHang           // no reply until the caller's context ends
+)
+
+var faultNames = [...]string{"none", "fail", "lost", "slow", "hang"}
+
+func (m faultMode) String() string { return faultNames[m] }
+
+// fault is the fault injected into one operation during one attempt.
+type fault struct {
+	mode faultMode
+	// For fail and lost: the fault fires on every call within For of the
+	// attempt's start; zero means the first call only.
+	For time.Duration
+	// For slow: how late the reply comes.
+	Delay time.Duration
+}
+
+func (f fault) String() string {
+	switch f.mode {
+	case faultFail, faultLost:
+		if f.For > 0 {
+			return fmt.Sprintf("%s for %v", f.mode, f.For)
+		}
+		return f.mode.String() + " once"
+	case faultSlow:
+		return fmt.Sprintf("slow by %v", f.Delay)
+	}
+	return f.mode.String()
+}
+
+// crashPoint is where a body's process crashes.
+type crashPoint uint8
+
+const (
+	crashNone         crashPoint = iota
+	crashBeforeEffect            // the process dies before the body writes its effect
+	crashAfterEffect             // after the effect, before the body returns
+)
+
+// Attempt is everything one delivery of a message does, drawn from the
+// message's random source.
+type Attempt struct {
+	N        int  // the delivery attempt, from 1
+	Copy     bool // a copy Pub/Sub sent beside attempt N
+	Surface  surface
+	Instance int // the process slot that receives it
+	// Wait is how long the body works before its effect. While it waits
+	// it watches its context: cancelled with gateway.ErrLeaseLost, it
+	// bails out, returning nil when BailNil is set and an error otherwise.
+	// A cancellation by the caller (the push client gone) is ignored, as
+	// a body that finishes its work regardless does.
+	Wait    time.Duration
+	BailNil bool
+	Behave  behaviour
+	Crash   crashPoint
+	// Stall freezes the body for this long before its effect, as a
+	// process paused by the scheduler or a long GC would be.
+	Stall time.Duration
+	// LostCommit loses the reply of the COMMIT of the body's transaction
+	// (with a transactional sink): the body retries the transaction.
+	LostCommit bool
+	// RepeatableRead runs the body's transaction at REPEATABLE READ, where
+	// the sink can (PostgreSQL); by default at the database's default.
+	RepeatableRead bool
+	Faults         [opCount]fault
+	// CopyAfter, when positive, sends a copy of this attempt that long
+	// after it.
+	CopyAfter time.Duration
+	copy      *Attempt
+}
+
+// String describes the attempt for the trace.
+func (a *Attempt) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "attempt %d", a.N)
+	if a.Copy {
+		b.WriteString(" (copy)")
+	}
+	fmt.Fprintf(&b, " via %s on process %d: %s", a.Surface, a.Instance, a.Behave)
+	if a.Wait > 0 {
+		fmt.Fprintf(&b, " after %v", a.Wait)
+		if a.BailNil {
+			b.WriteString(" (bails with nil)")
+		} else {
+			b.WriteString(" (bails with an error)")
+		}
+	}
+	if a.Stall > 0 {
+		fmt.Fprintf(&b, ", stall %v", a.Stall)
+	}
+	if a.LostCommit {
+		b.WriteString(", COMMIT reply lost")
+	}
+	if a.RepeatableRead {
+		b.WriteString(", REPEATABLE READ")
+	}
+	switch a.Crash {
+	case crashBeforeEffect:
+		b.WriteString(", crash before the effect")
+	case crashAfterEffect:
+		b.WriteString(", crash after the effect")
+	}
+	for o, f := range a.Faults {
+		if f.mode != faultNone {
+			fmt.Fprintf(&b, ", %s %s", op(o), f)
+		}
+	}
+	return b.String()
+}
+
+// injectedFailure reports whether the attempt was made to fail: a failing
+// handler, a crash, or a store fault.
+func (a *Attempt) injectedFailure() bool {
+	if a.Behave != behaveOK || a.Crash != crashNone || a.Stall > 0 {
+		return true
+	}
+	for _, f := range a.Faults {
+		if f.mode != faultNone {
+			return true
+		}
+	}
+	return false
+}
+
+// excusesRepeat reports whether the attempt makes a second effect for its
+// key unavoidable: a crash or stall (the holder vanishes or outlives its
+// lease), an operator's Forget, or Complete failing past the lease while
+// renewal cannot keep the claim alive.
+func (a *Attempt) excusesRepeat(sc *Scenario, t Timing) bool {
+	if a.Crash != crashNone || a.Stall > 0 || a.Behave == behaveForget {
+		return true
+	}
+	c := a.Faults[opComplete]
+	if c.mode == faultHang || c.For >= t.settle() {
+		// Complete cannot succeed within SettleTimeout: the work is acked
+		// undone (SPEC section 3) and the key frees when its lease ends.
+		return true
+	}
+	long := c.For >= leaseOf(sc, t)/4 || c.mode == faultSlow && c.Delay >= leaseOf(sc, t)/4
+	keptAlive := sc.Renew && a.Faults[opExtend].mode == faultNone
+	return c.mode != faultNone && long && !keptAlive
+}
+
+// leaseOf is the lease the scenario's gateways use.
+func leaseOf(sc *Scenario, t Timing) time.Duration {
+	if sc.Renew {
+		return t.Lease
+	}
+	return t.noRenewLease()
+}
+
+// chance reports true with probability 1/n.
+func (m *Message) chance(n int) bool { return m.rng.IntN(n) == 0 }
+
+// between draws a duration uniformly in [lo, hi) leases.
+func (m *Message) between(t Timing, lo, hi float64) time.Duration {
+	return time.Duration((lo + m.rng.Float64()*(hi-lo)) * float64(t.Lease))
+}
+
+// drawAttempt draws attempt n of m (and the copy it may bring).
+func drawAttempt(sc *Scenario, t Timing, m *Message, n int, isCopy bool) *Attempt {
+	a := &Attempt{N: n, Copy: isCopy, Surface: surface(m.rng.IntN(int(surfaceCount))), Instance: m.rng.IntN(sc.Instances)}
+	if n > stormAttempts {
+		return a // the storm has passed: a clean delivery
+	}
+	lease := leaseOf(sc, t)
+	// How long a body may work: past the lease only where renewal keeps
+	// the claim; without renewal a body slower than its lease is a stall,
+	// drawn as such.
+	maxWait := 2.5
+	if !sc.Renew {
+		maxWait = 0.3 * float64(t.noRenewLease()) / float64(t.Lease)
+	}
+	if m.chance(4) {
+		a.Wait = m.between(t, 0.1, maxWait)
+		a.BailNil = m.chance(2)
+	}
+	switch {
+	case m.chance(10):
+		a.Behave = behaveFail
+	case m.chance(12):
+		a.Behave = behaveNon2xx
+	case m.chance(14):
+		a.Behave = behavePanic
+	}
+	for o := range opCount {
+		if !m.chance(14) {
+			continue
+		}
+		f := fault{mode: faultMode(1 + m.rng.IntN(4))}
+		switch f.mode {
+		case faultFail, faultLost:
+			if m.chance(3) {
+				f.For = m.between(t, 0.1, 0.6)
+			}
+		case faultSlow:
+			f.Delay = m.between(t, 0.01, 0.2)
+		}
+		a.Faults[o] = f
+	}
+	if m.chance(25) {
+		a.Crash = crashPoint(1 + m.rng.IntN(2))
+	}
+	if m.chance(30) {
+		a.Stall = lease + m.between(t, 0.1, 1)
+	}
+	if m.chance(40) {
+		a.Behave = behaveForget
+	}
+	if m.chance(12) {
+		a.LostCommit = true
+	}
+	if m.chance(8) {
+		a.RepeatableRead = true
+	}
+
+	switch sc.Bias {
+	case biasConflicts:
+		if m.chance(2) {
+			a.Wait = m.between(t, 0.5, maxWait)
+		}
+		if m.chance(3) {
+			a.Behave = behaveFail
+		}
+	case biasLeaseLost:
+		if m.chance(2) {
+			a.Faults[opExtend] = fault{mode: faultFail, For: 2 * t.Lease}
+			a.Wait, a.BailNil = 3*t.Lease, m.chance(2)
+		}
+	case biasComplete:
+		if m.chance(2) {
+			a.Faults[opComplete] = fault{mode: faultFail, For: m.between(t, 1.5, 3)}
+			a.Faults[opExtend] = fault{}
+		}
+	case biasForget:
+		if m.chance(2) {
+			a.Behave = behaveForget
+		}
+	case biasSlowClaim:
+		if m.chance(3) {
+			a.Faults[opClaim] = fault{mode: faultSlow, Delay: lease + m.between(t, 0.05, 0.5)}
+		}
+	case biasCrash:
+		switch {
+		case m.chance(4):
+			a.Crash = crashPoint(1 + m.rng.IntN(2))
+		case m.chance(4):
+			a.Stall = lease + t.TTL + m.between(t, 0.1, 1)
+		}
+	}
+	if !isCopy && (m.chance(6) || sc.Bias == biasComplete && m.chance(2)) {
+		a.CopyAfter = m.between(t, 0.1, 3)
+		a.copy = drawAttempt(sc, t, m, n, true)
+	}
+	return a
+}

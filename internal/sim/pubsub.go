@@ -1,0 +1,261 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"time"
+	"unsafe"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/protocol"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/idemgate/idemgate/pushenvelope"
+)
+
+// The names the simulated deliveries carry.
+const (
+	subscription = "projects/sim/subscriptions/orders"
+	eventSource  = "//pubsub.googleapis.com/projects/sim/topics/orders"
+)
+
+var publishTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// publish is Pub/Sub for one message: it delivers the message until an
+// attempt is acked, and dead-letters it after its last attempt.
+func (w *world) publish(ms *msgState) {
+	defer w.all.Done()
+	if !w.sleep(time.Duration(ms.m.At * float64(w.t.Lease))) {
+		return
+	}
+	backoff := w.t.minBackoff()
+	for n := 1; n <= w.t.maxAttempts(); n++ {
+		a := drawAttempt(w.sc, w.t, ms.m, n, false)
+		d, answer := w.deliver(ms, a)
+		if a.copy != nil {
+			w.all.Add(1)
+			go func() {
+				defer w.all.Done()
+				if w.sleep(a.CopyAfter) && !ms.isSettled(w) {
+					w.deliver(ms, a.copy)
+				}
+			}()
+		}
+		deadline := time.NewTimer(w.t.ackDeadline())
+		select {
+		case <-answer:
+		case <-deadline.C:
+			w.mu.Lock()
+			d.late = true
+			w.mu.Unlock()
+			w.tracef(d, "pubsub: no answer within the ack deadline; redelivering")
+			backoff = 0 // the deadline was the wait
+		case <-ms.settled:
+		case <-w.end:
+		}
+		deadline.Stop()
+		if ms.isSettled(w) || !w.sleep(backoff) || ms.isSettled(w) {
+			return
+		}
+		backoff = min(max(2*backoff, w.t.minBackoff()), w.t.maxBackoff())
+	}
+	w.mu.Lock()
+	if !ms.acked {
+		ms.dead = true
+		close(ms.settled)
+	}
+	w.mu.Unlock()
+	w.tracef(nil, "pubsub: message %s dead-lettered after %d attempts", ms.m.ID, w.t.maxAttempts())
+}
+
+func (ms *msgState) isSettled(w *world) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ms.acked || ms.dead
+}
+
+// deliver sends attempt a of ms to its process. The returned channel
+// receives true (ack) or false (nack) when the process answers; it
+// receives nothing when the process crashed first.
+func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
+	p := w.process(a.Instance)
+	d := &delivery{w: w, ms: ms, a: a, proc: p, start: time.Now()}
+	ctx, cancel := context.WithCancel(withDelivery(w.root, d))
+	w.mu.Lock()
+	if !a.Copy {
+		ms.attempts = append(ms.attempts, d)
+	}
+	p.inflt[d] = true
+	if a.excusesRepeat(w.sc, w.t) {
+		w.key(ms.key).excused = true
+	}
+	w.mu.Unlock()
+	w.tracef(d, "pubsub: deliver %s", a)
+	answer := make(chan bool, 1)
+	w.live.Add(1)
+	w.all.Add(1)
+	go func() {
+		defer w.all.Done()
+		defer d.leave.Do(w.live.Done)
+		defer cancel()
+		// The client hangs up at the ack deadline.
+		w.all.Add(1)
+		go func() {
+			defer w.all.Done()
+			t := time.NewTimer(w.t.ackDeadline())
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		acked, how := w.drive(ctx, d)
+		w.mu.Lock()
+		delete(p.inflt, d)
+		w.mu.Unlock()
+		if p.crashed() {
+			w.tracef(d, "answer %s lost: process %d crashed", how, p.id)
+			return
+		}
+		w.answered(d, acked, how)
+		answer <- acked
+	}()
+	return d, answer
+}
+
+// drive hands d to its surface and reports whether the answer acks, and
+// the answer as the trace shows it.
+func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string) {
+	m := d.ms.m
+	switch d.a.Surface {
+	case surfacePush, surfaceIdempotent:
+		h := d.proc.push
+		if d.a.Surface == surfaceIdempotent {
+			h = d.proc.idem
+		}
+		body, err := json.Marshal(map[string]any{"message": w.wireMessage(m), "subscription": subscription, "deliveryAttempt": d.a.N})
+		if err != nil {
+			panic(err)
+		}
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code >= 200 && rec.Code <= 299, http.StatusText(rec.Code) + " (" + itoa(rec.Code) + ")"
+	case surfaceCloudEvent:
+		e := event.New()
+		e.SetID(m.ID)
+		e.SetType(pushenvelope.MessagePublishedType)
+		e.SetSource(eventSource)
+		if err := e.SetData(event.ApplicationJSON, map[string]any{"message": w.wireMessage(m), "subscription": subscription}); err != nil {
+			panic(err)
+		}
+		var res error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					res = errors.New("panic") // functions-framework answers 500
+				}
+			}()
+			res = d.proc.ce(ctx, e)
+		}()
+		if res == nil {
+			return true, "nil"
+		}
+		return ceAcknowledged(res), res.Error()
+	default: // pull
+		acks := &ackRecorder{}
+		pm := newPullMessage(w.b.Prefix+m.ID, m, w.attributes(m), d.a.N, acks)
+		func() {
+			defer func() { recover() }() // the panic of a Receive callback, after its nack
+			d.proc.pull(ctx, pm)
+		}()
+		v := acks.verdict()
+		return v == "Ack", v
+	}
+}
+
+// wireMessage is m as the message object of a push body and of
+// messagePublished data.
+func (w *world) wireMessage(m *Message) map[string]any {
+	return map[string]any{
+		"data":        base64.StdEncoding.EncodeToString([]byte(m.Data)),
+		"messageId":   w.b.Prefix + m.ID,
+		"publishTime": publishTime.Format(time.RFC3339Nano),
+		"attributes":  w.attributes(m),
+	}
+}
+
+func (w *world) attributes(m *Message) map[string]string {
+	return map[string]string{"order_id": w.b.Prefix + m.Order, "customer_id": w.b.Prefix + m.Customer}
+}
+
+// ceAcknowledged is what the CloudEvents SDK makes of a function's result:
+// an ack below 300, as cloudevent documents.
+func ceAcknowledged(r error) bool {
+	var res *cehttp.Result
+	if errors.As(r, &res) {
+		return res.StatusCode < 300 || res.StatusCode >= 600
+	}
+	return protocol.IsACK(r)
+}
+
+// ackRecorder is a pulled message's ack handler: it keeps the first Ack or
+// Nack, the one that counts.
+type ackRecorder struct {
+	mu    sync.Mutex
+	first string
+}
+
+func (a *ackRecorder) note(v string) {
+	a.mu.Lock()
+	if a.first == "" {
+		a.first = v
+	}
+	a.mu.Unlock()
+}
+
+func (a *ackRecorder) verdict() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.first == "" {
+		return "neither Ack nor Nack"
+	}
+	return a.first
+}
+
+// OnAck, OnNack, OnAckWithResult and OnNackWithResult implement the
+// client's internal AckHandler interface.
+func (a *ackRecorder) OnAck()  { a.note("Ack") }
+func (a *ackRecorder) OnNack() { a.note("Nack") }
+func (a *ackRecorder) OnAckWithResult() *pubsub.AckResult {
+	a.note("Ack")
+	return (&pubsub.Message{}).AckWithResult()
+}
+func (a *ackRecorder) OnNackWithResult() *pubsub.AckResult {
+	a.note("Nack")
+	return (&pubsub.Message{}).NackWithResult()
+}
+
+// newPullMessage returns a received message whose Ack and Nack go to acks.
+// The client builds received messages with an internal constructor, so this
+// sets the unexported ack handler by reflection, as pull's own tests do; it
+// panics if a new client version changed that field.
+func newPullMessage(id string, m *Message, attrs map[string]string, attempt int, acks *ackRecorder) *pubsub.Message {
+	pm := &pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt}
+	f := reflect.ValueOf(pm).Elem().FieldByName("ackh")
+	if !f.IsValid() || f.Kind() != reflect.Interface || !reflect.TypeOf(acks).Implements(f.Type()) {
+		panic("sim: pubsub.Message has no ackh field of an interface type that ackRecorder implements; update newPullMessage")
+	}
+	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(acks))
+	return pm
+}

@@ -1,0 +1,291 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/idemgate/idemgate/cloudevent"
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/pull"
+	"github.com/idemgate/idemgate/store"
+)
+
+// Backend is the store a run uses.
+type Backend struct {
+	Name string
+	// Test is the test that runs the backend, for the replay line of a
+	// report: "TestSim$" for memstore.
+	Test string
+	// Store is the shared store. It must implement store.Extender and
+	// store.Inspector (every store of this module does).
+	Store  store.Store
+	Timing Timing
+	// Fake says the run is inside a testing/synctest bubble and the store
+	// reads time.Now, so that the store's clock is the bubble's.
+	Fake bool
+	// Tx, if set, is the transactional sink: bodies write their effect
+	// and complete their claim in one transaction of the store's.
+	Tx TxSink
+	// Prefix goes before every message ID and business key, so that runs
+	// sharing a store's keyspace never meet.
+	Prefix string
+}
+
+// TxSink writes a body's effect in one transaction with the completion of
+// its claim (a store's CompleteTx).
+type TxSink interface {
+	// Commit writes the effect of claim c and completes c in one
+	// transaction. It returns an error matching store.ErrFenced, and
+	// writes nothing, when c no longer owns its record.
+	Commit(ctx context.Context, c store.Claim) error
+	// Effects counts the committed effects of key.
+	Effects(ctx context.Context, key string) (int, error)
+}
+
+// world is one run: the store, the processes, Pub/Sub and the checker's
+// state.
+type world struct {
+	sc    *Scenario
+	b     *Backend
+	t     Timing
+	ext   store.Extender
+	insp  store.Inspector
+	logs  *lineLog
+	led   ledger
+	start time.Time
+	root  context.Context // every delivery's parent; cancelled last
+	stop  context.CancelFunc
+	end   chan struct{} // closed when the run is over: frozen bodies return
+
+	mu         sync.Mutex // guards the fields below, and the mutable fields of keys, messages and deliveries
+	procs      []*process // by slot; a crashed process is replaced
+	nextProc   int
+	keys       map[string]*keyState
+	msgs       []*msgState
+	violations []Violation
+	events     []traceLine
+
+	live sync.WaitGroup // deliveries whose bodies may still act (not frozen dead)
+	all  sync.WaitGroup // every goroutine of the run
+}
+
+// keyState is what the checker knows of one store key.
+type keyState struct {
+	key     string
+	running map[*delivery]bool // bodies at work that no stall or crash froze
+	// excused: an attempt on the key made a repeated effect unavoidable.
+	excused bool
+	// undoneAck: a delivery was acked without DONE under SPEC section 3
+	// (its body succeeded; Complete could not record it).
+	undoneAck bool
+	// sawDone: an ack found the record DONE (it may expire before the end).
+	sawDone     bool
+	firstEffect time.Time // when its first effect was written
+	// forgotten: an operator forgot the key, on purpose breaking the
+	// guarantee for it (its DONE record may be gone).
+	forgotten bool
+	// expired: an effect was written a ttl after the key was seen DONE,
+	// when its record may have expired.
+	expired bool
+}
+
+// msgState is Pub/Sub's state of one message.
+type msgState struct {
+	m        *Message
+	key      string
+	fp       []byte        // its payload fingerprint, when the route takes one
+	settled  chan struct{} // closed once acked or dead-lettered
+	acked    bool
+	dead     bool
+	attempts []*delivery // the attempts (not the copies), in order
+}
+
+// delivery is one attempt (or copy) in flight.
+type delivery struct {
+	w     *world
+	ms    *msgState
+	a     *Attempt
+	proc  *process
+	start time.Time
+	leave sync.Once // w.live.Done, once
+
+	// Guarded by w.mu.
+	fired   [opCount]bool
+	claim   store.Claim
+	ran     bool // the body started
+	wrote   bool // the body wrote its effect
+	ok      bool // the body returned success
+	fenced  bool // the body returned store.ErrFenced
+	frozen  bool // a stall or crash froze the body: a zombie from then on
+	late    bool // Pub/Sub stopped waiting for the answer
+	refused bool // the answer met a record of another payload
+	held    bool // the answer met a live holder: in progress
+	struck  bool // its process paused (a stall) or crashed under it
+}
+
+// fire reports whether a once-only fault of o fires now: the first call.
+func (d *delivery) fire(o op) bool {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if d.fired[o] {
+		return false
+	}
+	d.fired[o] = true
+	return true
+}
+
+type deliveryKey struct{}
+
+func withDelivery(ctx context.Context, d *delivery) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+// AttemptFrom returns the attempt a body's context serves, for a TxSink
+// that runs the attempt's transaction as planned; nil outside a body.
+func AttemptFrom(ctx context.Context) *Attempt {
+	if d := deliveryFrom(ctx); d != nil {
+		return d.a
+	}
+	return nil
+}
+
+func deliveryFrom(ctx context.Context) *delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*delivery)
+	return d
+}
+
+// process is one simulated service instance.
+type process struct {
+	id    int
+	g     *gateway.Gateway // the gateway, for nested Locks
+	push  http.Handler     // route.Push
+	idem  http.Handler     // route.Idempotent
+	ce    func(context.Context, event.Event) error
+	pull  func(context.Context, *pubsub.Message)
+	dead  chan struct{}
+	once  sync.Once
+	slot  int
+	inflt map[*delivery]bool // guarded by w.mu
+
+	mu          sync.Mutex
+	pausedUntil time.Time // a stall pauses the process's store calls until then
+}
+
+// pause makes the process's store calls wait until until.
+func (p *process) pause(until time.Time) {
+	p.mu.Lock()
+	if until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
+	p.mu.Unlock()
+}
+
+// paused returns when the process's pause ends; zero when it is not
+// paused.
+func (p *process) paused() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Now().Before(p.pausedUntil) {
+		return p.pausedUntil
+	}
+	return time.Time{}
+}
+
+func (p *process) crashed() bool {
+	select {
+	case <-p.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// newProcess starts a process in slot. Called with w.mu held or before
+// the run starts.
+func (w *world) newProcess(slot int) *process {
+	p := &process{id: w.nextProc, slot: slot, dead: make(chan struct{}), inflt: map[*delivery]bool{}}
+	w.nextProc++
+	f := &faulty{w: w, inner: w.b.Store, ext: w.ext, proc: p}
+	lease := leaseOf(w.sc, w.t)
+	g, err := gateway.New(f, &gateway.Options{
+		Lease: lease, NoRenew: !w.sc.Renew, SettleTimeout: w.t.settle(),
+		Logger: w.logs.logger(), HideKeys: w.sc.HideKeys,
+	})
+	if err != nil {
+		panic("sim: gateway.New: " + err.Error())
+	}
+	p.g = g
+	key := gateway.KeyFromMessageID
+	if w.sc.BusinessKey {
+		key = gateway.KeyFromAttribute("order_id")
+	}
+	var fp gateway.FingerprintFunc
+	if w.sc.Fingerprint {
+		fp = gateway.FingerprintPayload
+	}
+	route := g.Route(gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})
+	p.push = route.Push(w.pushBody)
+	p.idem = route.Idempotent(http.HandlerFunc(w.idempotentBody))
+	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})
+	p.pull = pull.Wrap(g, w.pullBody, &pull.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts,
+		AckTimeout: -1, InProgressDelay: w.t.Lease / 2})
+	return p
+}
+
+// process returns the live process in slot.
+func (w *world) process(slot int) *process {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.procs[slot]
+}
+
+// crash kills p: its store calls fail from now on, its bodies freeze, and
+// a new process takes its slot.
+func (w *world) crash(p *process, d *delivery) {
+	w.mu.Lock()
+	p.once.Do(func() {
+		close(p.dead)
+		w.procs[p.slot] = w.newProcess(p.slot)
+		for o := range p.inflt {
+			w.key(o.ms.key).excused = true
+		}
+	})
+	w.mu.Unlock()
+	w.tracef(d, "process %d crashed", p.id)
+}
+
+// key returns the state of key, creating it. Called with w.mu held.
+func (w *world) key(key string) *keyState {
+	ks := w.keys[key]
+	if ks == nil {
+		ks = &keyState{key: key, running: map[*delivery]bool{}}
+		w.keys[key] = ks
+	}
+	return ks
+}
+
+// now is the time since the run started.
+func (w *world) now() time.Duration { return time.Since(w.start) }
+
+// sleep waits d, or until the run ends; it reports whether d passed.
+func (w *world) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.end:
+		return false
+	}
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%8.3fs", d.Seconds()) }
