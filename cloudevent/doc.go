@@ -53,7 +53,8 @@
 //	a live holder owns the key            503   nack; retried later (if retries are on)
 //	fn returned an error                  500   nack; the claim is released
 //	fn's transaction was fenced out
-//	(an error matching store.ErrFenced)   200   ack; nothing was written
+//	(an error matching store.ErrFenced)   200   ack when the key is done: nothing was written;
+//	                                      503 while another claim holds it; 500 otherwise
 //	fn panicked                           500   nack; the claim is released
 //	the store failed                      503   nack; fn did not run
 //	no key (e.g. a missing attribute)     500   nack, unless AllowUnguarded

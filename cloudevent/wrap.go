@@ -156,7 +156,14 @@ func reply(d *guard.Delivery, res *guard.Result, result error) error {
 		return withStatus(http.StatusServiceUnavailable, "idemgate: the request ended before its key was claimed", res.Err)
 	case gateway.OutcomeFencedOut:
 		if !acknowledged(result) {
-			return nil // fn's transaction was fenced out: nothing written, the new holder does the work
+			return nil // fn's transaction was fenced out on a DONE record: nothing written, the work is done
+		}
+	case gateway.OutcomeFailed:
+		if acknowledged(result) {
+			// fn answered success, but the guard failed the delivery: it
+			// lost its lease while fn ran, or its fenced-out transaction
+			// left nobody to do the work. Not an ack.
+			return withStatus(http.StatusInternalServerError, "idemgate: the work did not hold its key to the end; retry", res.Err)
 		}
 	}
 	return result // fn ran: nil, its acknowledging result, or its failure

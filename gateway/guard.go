@@ -137,16 +137,6 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		}
 	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
-	case res.Ran && errors.Is(res.Err, ErrInProgress):
-		// The work's own Mutex (or a Lock on another key) met a live
-		// holder: contention, not a failure.
-		if ip, ok := errors.AsType[*InProgressError](res.Err); ok {
-			res.LeaseUntil = ip.LeaseUntil
-		}
-		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: the handler met another caller's key; the claim was released for a retry", OutcomeFailed,
-			g.errorAttr(d.Key, res.Err), slog.Time("holder_lease_until", res.LeaseUntil))
-	case res.Ran:
-		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, g.errorAttr(d.Key, res.Err))
 	case outcome == OutcomeInProgress:
 		// Contention is healthy: a quiet WARN, no stack. The delivery
 		// attempt tells how close the message is to the dead-letter topic.
@@ -159,7 +149,20 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 			res.LeaseUntil = ce.LeaseUntil
 			msg = "idemgate: key reused for a different payload while the first is in progress; asking for a retry"
 		}
+		if res.Ran { // the work's transaction was fenced out by a holder still at work
+			msg = "idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry"
+		}
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, outcome, slog.Time("holder_lease_until", res.LeaseUntil))
+	case res.Ran && errors.Is(res.Err, ErrInProgress):
+		// The work's own Mutex (or a Lock on another key) met a live
+		// holder: contention, not a failure.
+		if ip, ok := errors.AsType[*InProgressError](res.Err); ok {
+			res.LeaseUntil = ip.LeaseUntil
+		}
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: the handler met another caller's key; the claim was released for a retry", OutcomeFailed,
+			g.errorAttr(d.Key, res.Err), slog.Time("holder_lease_until", res.LeaseUntil))
+	case res.Ran:
+		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, g.errorAttr(d.Key, res.Err))
 	case outcome == OutcomeConflict:
 		msg := "idemgate: key reused for a different payload; refusing it"
 		if d.AcceptConflicts {

@@ -64,7 +64,7 @@ func TestGuardOutcomes(t *testing.T) {
 				}
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
-			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder does the work", wantRuns: 1},
+			want: guard.Result{Outcome: "in_progress", Ran: true}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry", wantRuns: 1},
 		{name: "fenced out on a record done already", delivery: guard.Delivery{Key: "k"},
 			work: func(w *world) error {
 				c, _ := gateway.ClaimFromContext(w.ctx)
@@ -73,7 +73,7 @@ func TestGuardOutcomes(t *testing.T) {
 				}
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
-			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder does the work", wantRuns: 1},
+			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the work is done", wantRuns: 1},
 		{name: "fenced out with nobody else holding the key", delivery: guard.Delivery{Key: "k"},
 			work: func(w *world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
 			want: guard.Result{Outcome: "failed", Ran: true}, wantErr: store.ErrFenced, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},

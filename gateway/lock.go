@@ -43,11 +43,13 @@ import (
 // is no longer renewed and fn is no longer cancelled for it: the
 // transaction's own fence check decides. If fn returns an error matching
 // store.ErrFenced, its transaction was fenced out and rolled back: when
-// the key's record is DONE, or held by another live claim, Lock logs a
-// warning and returns nil, since nothing was written and the work is done
-// or being done; otherwise nobody would do the work (an operator's
-// Forget, an expired record, a transaction on another database), so Lock
-// returns fn's error and the delivery is retried.
+// the key's record is DONE, Lock logs a warning and returns nil, since
+// nothing was written and the work is done; when another live claim holds
+// the key, Lock returns an *InProgressError, since that holder may yet
+// fail (or be a copy of this very message, whose crash nothing would
+// redeliver once this one is acked); otherwise nobody would do the work
+// (an operator's Forget, an expired record, a transaction on another
+// database), so Lock returns fn's error and the delivery is retried.
 //
 // A claim is never worked on when it may have lapsed: a Claim whose reply
 // comes after the whole lease is released and reported as a store error,
@@ -143,44 +145,50 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 }
 
 // fenced decides what becomes of a body whose transaction found its claim
-// fenced out (err matches store.ErrFenced). The delivery is acknowledged
-// only when the work is done or being done by another holder: the key's
-// record is DONE, or held by another live claim. Otherwise nobody will do
-// the work (an operator forgot the key, the record expired, the
-// transaction ran on another database, or it could not see the claim), so
-// the delivery fails and is retried. c was released already.
+// fenced out (err matches store.ErrFenced), reading the key's record; c
+// was released already. The delivery is acknowledged only when the work
+// is done: the record is DONE. When another live claim holds the key, the
+// delivery is in progress, and retried later: that holder may yet fail,
+// or be a copy of this very message whose crash nothing would redeliver
+// once this one is acked. Otherwise nobody will do the work (an operator
+// forgot the key, the record expired, the transaction ran on another
+// database, or it could not see the claim), so the delivery fails and is
+// retried.
 func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope) (Outcome, error) {
-	held, why := g.heldElsewhere(ctx, c)
-	if held || plant.On(14) {
-		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the new holder does the work",
+	rec, why := g.readAfterFence(ctx, c)
+	switch {
+	case rec.State == store.Done || plant.On(14):
+		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the work is done",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), g.errorAttr(c.Key, err))
 		return OutcomeFencedOut, nil
+	case why == "":
+		return OutcomeInProgress, &InProgressError{Key: c.Key, LeaseUntil: rec.LeaseUntil}
 	}
 	return OutcomeFailed, fmt.Errorf("%w; and no other holder has the key (%s), so the delivery is retried", err, why)
 }
 
-// heldElsewhere reports whether c's key is DONE, or held by a live claim
-// other than c, reading the record (store.Inspector); why says what was
-// found when it is not.
-func (g *Gateway) heldElsewhere(ctx context.Context, c store.Claim) (held bool, why string) {
+// readAfterFence reads c's record after its fenced-out body: rec is it
+// when it is DONE, or held by a live claim other than c (why empty);
+// otherwise why says what was found.
+func (g *Gateway) readAfterFence(ctx context.Context, c store.Claim) (rec store.Record, why string) {
 	in, ok := g.st.(reader)
 	if !ok {
-		return false, "the store cannot be read to tell"
+		return store.Record{}, "the store cannot be read to tell"
 	}
 	sctx := newSettleCtx(ctx, time.Now().Add(g.opts.SettleTimeout))
 	rec, found, err := in.Inspect(sctx, c.Key)
 	sctx.stop()
 	switch {
 	case err != nil:
-		return false, "the record could not be read: " + g.hideKey(c.Key, err).Error()
+		return store.Record{}, "the record could not be read: " + g.hideKey(c.Key, err).Error()
 	case !found:
-		return false, "the record is absent"
+		return store.Record{}, "the record is absent"
 	case rec.State == store.Done:
-		return true, ""
+		return rec, ""
 	case rec.Fence != c.Fence && !rec.Released() && rec.LeaseUntil.After(rec.ReadAt):
-		return true, ""
+		return rec, ""
 	}
-	return false, "the record is " + rec.State.String() + ", not held by another claim"
+	return store.Record{}, "the record is " + rec.State.String() + ", not held by another claim"
 }
 
 // reader is the part of store.Inspector the gateway uses.

@@ -79,7 +79,8 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 // under the guard of Idempotent. fn's nil answers 200 (ack); an error
 // answers 500 (nack, retried) and is logged, except one matching
 // store.ErrFenced (fn's transaction found its claim taken over and wrote
-// nothing), which answers 200. Requests other than POST get 405.
+// nothing), which answers 200 when the key is done and 503 while another
+// claim holds it (see Lock). Requests other than POST get 405.
 func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
 	if fn == nil {
 		panic("gateway: Push with a nil function")
@@ -214,7 +215,10 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 	case OutcomeNoKey:
 		http.Error(w, res.Err.Error(), http.StatusInternalServerError) // "gateway: no idempotency key: …"
 	default: // the work ran: its own answer, or 500 for a failure that gave none
-		if rec.status == 0 && res.Err != nil {
+		if res.Err != nil && (rec.status == 0 || is2xx(rec.status)) {
+			// A failure the handler's answer does not tell: a Push error,
+			// or a handler that answered 2xx but lost its lease while it
+			// ran. Its 2xx must not reach Pub/Sub.
 			http.Error(w, "handler failed", http.StatusInternalServerError)
 			return
 		}

@@ -408,25 +408,37 @@ func TestPushTyped(t *testing.T) {
 }
 
 // A Push function whose own transaction found its claim taken over (a
-// store's CompleteTx answered store.ErrFenced) wrote nothing, and the new
-// holder owns the work: the delivery is acked, not retried.
-func TestPushFencedOutTransactionAcks(t *testing.T) {
+// store's CompleteTx answered store.ErrFenced) wrote nothing. While the
+// new holder is at work the delivery is in progress (503), not acked;
+// once the work is done it is a duplicate.
+func TestPushFencedOutTransactionWaitsForTheHolder(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
+	var holder store.Claim
 	srv := f.g.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		if holder.Status == store.Won {
+			t.Error("the redelivery ran")
+		}
 		// Another delivery took the key over after the lease lapsed.
 		f.clk.Advance(gateway.DefaultLease + time.Second)
-		if _, err := f.st.Claim(context.Background(), "1", time.Minute); err != nil {
+		var err error
+		if holder, err = f.st.Claim(context.Background(), "1", time.Minute); err != nil {
 			return err
 		}
 		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
 	})
-	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "fenced-out transaction")
-	if lines := f.logs.Records().Outcome(gateway.OutcomeFencedOut); len(lines) != 1 || lines[0].Level.String() != "WARN" {
-		t.Errorf("want one WARN fenced_out line, got:\n%s", f.logs.Records())
+	// The new holder is at work: in progress, retried later (it may yet
+	// fail, or be a copy of this message that crashes).
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 503, "fenced-out transaction, the new holder at work")
+	if lines := f.logs.Records().Outcome(gateway.OutcomeInProgress); len(lines) != 1 || lines[0].Level.String() != "WARN" {
+		t.Errorf("want one WARN in_progress line, got:\n%s", f.logs.Records())
 	}
 	if n := len(f.logs.Records().Level(slog.LevelError)); n != 0 {
 		t.Errorf("%d ERROR lines, want none: nothing was written", n)
 	}
+	if ok, err := f.st.Complete(t.Context(), holder); !ok || err != nil {
+		t.Fatalf("the holder's Complete = %v, %v", ok, err)
+	}
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the redelivery once the holder is done")
 }
 
 // GET on a Push route is no delivery and there is no handler to pass it

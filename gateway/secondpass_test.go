@@ -123,6 +123,13 @@ func TestLeaseLostHandlerIsNotAcked(t *testing.T) {
 		g, _ := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
 		h := g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 		wantStatus(t, deliver(t, h, push("1", nil, "x")), http.StatusInternalServerError, "a handler that lost its lease")
+		// One that answered 200 before its lease was lost: the 200 is
+		// held, and must not go out (the simulator found this one).
+		h = g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			<-r.Context().Done()
+		}))
+		wantStatus(t, deliver(t, h, push("2", nil, "x")), http.StatusInternalServerError, "a handler that answered 200, then lost its lease")
 	})
 }
 
@@ -285,7 +292,8 @@ func TestTransactionOutlivesTheLease(t *testing.T) {
 }
 
 // Item 14 is in TestGuardOutcomes: a body's ErrFenced is acked only when
-// the record is DONE or held by another live claim.
+// the record is DONE; while another live claim holds the key it is in
+// progress (TestPushFencedOutTransactionWaitsForTheHolder too).
 
 // Issue 22, item 8: without renewal, a Mutex body that outlives its lease
 // may run beside the next caller. Mutex cannot stop it, but reports it:

@@ -112,8 +112,9 @@ type Options struct {
 //	(an error matching              released); WARN
 //	gateway.ErrInProgress)
 //	fn returned an error            nack (after the claim was released); ERROR
-//	fn's transaction fenced out     ack when the key is done or held by another live
-//	(store.ErrFenced)               claim: nothing was written; WARN. Otherwise nack; ERROR
+//	fn's transaction fenced out     ack when the key is done: nothing was written; WARN.
+//	(store.ErrFenced)               While another claim holds it, as a live holder;
+//	                                otherwise nack; ERROR
 //	fn panicked                     nack (after the claim was released); the panic goes on
 //	no key could be resolved        nack; ERROR (unless AllowUnguarded)
 //	the store failed                nack; ERROR

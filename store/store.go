@@ -94,6 +94,6 @@ type Claim struct {
 // the claim's fence: the work committed once, and the transaction must not
 // commit it a second time. A body that returns it from a fenced-out
 // transaction wrote nothing: the gateway acknowledges its delivery when the
-// key's record is DONE or held by another live claim, and retries it
-// otherwise.
+// key's record is DONE, and retries it otherwise (later, while another
+// claim holds the key).
 var ErrFenced = errors.New("store: claim fenced out")

@@ -85,7 +85,7 @@ func Storm(t *testing.T, st store.Store, msgs []string, seed uint64, sink func(c
 		for range maxTries {
 			err := g.Lock(ctx, msg, body)
 			if err == nil || errors.Is(err, gateway.ErrDuplicate) {
-				return nil // acked: a fenced-out body is acked by Lock itself when the work is done or held elsewhere
+				return nil // acked: a fenced-out body is acked by Lock itself when the work is done
 			}
 			last = err
 			atomic.AddInt64(&stats.Retries, 1)
