@@ -111,6 +111,13 @@ type Config struct {
 	// or the commit's. The suite fails a store that has a CompleteTx method
 	// and no InTx, so a capable store cannot skip these cases.
 	InTx func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
+	// Delete removes key's record from st the way the store's own
+	// expiry removes it: a purge of expired rows, a Redis key past its
+	// expiry, a TTL policy deleting the entity or document, a sweep. The
+	// suite calls it only on a record past its expiry. The FencesNeverRepeat
+	// case needs it, and fails without it: a record made anew after a
+	// deletion must not hand out a fence its predecessor handed out.
+	Delete func(t testing.TB, st store.Store, key string)
 }
 
 // Run runs the whole suite as subtests of t.
@@ -192,9 +199,22 @@ type env struct {
 type ttlKind uint8
 
 const (
-	longTTL  ttlKind = iota // an hour: nothing expires during a case
+	longTTL  ttlKind = iota // two hours: nothing expires during a case
 	shortTTL                // one tick
 )
+
+// longTTLValue is the ttl of the longTTL cases: longer than their hour-long
+// leases, since a store refuses a lease that is not shorter than its ttl.
+const longTTLValue = 2 * time.Hour
+
+// lease is the lease of a case's first claim: an hour, or, under the short
+// ttl, half a tick, which the store's ttl of one tick admits.
+func (e *env) lease() time.Duration {
+	if e.ttlOf == shortTTL {
+		return e.tick / 2
+	}
+	return long
+}
 
 func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
 	e := &env{t: t, ctx: context.Background(), real: cfg.RealClock, tick: cfg.Tick, cfg: cfg, ttlOf: ttl}
@@ -205,7 +225,7 @@ func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
 		e.tick = time.Second
 		e.fake = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	}
-	d := time.Hour
+	d := longTTLValue
 	if ttl == shortTTL {
 		d = e.tick
 	}
