@@ -39,6 +39,7 @@ type bugs struct {
 	txNoEnter            bool // CompleteTx does not call store.EnterTx
 	fencesRestart        bool // a record made anew starts at fence 1, and raises add one
 	ignoresTokens        bool // Complete, Release, Extend and CompleteTx compare the fence only
+	acceptsLongLease     bool // Claim takes a lease that is not shorter than the ttl
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -86,6 +87,9 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		return store.Claim{}, err
 	}
 	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
+		return store.Claim{}, err
+	}
+	if err := store.CheckLease(lease, s.ttl); err != nil && !s.bugs.acceptsLongLease {
 		return store.Claim{}, err
 	}
 	token := store.ClaimToken(ctx)
@@ -473,6 +477,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"CompleteTx does not enter the transaction", bugs{txNoEnter: true}, []string{"TxCompleteEntersTx"}},
 		{"fences restart once a record is deleted", bugs{fencesRestart: true}, []string{"FencesNeverRepeat"}},
 		{"ignores the claim's token", bugs{ignoresTokens: true}, []string{"TokenChecked"}},
+		{"accepts a lease not shorter than the ttl", bugs{acceptsLongLease: true}, []string{"LeaseNotShorterThanTTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,7 @@ var cases = []testCase{
 	{"NotWonClaimRefused", longTTL, notWonClaimRefused},
 	{"FencesNeverRepeat", shortTTL, fencesNeverRepeat},
 	{"TokenChecked", longTTL, tokenChecked},
+	{"LeaseNotShorterThanTTL", shortTTL, leaseTooLong},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -75,7 +76,7 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 			return violated("%s: CompleteTx error = %v, want store.ErrFenced", who, err)
 		}
 	}
-	h, err := e.claim("k", long, store.HeldByOther, who+": the live claim must still hold the key")
+	h, err := e.claim("k", e.lease(), store.HeldByOther, who+": the live claim must still hold the key")
 	if err != nil {
 		return err
 	}
@@ -88,4 +89,16 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 		}
 	}
 	return e.complete(b, true, who+": the live claim must still complete")
+}
+
+// leaseTooLong: a store refuses a lease that is not shorter than its ttl,
+// with an error wrapping store.ErrLeaseTooLong, and writes nothing.
+func leaseTooLong(e *env) error {
+	for _, lease := range []time.Duration{e.tick, 2 * e.tick} {
+		if c, err := e.s.Claim(e.ctx, "k", lease); !errors.Is(err, store.ErrLeaseTooLong) {
+			return violated("Claim with lease %v on a store whose ttl is %v = %v, %v; want an error wrapping store.ErrLeaseTooLong", lease, e.tick, c.Status, err)
+		}
+	}
+	_, err := e.claim("k", e.lease(), store.Won, "a refused Claim must leave the key absent")
+	return err
 }
