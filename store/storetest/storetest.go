@@ -58,6 +58,16 @@
 // store.EnterTx, which every CompleteTx must call. NotWonClaimRefused then
 // covers CompleteTx as well.
 //
+// The FencesNeverRepeat case lets a claimed record expire, deletes it as
+// the store's own expiry would (Config.Delete, which every store must set:
+// a purge, a Redis key past its grace, a TTL policy, a sweep), claims the
+// key again and checks that the new fence is above the deleted record's and
+// that the deleted record's holder is fenced out of the new claim by
+// Complete, Release, Extend and CompleteTx. TokenChecked gives the same
+// operations a claim with the holder's fence and another token, which must
+// own nothing; LeaseNotShorterThanTTL checks that a Claim whose lease is not
+// shorter than the store's ttl fails with store.ErrLeaseTooLong.
+//
 // [porcupine]: https://github.com/anishathalye/porcupine
 package storetest
 
