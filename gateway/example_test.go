@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/pushenvelope"
@@ -134,7 +135,10 @@ func ExampleGateway_Route() {
 }
 
 func ExampleClaimFromContext() {
-	st, _ := memstore.New(nil)
+	// A fixed clock, so that the fence (the store's clock in microseconds
+	// when the record was made) is the same on every run.
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	st, _ := memstore.New(&memstore.Options{Now: func() time.Time { return at }})
 	g, _ := gateway.New(st, nil)
 	g.Lock(context.Background(), "order-9", func(ctx context.Context) error {
 		c, _ := gateway.ClaimFromContext(ctx)
@@ -142,7 +146,7 @@ func ExampleClaimFromContext() {
 		fmt.Printf("write %s with fence %d\n", c.Key, c.Fence)
 		return nil
 	})
-	// Output: write order-9 with fence 1
+	// Output: write order-9 with fence 1893499200000000
 }
 
 func placeOrder(context.Context, []byte) error { return nil }

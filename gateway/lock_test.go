@@ -117,7 +117,8 @@ func TestLockPanicReleasesAndRepanics(t *testing.T) {
 func TestLockCrashedHolderSelfHeals(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
 	// A holder claims and dies without settling.
-	if _, err := f.st.Claim(t.Context(), "m1", gateway.DefaultLease); err != nil {
+	dead, err := f.st.Claim(t.Context(), "m1", gateway.DefaultLease)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var runs atomic.Int32
@@ -125,10 +126,10 @@ func TestLockCrashedHolderSelfHeals(t *testing.T) {
 		t.Fatalf("Lock during the dead holder's lease = %v, want ErrInProgress", err)
 	}
 	f.clk.Advance(gateway.DefaultLease)
-	err := f.g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+	err = f.g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 		c, ok := gateway.ClaimFromContext(ctx)
-		if !ok || c.Fence != 2 || c.Key != "m1" {
-			t.Errorf("ClaimFromContext = %+v, %v; want key m1 fence 2", c, ok)
+		if !ok || c.Fence <= dead.Fence || c.Key != "m1" {
+			t.Errorf("ClaimFromContext = %+v, %v; want key m1 with a fence above the dead holder's %d", c, ok, dead.Fence)
 		}
 		runs.Add(1)
 		return nil

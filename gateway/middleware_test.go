@@ -309,7 +309,7 @@ func TestIdempotentRestoresBodyAndMessage(t *testing.T) {
 		if !ok || m.ID != "7" || string(m.Data) != "payload" || m.Attributes["order_id"] != "o-1" {
 			t.Errorf("FromContext = %+v, %v", m, ok)
 		}
-		if c, ok := gateway.ClaimFromContext(r.Context()); !ok || c.Key != "7" || c.Fence != 1 {
+		if c, ok := gateway.ClaimFromContext(r.Context()); !ok || c.Key != "7" || c.Fence <= 0 {
 			t.Errorf("ClaimFromContext = %+v, %v", c, ok)
 		}
 		if err := http.NewResponseController(w).Flush(); err != nil {

@@ -3,7 +3,7 @@
 //
 // A [Store] keeps one record per key. A record is CLAIMED (someone is doing
 // the work) or DONE (the work succeeded), and carries a fencing token
-// ("fence", an int64 that starts at 1 and only rises), the token of the
+// ("fence", an int64 that only rises and never repeats), the token of the
 // Claim call that last won it, and two instants on the store's own clock:
 // leaseUntil (until when the holder owns the key) and expiresAt (until when
 // the record suppresses duplicates). Whether a record is reclaimable is
@@ -16,20 +16,26 @@
 // single step with respect to every other operation on that key.
 //
 //	from                          call      guard              to          result       fence
-//	absent, or now ≥ expiresAt    Claim     —                  CLAIMED     Won          1 if absent, else +1
+//	absent, or now ≥ expiresAt    Claim     —                  CLAIMED     Won          now if absent, else raised
 //	CLAIMED, same claim token     Claim     —                  unchanged   Won          same
 //	CLAIMED                       Claim     now < leaseUntil   unchanged   HeldByOther  same
-//	CLAIMED                       Claim     now ≥ leaseUntil   CLAIMED     Won          +1
+//	CLAIMED                       Claim     now ≥ leaseUntil   CLAIMED     Won          raised
 //	DONE                          Claim     now < expiresAt    unchanged   AlreadyDone  same
-//	CLAIMED                       Complete  fence matches      DONE        true         same
+//	CLAIMED                       Complete  claim matches      DONE        true         same
 //	DONE                          Complete  fence matches      unchanged   true         same
 //	any other                     Complete  —                  unchanged   false        same
-//	CLAIMED                       Release   fence matches      reclaimable —            +1
+//	CLAIMED                       Release   claim matches      reclaimable —            raised
 //	any other                     Release   —                  unchanged   —            same
-//	CLAIMED                       Extend    fence matches      extended    Claim        same
+//	CLAIMED                       Extend    claim matches      extended    Claim        same
 //	any other                     Extend    —                  unchanged   ErrFenced    same
-//	CLAIMED or DONE, unexpired    Forget    —                  reclaimable true         +1
+//	CLAIMED or DONE, unexpired    Forget    —                  reclaimable true         raised
 //	absent, or now ≥ expiresAt    Forget    —                  unchanged   false        same
+//
+// "claim matches" means the record holds the caller's fence and token;
+// "now" as a fence is the store's clock in microseconds, and "raised" is
+// max(fence + 1, now): see [FenceAt]. A DONE record is matched by its fence
+// alone (some stores drop the token when they complete): since fences never
+// repeat, the fence names the claim that completed it.
 //
 // On Won the store sets leaseUntil = now + lease and expiresAt = leaseUntil +
 // ttl. Complete sets expiresAt = now + ttl. Release sets leaseUntil = now, so
@@ -38,12 +44,16 @@
 // (one hour by default in every store of this module); the lease is chosen
 // per call. Forget, the operator's action of the optional [Inspector], is a
 // Release that asks for no fence and frees a DONE record too: the state
-// becomes CLAIMED, the token empties and leaseUntil = now.
+// becomes CLAIMED, the token empties and leaseUntil = now. Release and
+// Forget also move expiresAt to at least now + ttl, so that a record lives a
+// ttl past every fence it holds. A Claim whose lease is not shorter than the
+// ttl is refused ([ErrLeaseTooLong]).
 //
 // # Fencing
 //
-// The fence is the only proof of ownership. Complete, Release and Extend
-// succeed only when the caller's fence equals the record's. Because the fence
+// The fence and the token are the proof of ownership. Complete, Release and
+// Extend succeed only when the caller's fence equals the record's, and, on a
+// CLAIMED record, its token too. Because the fence
 // rises on every reclaim and on every Release, a holder that stalled past its
 // lease (a "zombie") cannot write once someone else has taken the key over,
 // and a claim that was given up cannot be completed later.
@@ -67,10 +77,15 @@
 // # Lifetime
 //
 // A store may physically delete a record only after expiresAt (Redis
-// PEXPIREAT, a TTL policy, a purge job). Because expiresAt is always at least
-// leaseUntil + ttl, a record outlives any holder that can still act as long as
-// lease + ttl exceeds the longest life of a holder; then a reclaim bumps the
-// fence instead of starting a fresh record at fence 1.
+// PEXPIREAT, a TTL policy, a purge job). The next Claim then makes a new
+// record, whose fence is the store's clock in microseconds. Every fence the
+// deleted record handed out was raised at least a ttl before its expiresAt,
+// so the new record starts above all of them: its fences never repeat an
+// old one, and a holder of the deleted record, however late, owns nothing.
+// This holds as long as the store's clock (the server's, or for the stores
+// that decide on the client, every process's) does not step back by a ttl,
+// and no key takes more than about one fence raise per microsecond for a
+// long stretch.
 //
 // # Claim tokens
 //

@@ -14,30 +14,34 @@ type Store interface {
 	// returned Fence), AlreadyDone (the work was completed and the record has
 	// not expired), or HeldByOther (a live holder owns the key until
 	// LeaseUntil). An error means nothing is known about the record; the
-	// caller must not run the work.
+	// caller must not run the work. A lease that is not shorter than the
+	// store's ttl is refused with an error wrapping ErrLeaseTooLong.
 	Claim(ctx context.Context, key string, lease time.Duration) (Claim, error)
 
-	// Complete marks c's record DONE when c.Fence still matches, whether or
-	// not the lease has lapsed, and reports whether it did (true also when
-	// the record is already DONE with that fence). false means c was fenced
-	// out: somebody reclaimed the key, or c was released. A claim that was
-	// not won is refused with an error wrapping ErrNotWon.
+	// Complete marks c's record DONE when c still owns it (the record is
+	// CLAIMED with c.Fence and c.Token), whether or not the lease has
+	// lapsed, and reports whether it did (true also when the record is
+	// already DONE with c.Fence: a fence names one winning Claim, since a
+	// key's fences never repeat). false means c was fenced out: somebody
+	// reclaimed the key, c was released, or its record is gone. A claim
+	// that was not won is refused with an error wrapping ErrNotWon.
 	Complete(ctx context.Context, c Claim) (bool, error)
 
-	// Release gives c's key up when c.Fence still matches: the key becomes
-	// claimable at once and the fence rises, so c can never complete. A
-	// stale or unknown claim is ignored without error; a claim that was not
-	// won is refused with an error wrapping ErrNotWon.
+	// Release gives c's key up when c still owns its CLAIMED record (fence
+	// and token): the key becomes claimable at once and the fence rises, so
+	// c can never complete. A stale or unknown claim is ignored without
+	// error; a claim that was not won is refused with an error wrapping
+	// ErrNotWon.
 	Release(ctx context.Context, c Claim) error
 }
 
 // Extender is implemented by stores that can prolong a live claim.
 type Extender interface {
 	// Extend sets c's lease to end lease from now and returns the updated
-	// claim (same fence and token). It fails with ErrFenced when c's fence no
-	// longer matches a CLAIMED record: the key was reclaimed, released or
-	// completed, or the record is gone. A claim that was not won is refused
-	// with an error wrapping ErrNotWon.
+	// claim (same fence and token). It fails with ErrFenced when c no longer
+	// owns a CLAIMED record (its fence and token): the key was reclaimed,
+	// released or completed, or the record is gone. A claim that was not
+	// won is refused with an error wrapping ErrNotWon.
 	Extend(ctx context.Context, c Claim, lease time.Duration) (Claim, error)
 }
 
@@ -71,7 +75,10 @@ type Claim struct {
 	Key    string
 	Status Status
 	// Fence is the record's fencing token. For Won it is the caller's proof
-	// of ownership; pass it to the sink to refuse writes from older holders.
+	// of ownership, with Token; pass it to the sink to refuse writes from
+	// older holders. A key's fences only rise and never repeat, even across
+	// the deletion of its record (an expiry, a purge, a TTL policy): a new
+	// record's fence is the store's clock in microseconds (see FenceAt).
 	Fence int64
 	// Token identifies the Claim call that won the record (empty unless Won).
 	Token string

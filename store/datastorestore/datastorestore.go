@@ -24,7 +24,9 @@ type Options struct {
 	// namespace. The database is the one the client was created for (see
 	// datastore.NewClientWithDatabase).
 	Namespace string
-	// TTL is how long a completed record suppresses duplicates. Default 1h.
+	// TTL is how long a completed record suppresses duplicates, and how long
+	// a claimed record outlives its lease. A Claim's lease must be shorter
+	// (store.ErrLeaseTooLong), and so must SkewMargin. Default 1h.
 	TTL time.Duration
 	// SkewMargin is the clock difference tolerated between the processes
 	// that share the store: a lapsed lease or an expired record is taken
@@ -89,6 +91,12 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 	}
 	if o.TTL == 0 {
 		o.TTL = defaultTTL
+	}
+	if o.SkewMargin >= o.TTL {
+		// A record made anew after a TTL policy deleted the old one starts
+		// at the clock of the process that makes it: above the old fences
+		// only if that clock lags by less than a ttl (see store.FenceAt).
+		return nil, fmt.Errorf("datastorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

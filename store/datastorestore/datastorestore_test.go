@@ -14,13 +14,13 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	client := newClient(t)
-	googletest.Conformance(t, storesOn(client), inTx(client))
+	googletest.Conformance(t, storesOn(client), inTx(client), deleteRecord)
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	t.Parallel()
 	client := newClient(t)
-	googletest.ConformanceRealClock(t, storesOn(client), inTx(client))
+	googletest.ConformanceRealClock(t, storesOn(client), inTx(client), deleteRecord)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -37,6 +37,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"long namespace", datastorestore.Options{Namespace: strings.Repeat("n", 101)}},
 		{"negative TTL", datastorestore.Options{TTL: -time.Second}},
 		{"negative skew margin", datastorestore.Options{SkewMargin: -time.Second}},
+		{"skew margin not shorter than the TTL", datastorestore.Options{TTL: time.Minute, SkewMargin: time.Minute}},
+		{"skew margin not shorter than the default TTL", datastorestore.Options{SkewMargin: time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := datastorestore.New(client, &tc.o)

@@ -80,6 +80,14 @@ func storesOn(client *datastore.Client) googletest.NewStore {
 	}
 }
 
+// deleteRecord is storetest.Config.Delete: the record's entity goes, as a
+// TTL policy deletes it.
+func deleteRecord(t testing.TB, st store.Store, key string) {
+	if err := datastorestore.DeleteRecord(context.Background(), st.(*datastorestore.Store), key); err != nil {
+		t.Fatalf("deleting the record: %v", err)
+	}
+}
+
 // inTx runs the suite's transactions on client, which must be the client
 // of the stores it is given.
 func inTx(client *datastore.Client) googletest.InTx {

@@ -20,7 +20,7 @@ import (
 // wired returns a fresh store whose client's RPCs go through a new Wire.
 func wired(t testing.TB) (googletest.Store, *googletest.Wire) {
 	w := &googletest.Wire{}
-	return newStore(t, wireClient(t, w), datastorestore.Options{}), w
+	return newStore(t, wireClient(t, w), datastorestore.Options{Now: func() time.Time { return googletest.WiredNow }}), w
 }
 
 // wireClient returns a client of the test emulator whose unary RPCs go
@@ -48,8 +48,8 @@ func TestRPCsPerMessage(t *testing.T) {
 
 // TestLostCommitReplyReaffirms: the first commit of a Claim lands, but
 // its reply is lost (the client sees Unavailable). The store retries with
-// the same token and must re-affirm the win: Won at fence 1, not
-// HeldByOther, not fence 2.
+// the same token and must re-affirm the win: Won at the fence the first
+// commit wrote, not HeldByOther, not one more.
 func TestLostCommitReplyReaffirms(t *testing.T) {
 	st, w := wired(t)
 	ctx := t.Context()
@@ -58,8 +58,8 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim after a lost commit reply: %v", err)
 	}
-	if c.Status != store.Won || c.Fence != 1 {
-		t.Fatalf("Claim after a lost commit reply = %v at fence %d, want Won at fence 1 (re-affirmed)", c.Status, c.Fence)
+	if want := googletest.WiredNow.UnixMicro(); c.Status != store.Won || c.Fence != want {
+		t.Fatalf("Claim after a lost commit reply = %v at fence %d, want Won at fence %d (re-affirmed)", c.Status, c.Fence, want)
 	}
 	// The client rolls back after any failed commit; then the retry looks
 	// the entity up outside a transaction, finds its own token and writes
@@ -78,7 +78,7 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 // TestResentCommitReaffirms: the transport sends the first commit twice
 // (as gRPC's retry policy does after a connection drops): the second copy
 // meets a transaction that is already over, whatever the server then
-// answers, the Claim must end Won at fence 1.
+// answers, the Claim must end Won at the fence the first commit wrote.
 func TestResentCommitReaffirms(t *testing.T) {
 	googletest.ResentCommitReaffirms(t, wired)
 }

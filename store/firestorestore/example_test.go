@@ -41,7 +41,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("first delivery:", first.Status, "fence", first.Fence)
+	fmt.Println("first delivery:", first.Status)
 	// … run the side effect, then:
 	if ok, err := st.Complete(ctx, first); err != nil || !ok {
 		fmt.Println("not completed:", ok, err)
@@ -54,7 +54,7 @@ func ExampleNew() {
 	}
 	fmt.Println("redelivery:", again.Status)
 	// Output:
-	// first delivery: won fence 1
+	// first delivery: won
 	// redelivery: already_done
 }
 

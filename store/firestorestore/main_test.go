@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/option"
@@ -67,6 +68,14 @@ func storesOn(client *firestore.Client) googletest.NewStore {
 	}
 }
 
+// deleteRecord is storetest.Config.Delete: the record's document goes, as a
+// TTL policy deletes it.
+func deleteRecord(t testing.TB, st store.Store, key string) {
+	if err := firestorestore.DeleteRecord(context.Background(), st.(*firestorestore.Store), key); err != nil {
+		t.Fatalf("deleting the record: %v", err)
+	}
+}
+
 // inTx runs the suite's transactions on client, which must be the client
 // of the stores it is given.
 func inTx(client *firestore.Client) googletest.InTx {
@@ -80,7 +89,7 @@ func inTx(client *firestore.Client) googletest.InTx {
 // wired returns a fresh store whose client's RPCs go through a new Wire.
 func wired(t testing.TB) (googletest.Store, *googletest.Wire) {
 	w := &googletest.Wire{}
-	return newStore(t, wireClient(t, w), firestorestore.Options{}), w
+	return newStore(t, wireClient(t, w), firestorestore.Options{Now: func() time.Time { return googletest.WiredNow }}), w
 }
 
 // wireClient returns a client of the test emulator whose RPCs go through

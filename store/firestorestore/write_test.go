@@ -29,8 +29,9 @@ func TestRPCsPerMessage(t *testing.T) {
 
 // TestLostCommitReplyReaffirms: a Claim's write lands but its reply is
 // lost. The store retries with the same token and must re-affirm the win:
-// Won at fence 1, not HeldByOther, not fence 2. Both the create of a new
-// record and the update of a lapsed one are covered.
+// Won at the fence the first write wrote (the clock in microseconds), not
+// HeldByOther, not one more. Both the create of a new record and the
+// update of a lapsed one are covered.
 func TestLostCommitReplyReaffirms(t *testing.T) {
 	w := &googletest.Wire{}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -39,8 +40,8 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
 	c, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil || c.Status != store.Won || c.Fence != 1 {
-		t.Fatalf("Claim after a lost create reply = %v at fence %d, %v; want Won at fence 1 (re-affirmed)", c.Status, c.Fence, err)
+	if err != nil || c.Status != store.Won || c.Fence != now.UnixMicro() {
+		t.Fatalf("Claim after a lost create reply = %v at fence %d, %v; want Won at fence %d (re-affirmed)", c.Status, c.Fence, err, now.UnixMicro())
 	}
 	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("another Claim = %v, %v; want HeldByOther", h.Status, err)
@@ -49,8 +50,8 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	now = now.Add(time.Hour) // the lease lapses: the next win updates the record
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
 	d, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil || d.Status != store.Won || d.Fence != 2 {
-		t.Fatalf("reclaim after a lost update reply = %v at fence %d, %v; want Won at fence 2 (one bump)", d.Status, d.Fence, err)
+	if err != nil || d.Status != store.Won || d.Fence != now.UnixMicro() {
+		t.Fatalf("reclaim after a lost update reply = %v at fence %d, %v; want Won at fence %d (one raise, to the clock)", d.Status, d.Fence, err, now.UnixMicro())
 	}
 	if ok, err := st.Complete(ctx, d); !ok || err != nil {
 		t.Fatalf("Complete of the re-affirmed claim = %v, %v; want true", ok, err)
@@ -59,7 +60,7 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 
 // TestResentCommitReaffirms: the transport sends a Claim's write twice (as
 // gRPC's retry policy may after a connection drops); the second copy fails
-// its precondition, and the Claim must still end Won at fence 1.
+// its precondition, and the Claim must still end Won at the fence it wrote.
 func TestResentCommitReaffirms(t *testing.T) {
 	googletest.ResentCommitReaffirms(t, wired)
 }

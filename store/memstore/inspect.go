@@ -36,10 +36,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	return s.withLive(ctx, key, func(sh *shard, r record, now int64) {
 		r.state = claimed
-		r.fence++
-		r.token = ""
-		r.fp = ""
-		r.leaseUntil = now
+		s.release(&r, now)
 		sh.m[key] = r
 	})
 }

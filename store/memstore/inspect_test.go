@@ -8,9 +8,10 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// An operator forgets a key whose work is done: the record stays, one
+// An operator forgets a key whose work is done: the record stays, a
 // fence higher, so the next delivery runs the work again and the first
-// holder can never complete over it.
+// holder can never complete over it. A new record's fence is the store's
+// clock in microseconds, and each raise adds at least one.
 func ExampleStore_Forget() {
 	clock := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	st, _ := memstore.New(&memstore.Options{Now: func() time.Time { return clock }})
@@ -30,8 +31,8 @@ func ExampleStore_Forget() {
 	ok, _ := st.Complete(ctx, first)
 	fmt.Println("first holder completes:", ok)
 	// Output:
-	// DONE fence 1 completed 12:00:00
-	// forgotten: true -> CLAIMED fence 2 released true
-	// next claim: won fence 3
+	// DONE fence 1893499200000000 completed 12:00:00
+	// forgotten: true -> CLAIMED fence 1893499200000001 released true
+	// next claim: won fence 1893499200000002
 	// first holder completes: false
 }

@@ -7,6 +7,11 @@
 // to the records that are still alive (roughly message rate × (lease + ttl))
 // at an amortised constant cost per insert.
 //
+// Fences count microseconds on the store's clock (see [store.FenceAt]): a
+// record made anew after a sweep dropped its predecessor starts above every
+// fence the predecessor handed out, since a record is dropped at least a ttl
+// after its last fence was raised.
+//
 // A memstore is only as durable as its process: records vanish on restart,
 // and two processes never see each other's records. Use a shared store for
 // anything that runs more than one instance.
@@ -15,6 +20,7 @@ package memstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -24,7 +30,9 @@ import (
 
 // Options configures a Store. The zero value means the defaults.
 type Options struct {
-	// TTL is how long a completed record suppresses duplicates. Default 1h.
+	// TTL is how long a completed record suppresses duplicates, and how long
+	// a claimed record outlives its lease. A Claim's lease must be shorter
+	// (store.ErrLeaseTooLong). Default 1h.
 	TTL time.Duration
 	// Now is the clock. Default: the wall clock, advanced monotonically
 	// from the moment New was called (wall-clock jumps do not move leases).
@@ -113,6 +121,9 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if lease <= 0 {
 		return store.Claim{}, errors.New("memstore: lease must be positive")
 	}
+	if err := store.CheckLease(lease, s.ttl); err != nil {
+		return store.Claim{}, fmt.Errorf("memstore: %w", err)
+	}
 	fp := store.Fingerprint(ctx)
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
@@ -127,7 +138,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		if !ok {
 			sh.maybeSweep(now)
 		}
-		r.fence++ // 1 for a new record
+		r.fence = fenceAt(r.fence, now) // r.fence is 0 for a new record
 	case r.state == done:
 		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: fingerprint(r.fp)}, nil
 	case r.token == store.ClaimToken(ctx): // a retried Claim: re-affirm
@@ -135,7 +146,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	case now < r.leaseUntil:
 		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil), Fingerprint: fingerprint(r.fp)}, nil
 	default: // a lapsed or released claim
-		r.fence++
+		r.fence = fenceAt(r.fence, now)
 	}
 	r.state = claimed
 	r.token = store.ClaimToken(ctx)
@@ -144,6 +155,28 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	r.expiresAt = r.leaseUntil + int64(s.ttl)
 	sh.m[key] = r
 	return won(key, r), nil
+}
+
+// fenceAt is store.FenceAt on the store's clock, read as now (unix
+// nanoseconds).
+func fenceAt(old, now int64) int64 { return store.FenceAt(old, now/1e3) }
+
+// release makes r a released claim at now: its fence rises, its lease ends,
+// its token and fingerprint go, and it lives at least a ttl more, so that
+// it is dropped no sooner than a ttl after the fence it now holds.
+func (s *Store) release(r *record, now int64) {
+	r.fence = fenceAt(r.fence, now)
+	r.token = "" // a released claim can never be re-affirmed
+	r.fp = ""
+	r.leaseUntil = now
+	r.expiresAt = max(r.expiresAt, now+int64(s.ttl))
+}
+
+// owns reports whether c owns r: the same fence, and the same token unless
+// r is DONE (then the fence alone names the claim that completed it; fences
+// never repeat).
+func owns(r record, c store.Claim) bool {
+	return r.fence == c.Fence && (r.state == done || r.token == c.Token)
 }
 
 func won(key string, r record) store.Claim {
@@ -185,7 +218,7 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	defer sh.mu.Unlock()
 	now := s.now().UnixNano()
 	r, ok := sh.m[c.Key]
-	if !ok || r.fence != c.Fence || now >= r.expiresAt {
+	if !ok || !owns(r, c) || now >= r.expiresAt {
 		return false, nil
 	}
 	if r.state == claimed {
@@ -209,13 +242,10 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	defer sh.mu.Unlock()
 	now := s.now().UnixNano()
 	r, ok := sh.m[c.Key]
-	if !ok || r.state != claimed || r.fence != c.Fence || now >= r.expiresAt {
+	if !ok || r.state != claimed || !owns(r, c) || now >= r.expiresAt {
 		return nil
 	}
-	r.fence++
-	r.token = "" // a released claim can never be re-affirmed
-	r.fp = ""
-	r.leaseUntil = now
+	s.release(&r, now)
 	sh.m[c.Key] = r
 	return nil
 }
@@ -236,7 +266,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	defer sh.mu.Unlock()
 	now := s.now().UnixNano()
 	r, ok := sh.m[c.Key]
-	if !ok || r.state != claimed || r.fence != c.Fence || now >= r.expiresAt {
+	if !ok || r.state != claimed || !owns(r, c) || now >= r.expiresAt {
 		return store.Claim{}, store.ErrFenced
 	}
 	r.leaseUntil = now + int64(lease)

@@ -21,7 +21,16 @@ func TestConformance(t *testing.T) {
 			}
 			return st
 		},
+		Delete: sweep,
 	})
+}
+
+// sweep is storetest.Config.Delete: the store's own sweep drops the record.
+func sweep(t testing.TB, st store.Store, key string) {
+	memstore.Sweep(st.(*memstore.Store))
+	if n := st.(*memstore.Store).Len(); n != 0 {
+		t.Fatalf("the sweep left %d records, want none", n)
+	}
 }
 
 func TestConformanceRealClock(t *testing.T) {
@@ -35,6 +44,7 @@ func TestConformanceRealClock(t *testing.T) {
 		},
 		RealClock: true,
 		Tick:      30 * time.Millisecond,
+		Delete:    sweep,
 	})
 }
 
@@ -66,7 +76,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	peak := 0
 	for s := range secs {
 		for i := range perSec {
-			c, err := st.Claim(ctx, fmt.Sprintf("k-%d-%d", s, i), time.Minute)
+			c, err := st.Claim(ctx, fmt.Sprintf("k-%d-%d", s, i), ttl/2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,18 +95,28 @@ func TestMemoryStaysBounded(t *testing.T) {
 }
 
 func TestExpiredRecordsDroppedKeepFenceSafety(t *testing.T) {
-	// A record dropped after expiresAt restarts at fence 1: nobody can still
-	// hold the old claim, because lease + ttl has passed.
+	// A record dropped after expiresAt is made anew above every fence it
+	// had, so the old claim can never act on the new one.
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	st, _ := memstore.New(&memstore.Options{TTL: time.Second, Now: clk.now})
 	ctx := context.Background()
-	old, _ := st.Claim(ctx, "k", time.Second)
+	old, err := st.Claim(ctx, "k", time.Second/2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	clk.t = clk.t.Add(time.Hour)
 	for i := range 5000 { // enough inserts to sweep every shard
-		st.Claim(ctx, fmt.Sprint(i), time.Second)
+		st.Claim(ctx, fmt.Sprint(i), time.Second/2)
 	}
 	if ok, _ := st.Complete(ctx, old); ok {
 		t.Fatal("Complete of an expired claim must return false")
+	}
+	again, err := st.Claim(ctx, "k", time.Second/2)
+	if err != nil || again.Fence <= old.Fence {
+		t.Fatalf("Claim after the sweep = fence %d, %v; want a fence above %d", again.Fence, err, old.Fence)
+	}
+	if ok, _ := st.Complete(ctx, old); ok {
+		t.Fatal("Complete of the dropped record's claim must not complete the new one")
 	}
 }
 

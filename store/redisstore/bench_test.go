@@ -28,7 +28,7 @@ import (
 
 const (
 	benchWorkers = 64
-	benchTTL     = time.Minute
+	benchTTL     = 2 * time.Minute // longer than the lease, as the store requires
 )
 
 // message handles the message with the given unique key.

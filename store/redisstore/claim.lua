@@ -28,9 +28,9 @@ if rec then
     end
   end
 end
--- New, expired, lapsed or released: take it, one fence above the last, with
--- the caller's fingerprint (or none).
-fence = fence + 1
+-- New, expired, lapsed or released: take it, the fence raised above the
+-- last and to the clock (fence_at), with the caller's fingerprint (or none).
+fence = fence_at(fence, now)
 local lease_until = now + tonumber(ARGV[1])
 local expires_at = lease_until + tonumber(ARGV[2])
 redis.call('SET', KEYS[1], record(string.format('C%d:%d:%d:', fence, lease_until, expires_at), ARGV[5], ARGV[4]),

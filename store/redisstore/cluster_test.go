@@ -31,6 +31,7 @@ func TestClusterConformance(t *testing.T) {
 				},
 				RealClock: true,
 				Tick:      tick,
+				Delete:    deleteRecord,
 			})
 		})
 	}

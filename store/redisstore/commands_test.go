@@ -159,8 +159,8 @@ func TestScriptCacheFlushed(t *testing.T) {
 	wantFallback("Release")
 
 	b, err := s.Claim(ctx, "k", time.Minute)
-	if err != nil || b.Status != store.Won || b.Fence != a.Fence+2 {
-		t.Fatalf("Claim after Release = %+v, %v; want Won at fence %d", b, err, a.Fence+2)
+	if err != nil || b.Status != store.Won || b.Fence < a.Fence+2 {
+		t.Fatalf("Claim after Release = %+v, %v; want Won at fence %d or above", b, err, a.Fence+2)
 	}
 	flush()
 	if ok, err := s.Complete(ctx, b); !ok || err != nil {

@@ -1,16 +1,18 @@
--- complete.lua: mark KEYS[1] DONE if the caller's fence still owns it.
---   ARGV[1] fence  ARGV[2] ttl (ms)  ARGV[3] grace (ms)
+-- complete.lua: mark KEYS[1] DONE if the caller's claim still owns it: the
+-- same fence, and on a CLAIMED record the same token (a DONE record keeps
+-- none; its fence alone names the claim that completed it).
+--   ARGV[1] fence  ARGV[2] ttl (ms)  ARGV[3] grace (ms)  ARGV[4] token
 -- Reply: 1 done (now or already, with this fence), 0 fenced out or absent.
 local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, lease_until, expires_at, fp = parse(rec)
+local state, fence, lease_until, expires_at, fp, token = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
 local now = now_ms()
-if fence ~= ARGV[1] or now >= tonumber(expires_at) then
+if fence ~= ARGV[1] or (state == 'C' and token ~= ARGV[4]) or now >= tonumber(expires_at) then
   return 0
 end
 if state == 'D' then

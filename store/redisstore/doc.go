@@ -18,8 +18,13 @@
 // clock, and token is the claim token of the Claim that won, verbatim to the
 // end of the value (empty once the record is done or released). For example
 //
-//	C1:1796000400000:1796004000000:2PEXRHDEZ7H2NQQKBXYRNB3GLM
-//	D1:1796000400000:1796003612345:
+//	C1796000340000000:1796000400000:1796004000000:2PEXRHDEZ7H2NQQKBXYRNB3GLM
+//	D1796000340000000:1796000400000:1796003612345:
+//
+// A new record's fence is the server's clock in microseconds (TIME in
+// milliseconds × 1000), and every raise sets max(fence + 1, now in µs), so
+// a record made anew after Redis deleted its predecessor starts above every
+// fence the predecessor handed out (see docs/stores/redis.md).
 //
 // A record that keeps a payload fingerprint (see [store.WithFingerprint])
 // writes its state in lower case, c or d, and the fingerprint's length in
@@ -36,11 +41,9 @@
 // different leading letter, and the scripts refuse a value they do not
 // recognise instead of guessing. One string was chosen over a hash because
 // each script then reads the record with one GET and writes it, with its
-// expiry, with one SET … PXAT, and because a done record (about 31 bytes)
-// fits Redis's embedded string encoding: MEMORY USAGE reports about 150
-// bytes for a done record under a 50-byte key, no more than a hash with
-// one-letter fields, and less than a hash for a claimed record. A 32-byte
-// fingerprint adds 32 bytes to that.
+// expiry, with one SET … PXAT, and because a done record is small (about
+// 46 bytes): MEMORY USAGE reports about 170 bytes for a done record under a
+// 50-byte key. A 32-byte fingerprint adds 32 bytes to that.
 //
 // Redis deletes a record by itself at expiresAt plus [Options.Grace]
 // (PEXPIREAT); nothing sweeps.

@@ -1,7 +1,9 @@
--- extend.lua: prolong the live claim on KEYS[1] if the caller's fence owns it.
+-- extend.lua: prolong the live claim on KEYS[1] if the caller's fence and
+-- token own it.
 --   ARGV[1] fence  ARGV[2] lease (ms)  ARGV[3] ttl (ms)  ARGV[4] grace (ms)
+--   ARGV[5] token
 -- Reply: the new leaseUntil, or 0 when fenced out (absent, DONE, another
--- fence, or expired).
+-- fence or token, or expired).
 local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
@@ -12,7 +14,7 @@ if not state then
 end
 local now = now_ms()
 expires_at = tonumber(expires_at)
-if state ~= 'C' or fence ~= ARGV[1] or now >= expires_at then
+if state ~= 'C' or fence ~= ARGV[1] or token ~= ARGV[5] or now >= expires_at then
   return 0
 end
 local lease_until = now + tonumber(ARGV[2])

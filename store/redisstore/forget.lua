@@ -1,10 +1,10 @@
 -- forget.lua: force the live record at KEYS[1] free, whatever its state.
+--   ARGV[1] ttl (ms)  ARGV[2] grace (ms)
 -- Reply: 1 forgotten, 0 nothing to forget (absent or expired).
--- The record becomes a released claim: CLAIMED, one fence higher, its lease
+-- The record becomes a released claim: CLAIMED, a fence higher, its lease
 -- ended now, no token and no fingerprint, exactly what release.lua writes
--- but without asking for the holder's fence. Its expiry and PXAT stay, so
--- the fence goes on past this record's life as it would after a Release.
--- The layout is record.lua's.
+-- but without asking for the holder's fence and token. The layout is
+-- record.lua's.
 local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
@@ -17,5 +17,6 @@ local now = now_ms()
 if now >= tonumber(expires_at) then
   return 0
 end
-redis.call('SET', KEYS[1], released(fence, now, expires_at), 'KEEPTTL')
+local rel, at = released(fence, now, expires_at, tonumber(ARGV[1]))
+redis.call('SET', KEYS[1], rel, 'PXAT', string.format('%d', at + tonumber(ARGV[2])))
 return 1

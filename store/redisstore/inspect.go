@@ -98,7 +98,7 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: forget: %w", err)
 	}
-	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}).Int64()
+	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}, s.ttl, s.grace).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: forget: %w", err)
 	}

@@ -32,12 +32,24 @@ local function record(head, fp, token)
   return string.lower(string.sub(head, 1, 1)) .. string.sub(head, 2) .. #fp .. ':' .. fp .. token
 end
 
+-- fence_at is the fence a write raises old to at now (ms): store.FenceAt
+-- on the server's clock, counted in microseconds and read to the
+-- millisecond. A record made anew after Redis deleted its predecessor
+-- starts above every fence the predecessor handed out. Fences stay below
+-- 2^53 (about 1.8e15 today), so a Lua number holds them exactly.
+local function fence_at(old, now)
+  return math.max(old + 1, now * 1000)
+end
+
 -- released is the record a Release (or a Forget) leaves of a claim at
--- fence: CLAIMED one fence higher, its lease ended at now, with no token
+-- fence: CLAIMED with a higher fence, its lease ended at now, with no token
 -- and no fingerprint, so that neither the old fence nor the old token may
--- act on it again.
-local function released(fence, now, expires_at)
-  return record(string.format('C%d:%d:%s:', tonumber(fence) + 1, now, expires_at), '', '')
+-- act on it again. It lives at least ttl more, so that Redis deletes it no
+-- sooner than a ttl after the fence it now holds. Returns the record and
+-- its expiresAt.
+local function released(fence, now, expires_at, ttl)
+  expires_at = math.max(tonumber(expires_at), now + ttl)
+  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', ''), expires_at
 end
 
 -- now_ms reads the server's clock in milliseconds: every decision is taken

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -79,8 +80,11 @@ func TestRecordLayout(t *testing.T) {
 				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 			}
 			r := readRecord(t, client, rawKey)
-			if r.state != "C" || r.fence != 1 || r.token != c.Token {
-				t.Errorf("claimed record = %+v, want state C, fence 1, token %q", r, c.Token)
+			if r.state != "C" || r.fence != c.Fence || r.token != c.Token {
+				t.Errorf("claimed record = %+v, want state C, fence %d, token %q", r, c.Fence, c.Token)
+			}
+			if lo, hi := before*1000, after*1000; r.fence < lo || r.fence > hi {
+				t.Errorf("a new record's fence %d not in server TIME in microseconds [%d, %d]", r.fence, lo, hi)
 			}
 			if r.leaseUntil != c.LeaseUntil.UnixMilli() {
 				t.Errorf("stored leaseUntil %d, Claim returned %d", r.leaseUntil, c.LeaseUntil.UnixMilli())
@@ -101,8 +105,8 @@ func TestRecordLayout(t *testing.T) {
 			}
 			after = serverMillis(t, client)
 			r = readRecord(t, client, rawKey)
-			if r.state != "D" || r.fence != 1 || r.token != "" {
-				t.Errorf("completed record = %+v, want state D, fence 1, no token", r)
+			if r.state != "D" || r.fence != c.Fence || r.token != "" {
+				t.Errorf("completed record = %+v, want state D, fence %d, no token", r, c.Fence)
 			}
 			if lo, hi := before+ttl.Milliseconds(), after+ttl.Milliseconds(); r.expiresAt < lo || r.expiresAt > hi {
 				t.Errorf("completed expiresAt %d not in server TIME + ttl [%d, %d]", r.expiresAt, lo, hi)
@@ -117,8 +121,9 @@ func TestRecordLayout(t *testing.T) {
 	}
 }
 
-// TestReleaseLayout checks that Release bumps the fence, ends the lease on
-// the server's clock, forgets the token and leaves the expiry alone.
+// TestReleaseLayout checks that Release raises the fence, ends the lease on
+// the server's clock, forgets the token and leaves an expiry that is a ttl
+// away or more alone.
 func TestReleaseLayout(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
@@ -135,8 +140,8 @@ func TestReleaseLayout(t *testing.T) {
 	}
 	after := serverMillis(t, client)
 	r := readRecord(t, client, prefix+"k")
-	if r.state != "C" || r.fence != 2 || r.token != "" {
-		t.Errorf("released record = %+v, want state C, fence 2, no token", r)
+	if r.state != "C" || r.fence <= c.Fence || r.fence < before*1000 || r.token != "" {
+		t.Errorf("released record = %+v, want state C, a fence above %d and at least the server's microseconds %d, no token", r, c.Fence, before*1000)
 	}
 	if r.leaseUntil < before || r.leaseUntil > after {
 		t.Errorf("released leaseUntil %d, want the server's now in [%d, %d]", r.leaseUntil, before, after)
@@ -147,45 +152,79 @@ func TestReleaseLayout(t *testing.T) {
 	// A retry of the released Claim with its own token must not re-affirm the
 	// abandoned claim: it reclaims with a fresh lease and a new fence.
 	again, err := s.Claim(store.WithClaimToken(ctx, c.Token), "k", time.Minute)
-	if err != nil || again.Status != store.Won || again.Fence != 3 || !again.LeaseUntil.After(c.LeaseUntil.Add(-time.Second)) {
-		t.Errorf("Claim with the released token = %+v, %v; want Won at fence 3 with a fresh lease", again, err)
+	if err != nil || again.Status != store.Won || again.Fence <= r.fence || !again.LeaseUntil.After(c.LeaseUntil.Add(-time.Second)) {
+		t.Errorf("Claim with the released token = %+v, %v; want Won above fence %d with a fresh lease", again, err, r.fence)
 	}
 }
 
-// TestDeletedRecordStartsAtFenceOne shows what happens when Redis drops a
-// record (its PEXPIREAT passed, or an eviction): the key is simply absent
-// again and the next Claim starts a fresh record at fence 1. That is safe
-// only because the key outlives every holder that could still act; see
-// docs/stores/redis.md.
-func TestDeletedRecordStartsAtFenceOne(t *testing.T) {
+// TestReleaseNearExpiryKeepsTheRecord: a Release late in a record's life
+// (its lease lapsed long ago) moves the expiry to a ttl from now, so Redis
+// deletes the record no sooner than a ttl after the fence it raised.
+func TestReleaseNearExpiryKeepsTheRecord(t *testing.T) {
+	const ttl = time.Hour
 	client := newClient(t)
 	prefix := uniquePrefix(t)
-	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl, Grace: -1})
+	ctx := t.Context()
+	now := serverMillis(t, client)
+	// A claim whose lease ended long ago and whose record expires in a minute.
+	token := "late"
+	if err := client.Set(ctx, prefix+"k", fmt.Sprintf("C7:%d:%d:%s", now-ttl.Milliseconds(), now+60_000, token), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, store.Claim{Key: "k", Status: store.Won, Fence: 7, Token: token}); err != nil {
+		t.Fatal(err)
+	}
+	r := readRecord(t, client, prefix+"k")
+	if r.fence <= 7 || r.expiresAt < now+ttl.Milliseconds() || r.pexpireAt != r.expiresAt {
+		t.Errorf("released record = %+v, want a fence above 7 and an expiry (and deletion) a ttl from now, at %d or later", r, now+ttl.Milliseconds())
+	}
+}
+
+// TestExpiredRecordMadeAnewAboveItsFences lets Redis itself delete a
+// record (no grace: PEXPIREAT is expiresAt): the key is absent again, and
+// the next Claim starts a fresh record above every fence the deleted one
+// handed out, so that neither its holder nor a sink that keeps the highest
+// fence mistakes one for the other.
+func TestExpiredRecordMadeAnewAboveItsFences(t *testing.T) {
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: 40 * time.Millisecond, Grace: -1})
 	ctx := t.Context()
 	var last store.Claim
-	for range 3 { // raise the fence to 3
-		c, err := s.Claim(ctx, "k", time.Minute)
-		if err != nil || c.Status != store.Won {
-			t.Fatalf("Claim = %v, %v", c.Status, err)
+	for range 3 { // raise the fence three times
+		c, err := s.Claim(ctx, "k", 20*time.Millisecond)
+		if err != nil || c.Status != store.Won || c.Fence <= last.Fence {
+			t.Fatalf("Claim = %+v, %v; want Won above fence %d", c, err, last.Fence)
 		}
 		if err := s.Release(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		last = c
 	}
-	c, err := s.Claim(ctx, "k", time.Minute)
-	if err != nil || c.Fence != last.Fence+2 {
-		t.Fatalf("Claim = %+v, %v; want fence %d", c, err, last.Fence+2)
+	c, err := s.Claim(ctx, "k", 20*time.Millisecond)
+	if err != nil || c.Fence < last.Fence+2 {
+		t.Fatalf("Claim = %+v, %v; want a fence of at least %d", c, err, last.Fence+2)
 	}
-	if ok, err := s.Complete(ctx, c); !ok || err != nil {
-		t.Fatalf("Complete = %v, %v", ok, err)
+	// Wait for Redis to delete the key: lease + ttl, about 60ms.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := client.Exists(ctx, prefix+"k").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Redis kept the record past its expiry")
+		}
 	}
-	if err := client.Del(ctx, prefix+"k").Err(); err != nil {
-		t.Fatal(err)
+	fresh, err := s.Claim(ctx, "k", 20*time.Millisecond)
+	if err != nil || fresh.Status != store.Won || fresh.Fence <= c.Fence {
+		t.Fatalf("Claim after Redis deleted the record = %+v, %v; want Won above fence %d", fresh, err, c.Fence)
 	}
-	fresh, err := s.Claim(ctx, "k", time.Minute)
-	if err != nil || fresh.Status != store.Won || fresh.Fence != 1 {
-		t.Fatalf("Claim after the record was deleted = %+v, %v; want Won at fence 1", fresh, err)
+	if ok, err := s.Complete(ctx, c); ok || err != nil {
+		t.Fatalf("the deleted record's holder: Complete = %v, %v; want false", ok, err)
 	}
 }
 

@@ -31,17 +31,20 @@ type Options struct {
 	HashTag bool
 
 	// TTL is how long a completed record suppresses duplicates, and how long
-	// a claimed record outlives its lease. Default 1h; rounded up to a whole
+	// a claimed record outlives its lease. A Claim's lease must be shorter
+	// (store.ErrLeaseTooLong). Default 1h; rounded up to a whole
 	// millisecond.
 	TTL time.Duration
 
 	// Grace is how long Redis keeps a record after its expiresAt before it
 	// deletes it (PEXPIREAT = expiresAt + Grace). During the grace the record
-	// suppresses nothing, but a Claim on it continues its fence instead of
-	// starting a fresh record at fence 1, so fences seen by a sink keep
-	// rising across a late redelivery. Default: TTL. A negative Grace means
-	// none: Redis deletes the record at expiresAt exactly, which halves the
-	// memory held by completed records.
+	// suppresses nothing, but a Claim on it continues its fence. Fences
+	// never repeat without it either: a record made anew starts at the
+	// server's clock in microseconds, above every fence of the one Redis
+	// deleted (see the package documentation). The grace moves that
+	// deletion later, a margin for a server clock that steps back. Default:
+	// TTL. A negative Grace means none: Redis deletes the record at
+	// expiresAt exactly, which halves the memory held by completed records.
 	Grace time.Duration
 
 	// AllowEviction accepts a Redis whose maxmemory-policy may evict
@@ -66,6 +69,7 @@ type Store struct {
 	prefix  string
 	hashTag bool
 	ttl     int64 // milliseconds
+	ttlDur  time.Duration
 	grace   int64 // milliseconds
 }
 
@@ -123,6 +127,7 @@ func New(ctx context.Context, client redis.UniversalClient, opts *Options) (*Sto
 		prefix:  o.Prefix,
 		hashTag: o.HashTag,
 		ttl:     ceilMillis(o.TTL),
+		ttlDur:  o.TTL,
 		grace:   ceilMillis(o.Grace),
 	}, nil
 }
@@ -159,6 +164,9 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err
+	}
+	if err := store.CheckLease(lease, s.ttlDur); err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	fp := store.Fingerprint(ctx)
 	if err := store.CheckFingerprint(fp); err != nil {
@@ -230,7 +238,7 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: complete: %w", err)
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), s.ttl, s.grace).Int64()
+	n, err := completeScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), s.ttl, s.grace, c.Token).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: complete: %w", err)
 	}
@@ -245,7 +253,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
-	if err := releaseScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c)).Err(); err != nil {
+	if err := releaseScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), c.Token, s.ttl, s.grace).Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
@@ -263,7 +271,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: extend: %w", err)
 	}
-	until, err := extendScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), ms, s.ttl, s.grace).Int64()
+	until, err := extendScript.Run(ctx, s.client, []string{s.redisKey(c.Key)}, fence(c), ms, s.ttl, s.grace, c.Token).Int64()
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: extend: %w", err)
 	}

@@ -32,7 +32,16 @@ func TestConformance(t *testing.T) {
 		},
 		RealClock: true,
 		Tick:      tick,
+		Delete:    deleteRecord,
 	})
+}
+
+// deleteRecord is storetest.Config.Delete: the record's key goes, as Redis
+// deletes it past its expiry and grace.
+func deleteRecord(t testing.TB, st store.Store, key string) {
+	if n, err := redisstore.DeleteRecord(context.Background(), st.(*redisstore.Store), key); err != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v; want the record deleted", n, err)
+	}
 }
 
 // newClient returns a client of the test Redis server, closed when t ends.

@@ -42,7 +42,7 @@ func TestConcurrentClaimsOnePool(t *testing.T) {
 			s := b.store(t, b.open(t, 16), nil)
 			for round := range 4 {
 				key := fmt.Sprintf("hot-%d", round)
-				res, errs := race(64, func() (store.Claim, error) { return s.Claim(t.Context(), key, time.Hour) })
+				res, errs := race(64, func() (store.Claim, error) { return s.Claim(t.Context(), key, time.Minute) })
 				var winner *store.Claim
 				for i, c := range res {
 					if errs[i] != nil {

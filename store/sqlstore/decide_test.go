@@ -151,8 +151,14 @@ func TestClaimDecidesOnce(t *testing.T) {
 				case store.Won:
 					won++
 					from := got.leaseUntil - lease // the reading the new lease counts from
-					want := row{state: 1, fence: holder.fence + 1, token: token, leaseUntil: c.LeaseUntil.UnixMilli(), expiresAt: c.LeaseUntil.UnixMilli() + ttl, fingerprint: fp}
-					if c.Fence != want.fence || got != want || string(c.Fingerprint) != fp {
+					// The fence is the clock of the win in microseconds: on
+					// PostgreSQL the lease's reading, on MySQL a reading of
+					// its own, taken under the row lock before the lease's.
+					want := row{state: 1, fence: c.Fence, token: token, leaseUntil: c.LeaseUntil.UnixMilli(), expiresAt: c.LeaseUntil.UnixMilli() + ttl, fingerprint: fp}
+					if c.Fence <= holder.fence || c.Fence > from*1000 || c.Fence < (lapse-k)*1000 {
+						t.Errorf("k=%d: Won fence %d, want the clock of the win in microseconds, in [%d, %d]", k, c.Fence, (lapse-k)*1000, from*1000)
+					}
+					if got != want || string(c.Fingerprint) != fp {
 						t.Errorf("k=%d: Claim = Won fence %d lease %d fingerprint %q, row %+v; want the new claim in every column, %+v (a takeover decides once)", k, c.Fence, c.LeaseUntil.UnixMilli(), c.Fingerprint, got, want)
 					}
 					if from < lapse || from != last {

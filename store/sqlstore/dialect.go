@@ -92,17 +92,17 @@ type statements struct {
 	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
 	// the token.
 	claimRead query
-	complete  query // $1 key hash, $2 fence
+	complete  query // $1 key hash, $2 fence, $3 token
 	// completeTx is complete for CompleteTx: it matches only a CLAIMED
 	// record, so that a record already DONE fails the caller's
-	// transaction. $1 key hash, $2 fence.
+	// transaction. $1 key hash, $2 fence, $3 token.
 	completeTx query
 	// recordState reads what CompleteTx needs to know when completeTx
-	// matched nothing: the record's state, its fence, and 1 when it has
+	// matched nothing: the record's state, its fence, its token, and 1 when it has
 	// not expired (else 0). $1 key hash.
 	recordState query
-	release     query // $1 key hash, $2 fence
-	extend      query // $1 key hash, $2 fence, $3 lease (ms)
+	release     query // $1 key hash, $2 fence, $3 token
+	extend      query // $1 key hash, $2 fence, $3 lease (ms), $4 token
 	purge       query // $1 batch size
 	// create is the idempotent DDL of a new table, run in order; the
 	// schema lookup is in schemacheck.go.

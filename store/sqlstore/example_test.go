@@ -49,7 +49,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(c.Status, c.Fence)
+	fmt.Println(c.Status, c.Fence > 0) // the fence: the database's clock in microseconds
 	// … run the side effect while holding the claim, then:
 	done, err := s.Complete(ctx, c)
 	if err != nil {
@@ -61,11 +61,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(dup.Status, dup.Fence)
+	fmt.Println(dup.Status, dup.Fence == c.Fence)
 	// Output:
-	// won 1
+	// won true
 	// true
-	// already_done 1
+	// already_done true
 }
 
 // Expired records stay in the table, behaving as absent, until a purge

@@ -22,16 +22,17 @@ const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
 // forgetUpdate turns a live record, CLAIMED or DONE, into a released claim:
-// Release's assignments (releaseUpdate in postgres.go) without its fence
-// and state guards. It never deletes, so the fence goes on rising. The
-// fence always changes, so MySQL counts the row as affected whatever
+// Release's assignments (releaseUpdate in postgres.go) without its fence,
+// token and state guards. It never deletes, so the fence goes on rising.
+// The fence always changes, so MySQL counts the row as affected whatever
 // CLIENT_FOUND_ROWS says.
 const forgetUpdate = `UPDATE {T} SET
 	state       = 1,
-	fence       = fence + 1,
+	fence       = {MAX}(fence + 1, {NOW} * 1000),
 	token       = '',
 	fingerprint = NULL,
-	lease_until = {NOW}
+	lease_until = {NOW},
+	expires_at  = {MAX}(expires_at, {NOW} + {TTL})
 WHERE key_hash = $1 AND expires_at > {NOW}`
 
 // render writes tmpl for the store's dialect and table. Only the MySQL
@@ -41,11 +42,11 @@ func (s *Store) render(tmpl string) query {
 	ttl := strconv.FormatInt(s.ttl, 10)
 	switch {
 	case s.spec.mysql:
-		return positional(expand(tmpl, "T", s.table.ref(backquote), "NOW", mysqlNow, "TTL", ttl))
+		return positional(expand(tmpl, "T", s.table.ref(backquote), "NOW", mysqlNow, "TTL", ttl, "MAX", "GREATEST"))
 	case s.spec.prepare:
-		return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", sqliteNow, "TTL", ttl))
+		return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", sqliteNow, "TTL", ttl, "MAX", "MAX"))
 	}
-	return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", pgNow, "TTL", ttl))
+	return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", pgNow, "TTL", ttl, "MAX", "GREATEST"))
 }
 
 // Inspect implements [store.Inspector] in one statement, which reads the

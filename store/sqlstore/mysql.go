@@ -38,9 +38,9 @@ const mysqlClaimWins = `(expires_at <= {NOW} OR (state = 1 AND lease_until <= {N
 // with RETURNING (MariaDB 10.5) reporting the row as it stands afterwards,
 // whether inserted, taken over or left alone.
 const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-VALUES ($1, $2, 1, 1, $3, {NOW} + $4, lease_until + {TTL}, $5)
+VALUES ($1, $2, 1, {NOW} * 1000, $3, {NOW} + $4, lease_until + {TTL}, $5)
 ON DUPLICATE KEY UPDATE
-	fence       = IF(@idemgate_won := {WIN}, fence + 1, fence),
+	fence       = IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence),
 	state       = IF(@idemgate_won, 1, state),
 	token       = IF(@idemgate_won, $3, token),
 	lease_until = IF(@idemgate_won, {NOW} + $4, lease_until),
@@ -56,10 +56,10 @@ RETURNING ` + mysqlClaimResult
 // wrote, with no second look at the table, no transaction and no lock held
 // across the round trip: two statements, the fewest MySQL allows.
 const mysqlClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-VALUES ($1, $2, @idemgate_state := 1, @idemgate_fence := 1, @idemgate_token := $3,
+VALUES ($1, $2, @idemgate_state := 1, @idemgate_fence := {NOW} * 1000, @idemgate_token := $3,
 	@idemgate_lease := {NOW} + $4, lease_until + {TTL}, @idemgate_fp := $5)
 ON DUPLICATE KEY UPDATE
-	fence       = (@idemgate_fence := IF(@idemgate_won := {WIN}, fence + 1, fence)),
+	fence       = (@idemgate_fence := IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence)),
 	state       = (@idemgate_state := IF(@idemgate_won, 1, state)),
 	token       = (@idemgate_token := IF(@idemgate_won, $3, token)),
 	lease_until = (@idemgate_lease := IF(@idemgate_won, {NOW} + $4, lease_until)),
@@ -87,19 +87,19 @@ const mysqlComplete = `UPDATE {T} SET
 	expires_at = IF(state = 1, {NOW} + {TTL}, expires_at),
 	state      = 2,
 	fence      = LAST_INSERT_ID(fence)
-WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
 
 // mysqlCompleteTx is completeTxUpdate (postgres.go) in MySQL's words.
 const mysqlCompleteTx = `UPDATE {T} SET
 	expires_at = {NOW} + {TTL},
 	state      = 2,
 	fence      = LAST_INSERT_ID(fence)
-WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
 
 const mysqlExtend = `UPDATE {T} SET
 	lease_until = LAST_INSERT_ID({NOW} + $3),
 	expires_at  = GREATEST(expires_at, lease_until + {TTL})
-WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND token = $4 AND state = 1 AND expires_at > {NOW}`
 
 // mysqlStatements builds the MySQL family's statements; returning selects
 // MariaDB's one-statement Claim.
@@ -107,7 +107,7 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 	return func(t table, ttl int64) statements {
 		tbl := t.ref(backquote)
 		x := func(tmpl string) query {
-			return positional(expand(tmpl, "WIN", mysqlClaimWins, "T", tbl, "NOW", mysqlNow, "TTL", strconv.FormatInt(ttl, 10)))
+			return positional(expand(tmpl, "WIN", mysqlClaimWins, "T", tbl, "NOW", mysqlNow, "TTL", strconv.FormatInt(ttl, 10), "MAX", "GREATEST"))
 		}
 		s := statements{
 			complete:    x(mysqlComplete),

@@ -7,7 +7,14 @@ import "strconv"
 // the two-argument maximum, in the DDL and in how a purge picks its batch.
 //
 // {NOW} is the database clock in epoch milliseconds, read when the
-// expression is evaluated. Every decision is evaluated on a row the
+// expression is evaluated. A fence-raising write sets the fence to
+// {MAX}(fence + 1, {NOW} * 1000), and a new record starts at {NOW} * 1000:
+// store.FenceAt on the database's clock, counted in microseconds but read to
+// the millisecond. A record made anew after a purge deleted its predecessor
+// (which happens at least a ttl after its last raise) therefore starts above
+// every fence the predecessor handed out, unless the database's clock has
+// stepped back by a ttl or a key took more than a thousand raises a
+// millisecond for a long stretch. Every decision is evaluated on a row the
 // statement has locked, after any wait for a concurrent writer, so the clock
 // must be read then, not when the statement began: a Claim that queued
 // behind a Release must see the lease the Release just ended as ended.
@@ -37,7 +44,8 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 
 // claimUpsert claims a key in one statement that returns a row in every
 // case (PostgreSQL and SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go
-// is the same idea). The INSERT creates an absent record at fence 1 with
+// is the same idea). The INSERT creates an absent record at fence
+// clock.ms * 1000 with
 // the caller's fingerprint ($5, NULL for none), its lease and expiry from
 // one reading of the clock. On a conflict, the DO
 // UPDATE always updates the existing row, and decides once: the sub-select
@@ -69,11 +77,11 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // (SQLite needs the WHERE of the INSERT's SELECT to parse ON CONFLICT as
 // the upsert's.)
 const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE true
+SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE true
 ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
 	SELECT
 		CASE WHEN {WIN} THEN 1 ELSE r.state END,
-		CASE WHEN {WIN} THEN r.fence + 1 ELSE r.fence END,
+		CASE WHEN {WIN} THEN {MAX}(r.fence + 1, clock.ms * 1000) ELSE r.fence END,
 		CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
 		CASE WHEN {WIN} THEN clock.ms + $4 ELSE r.lease_until END,
 		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END,
@@ -120,9 +128,9 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // between.
 const pgClaimNoWrite = `WITH claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-	SELECT $1, $2, 1, 1, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock
+	SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock
 	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
-		SELECT 1, r.fence + 1, excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint FROM (SELECT {NOW} AS ms) AS clock
+		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint FROM (SELECT {NOW} AS ms) AS clock
 	)
 	WHERE (SELECT {WIN} FROM (SELECT {NOW} AS ms) AS clock)
 	RETURNING state, fence, token, lease_until, fingerprint
@@ -135,13 +143,16 @@ SELECT ` + claimResult + ` FROM claimed
 UNION ALL
 SELECT ` + claimResult + ` FROM kept`
 
-// completeUpdate marks a matching, unexpired record DONE. On a record that
-// is already DONE (a retried Complete) it changes nothing but still counts
-// as an affected row, which is the "true" answer.
+// completeUpdate marks a matching, unexpired record DONE: the caller's
+// fence ($2), and on a CLAIMED record the caller's token ($3). A DONE
+// record needs no token: its fence names the claim that completed it, since
+// fences never repeat. On a record that is already DONE (a retried
+// Complete) it changes nothing but still counts as an affected row, which
+// is the "true" answer.
 const completeUpdate = `UPDATE {T} SET
 	state      = 2,
 	expires_at = CASE WHEN state = 1 THEN {NOW} + {TTL} ELSE expires_at END
-WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
 
 // completeTxUpdate is completeUpdate for a claim completed inside the
 // caller's transaction: it matches a CLAIMED record only. A record DONE
@@ -150,29 +161,33 @@ WHERE key_hash = $1 AND fence = $2 AND expires_at > {NOW}`
 const completeTxUpdate = `UPDATE {T} SET
 	state      = 2,
 	expires_at = {NOW} + {TTL}
-WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
 
 // recordStateSelect is statements.recordState, in every dialect.
-const recordStateSelect = `SELECT state, fence, CASE WHEN expires_at > {NOW} THEN 1 ELSE 0 END FROM {T} WHERE key_hash = $1`
+const recordStateSelect = `SELECT state, fence, token, CASE WHEN expires_at > {NOW} THEN 1 ELSE 0 END FROM {T} WHERE key_hash = $1`
 
-// releaseUpdate abandons a matching live claim: the lease ends now, the
-// fence rises, so the released claim can never complete, the token is
-// cleared, so that a Claim retried with it takes the key anew instead of
-// re-affirming the claim it gave up, and so is the fingerprint, which
-// belonged to the claim.
+// releaseUpdate abandons a matching live claim (the caller's fence and
+// token): the lease ends now, the fence rises, so the released claim can
+// never complete, the token is cleared, so that a Claim retried with it
+// takes the key anew instead of re-affirming the claim it gave up, and so
+// is the fingerprint, which belonged to the claim. The record then lives at
+// least a ttl more, so that a purge deletes it no sooner than a ttl after
+// the fence it now holds.
 const releaseUpdate = `UPDATE {T} SET
-	fence       = fence + 1,
+	fence       = {MAX}(fence + 1, {NOW} * 1000),
 	token       = '',
 	fingerprint = NULL,
-	lease_until = {NOW}
-WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}`
+	lease_until = {NOW},
+	expires_at  = {MAX}(expires_at, {NOW} + {TTL})
+WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
 
-// extendUpdate moves a matching live claim's lease, and its expiry with it.
+// extendUpdate moves a matching live claim's lease (the caller's fence and
+// token, $4), and its expiry with it.
 const extendUpdate = `UPDATE {T} SET
 	(lease_until, expires_at) = (
 		SELECT clock.ms + $3, {MAX}(expires_at, clock.ms + $3 + {TTL}) FROM (SELECT {NOW} AS ms) AS clock
 	)
-WHERE key_hash = $1 AND fence = $2 AND state = 1 AND expires_at > {NOW}
+WHERE key_hash = $1 AND fence = $2 AND token = $4 AND state = 1 AND expires_at > {NOW}
 RETURNING lease_until`
 
 // upsertStatements renders the statements PostgreSQL and SQLite share, and

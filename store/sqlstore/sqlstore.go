@@ -22,7 +22,8 @@ type Options struct {
 	Table string
 
 	// TTL is how long a completed record suppresses duplicates, and how long
-	// a claimed record outlives its lease. Default 1h; rounded up to a whole
+	// a claimed record outlives its lease. A Claim's lease must be shorter
+	// (store.ErrLeaseTooLong). Default 1h; rounded up to a whole
 	// millisecond.
 	TTL time.Duration
 }
@@ -40,7 +41,8 @@ type Store struct {
 	spec     spec
 	table    table
 	q        statements
-	ttl      int64      // milliseconds
+	ttl      int64 // milliseconds
+	ttlDur   time.Duration
 	prepared *stmtCache // nil: statements are sent as text
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
@@ -81,7 +83,7 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	case o.TTL == 0:
 		o.TTL = defaultTTL
 	}
-	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL)), ttl: ceilMillis(o.TTL)}
+	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL)), ttl: ceilMillis(o.TTL), ttlDur: o.TTL}
 	if sp.prepare {
 		s.prepared = new(stmtCache)
 	}
@@ -123,6 +125,9 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err
+	}
+	if err := store.CheckLease(lease, s.ttlDur); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", err)
@@ -208,7 +213,7 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	hash := keyHash(c.Key)
 	var done bool
 	err := s.retry(ctx, func() error {
-		res, err := s.exec(ctx, s.q.complete, hash, c.Fence)
+		res, err := s.exec(ctx, s.q.complete, hash, c.Fence, c.Token)
 		if err != nil {
 			return err
 		}
@@ -231,7 +236,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	}
 	hash := keyHash(c.Key)
 	err := s.retry(ctx, func() error {
-		_, err := s.exec(ctx, s.q.release, hash, c.Fence)
+		_, err := s.exec(ctx, s.q.release, hash, c.Fence, c.Token)
 		return err
 	})
 	if err != nil {
@@ -256,14 +261,14 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	var until int64 // 0: no live claim with c's fence
 	err = s.retry(ctx, func() error {
 		if s.spec.mysql {
-			res, err := s.exec(ctx, s.q.extend, hash, c.Fence, ms)
+			res, err := s.exec(ctx, s.q.extend, hash, c.Fence, ms, c.Token)
 			if err != nil {
 				return err
 			}
 			until, err = res.LastInsertId()
 			return err
 		}
-		err := s.queryRow(ctx, s.q.extend, []any{&until}, hash, c.Fence, ms)
+		err := s.queryRow(ctx, s.q.extend, []any{&until}, hash, c.Fence, ms, c.Token)
 		if errors.Is(err, sql.ErrNoRows) {
 			until, err = 0, nil
 		}

@@ -63,8 +63,18 @@ func TestConformance(t *testing.T) {
 				Tick:      tick,
 				EdgeLease: 2 * time.Millisecond,
 				InTx:      inTx,
+				Delete:    purge,
 			})
 		})
+	}
+}
+
+// purge is storetest.Config.Delete: PurgeExpired deletes the expired
+// record, as a purge job would.
+func purge(t testing.TB, st store.Store, key string) {
+	n, err := st.(*sqlstore.Store).PurgeExpired(context.Background(), 1000)
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeExpired = %d, %v; want the one expired record deleted", n, err)
 	}
 }
 

@@ -25,9 +25,9 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 //
 // It first calls [store.EnterTx] with c, then runs one statement, a
 // fence-checked UPDATE like that of [Store.Complete], on tx's connection.
-// It succeeds when c's record is CLAIMED with c's fence, whether or not the
-// lease has lapsed (until another Claim takes the key over, c is the only
-// holder), and leaves the state and expiry Complete leaves. It returns an
+// It succeeds when c's record is CLAIMED with c's fence and token, whether
+// or not the lease has lapsed (until another Claim takes the key over, c is
+// the only holder), and leaves the state and expiry Complete leaves. It returns an
 // error matching [store.ErrFenced], having written nothing, when c no
 // longer owns its record (the key was taken over, released or forgotten,
 // or the record expired or is absent) and when the record is DONE already,
@@ -96,7 +96,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 	// another *sql.DB, which cannot run a statement prepared on the
 	// store's (database/sql refuses it), and a *sql.Tx does not say
 	// which *sql.DB it came from.
-	res, err := tx.ExecContext(ctx, q.text, q.args(hash, c.Fence)...)
+	res, err := tx.ExecContext(ctx, q.text, q.args(hash, c.Fence, c.Token)...)
 	if err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
@@ -134,7 +134,7 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) err
 	}
 	store.EnterTx(c)
 	hash := keyHash(c.Key)
-	tag, err := tx.Exec(ctx, s.q.completeTx.text, hash, c.Fence)
+	tag, err := tx.Exec(ctx, s.q.completeTx.text, hash, c.Fence, c.Token)
 	if err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
@@ -155,15 +155,16 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) err
 // or an expiry), or did not see the latest record at all (an older
 // snapshot): a record that leaves "CLAIMED under fence f" never returns to
 // it, since fences only rise. So a later read that finds it CLAIMED under
-// c's fence proves the UPDATE did not see the latest record.
+// c's fence and token proves the UPDATE did not see the latest record.
 func (s *Store) notCompleted(ctx context.Context, c store.Claim, hash []byte, inTx func(dest ...any) error) error {
 	var state, fence, live int64
+	var token []byte // MySQL keeps it as a BLOB
 	var err error
 	if s.dialect == SQLite {
-		err = inTx(&state, &fence, &live)
+		err = inTx(&state, &fence, &token, &live)
 	} else {
 		r := s.q.recordState
-		err = s.db.QueryRowContext(ctx, r.text, r.args(hash)...).Scan(&state, &fence, &live)
+		err = s.db.QueryRowContext(ctx, r.text, r.args(hash)...).Scan(&state, &fence, &token, &live)
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // absent
@@ -171,7 +172,7 @@ func (s *Store) notCompleted(ctx context.Context, c store.Claim, hash []byte, in
 		return fmt.Errorf("sqlstore: complete in tx: fence %d matched no CLAIMED record, and reading the record failed: %w", c.Fence, err)
 	case live == 1 && fence == c.Fence && state == 2:
 		return fmt.Errorf("sqlstore: complete in tx: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", c.Fence, store.ErrFenced)
-	case live == 1 && fence == c.Fence:
+	case live == 1 && fence == c.Fence && string(token) == c.Token:
 		return fmt.Errorf("sqlstore: complete in tx: the record is still CLAIMED under fence %d, but this transaction did not see it: its snapshot predates the claim (REPEATABLE READ or SERIALIZABLE), or it completed the claim already; roll back and run it again, begun after the claim", c.Fence)
 	}
 	return fmt.Errorf("sqlstore: complete in tx: fence %d no longer owns its record: %w", c.Fence, store.ErrFenced)

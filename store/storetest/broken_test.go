@@ -37,6 +37,9 @@ type bugs struct {
 	acceptsNotWon        bool // Complete, Release, Extend and CompleteTx take any claim
 	txCompletesTwice     bool // CompleteTx answers nil on its own fence's DONE record
 	txNoEnter            bool // CompleteTx does not call store.EnterTx
+	fencesRestart        bool // a record made anew starts at fence 1, and raises add one
+	ignoresTokens        bool // Complete, Release, Extend and CompleteTx compare the fence only
+	acceptsLongLease     bool // Claim takes a lease that is not shorter than the ttl
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -47,6 +50,21 @@ type model struct {
 	ttl   time.Duration
 	bugs  bugs
 	reads atomic.Int64 // Claims' reads, for the non-atomic claim's window
+}
+
+// raise is the fence a write raises old to at now: store.FenceAt, or one
+// more when fences restart.
+func (s *model) raise(old int64, now time.Time) int64 {
+	if s.bugs.fencesRestart {
+		return old + 1
+	}
+	return store.FenceAt(old, now.UnixMicro())
+}
+
+// owner reports whether c's token owns r: a DONE record needs none (its
+// fence alone names the claim that completed it).
+func (s *model) owner(r rec, c store.Claim) bool {
+	return r.done || r.token == c.Token || s.bugs.ignoresTokens
 }
 
 type rec struct {
@@ -69,6 +87,9 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		return store.Claim{}, err
 	}
 	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
+		return store.Claim{}, err
+	}
+	if err := store.CheckLease(lease, s.ttl); err != nil && !s.bugs.acceptsLongLease {
 		return store.Claim{}, err
 	}
 	token := store.ClaimToken(ctx)
@@ -121,7 +142,7 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if !ok || !s.bugs.keepsFingerprint || r.fp == nil {
 		r.fp = fp
 	}
-	r = rec{fence: r.fence + 1, token: token, fp: r.fp, leaseUntil: now.Add(lease)}
+	r = rec{fence: s.raise(r.fence, now), token: token, fp: r.fp, leaseUntil: now.Add(lease)}
 	r.expiry = r.leaseUntil.Add(s.ttl)
 	write(r)
 	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
@@ -188,7 +209,7 @@ func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	defer s.mu.Unlock()
 	now := s.now()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || (r.fence != c.Fence && !s.bugs.completeIgnoresFence) || !now.Before(r.expiry) {
+	if !ok || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.completeIgnoresFence || !now.Before(r.expiry) {
 		return false, nil
 	}
 	if s.bugs.leaseCheckedComplete && !r.done && !now.Before(r.leaseUntil) {
@@ -211,15 +232,16 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || r.done || r.fence != c.Fence {
+	if !ok || r.done || r.fence != c.Fence || !s.owner(r, c) {
 		return nil
 	}
 	if s.bugs.releaseDeletes {
 		delete(s.m, s.key(c.Key))
 		return nil
 	}
+	now := s.now()
 	if !s.bugs.noFenceBumpOnRelease {
-		r.fence++
+		r.fence = s.raise(r.fence, now)
 	}
 	if !s.bugs.keepsTokenOnRelease {
 		r.token = ""
@@ -227,7 +249,7 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	if !s.bugs.keepsFingerprint {
 		r.fp = nil
 	}
-	r.leaseUntil = s.now()
+	r.leaseUntil = now
 	s.m[s.key(c.Key)] = r
 	return nil
 }
@@ -243,7 +265,7 @@ func (s *model) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	defer s.mu.Unlock()
 	now := s.now()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || r.done || (r.fence != c.Fence && !s.bugs.extendIgnoresFence) || !now.Before(r.expiry) {
+	if !ok || r.done || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.extendIgnoresFence || !now.Before(r.expiry) {
 		return store.Claim{}, store.ErrFenced
 	}
 	r.leaseUntil = now.Add(lease)
@@ -275,7 +297,7 @@ func (s *model) CompleteTx(ctx context.Context, tx *modelTx, c store.Claim) erro
 	k := s.key(c.Key)
 	owns := func() bool { // called with s.mu held
 		r, ok := s.m[k]
-		return ok && (r.fence == c.Fence || s.bugs.txIgnoresFence) && s.now().Before(r.expiry)
+		return ok && (r.fence == c.Fence && s.owner(r, c) || s.bugs.txIgnoresFence) && s.now().Before(r.expiry)
 	}
 	apply := func() {
 		r := s.m[k]
@@ -362,7 +384,7 @@ func (s *model) Forget(ctx context.Context, key string) (bool, error) {
 		return true, nil
 	}
 	if !s.bugs.forgetKeepsFence {
-		r.fence++
+		r.fence = s.raise(r.fence, now)
 	}
 	r.done, r.token, r.fp, r.leaseUntil = false, "", nil, now
 	s.m[s.key(key)] = r
@@ -387,6 +409,17 @@ func modelConfig(b bugs) Config {
 			return noExtend{m}
 		}
 		return m
+	}, Delete: func(t testing.TB, st store.Store, key string) {
+		s, ok := st.(*model)
+		if n, hidden := st.(noExtend); hidden {
+			s, ok = n.s, true
+		}
+		if !ok {
+			t.Fatalf("Delete: %T is not the model", st)
+		}
+		s.mu.Lock()
+		delete(s.m, s.key(key))
+		s.mu.Unlock()
 	}}
 	if !b.noInTx {
 		cfg.InTx = inTx
@@ -437,11 +470,14 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"CompleteTx writes outside the transaction", bugs{txOutsideTx: true}, []string{"TxCompleteRollsBack"}},
 		{"CompleteTx untested (no InTx)", bugs{noInTx: true}, []string{"CompleteTxNeedsInTx"}},
 		{"forget deletes the record", bugs{forgetDeletes: true}, []string{"ForgetClaimed", "ForgetDone"}},
-		{"forget keeps the fence", bugs{forgetKeepsFence: true}, []string{"ForgetClaimed", "ForgetDone"}},
+		{"forget keeps the fence", bugs{forgetKeepsFence: true}, []string{"ForgetClaimed"}},
 		{"inspect shows an expired record", bugs{inspectShowsExpired: true}, []string{"InspectExpired"}},
 		{"accepts a claim that was not won", bugs{acceptsNotWon: true}, []string{"NotWonClaimRefused"}},
 		{"CompleteTx completes its DONE record again", bugs{txCompletesTwice: true}, []string{"TxCompleteTwice"}},
 		{"CompleteTx does not enter the transaction", bugs{txNoEnter: true}, []string{"TxCompleteEntersTx"}},
+		{"fences restart once a record is deleted", bugs{fencesRestart: true}, []string{"FencesNeverRepeat"}},
+		{"ignores the claim's token", bugs{ignoresTokens: true}, []string{"TokenChecked"}},
+		{"accepts a lease not shorter than the ttl", bugs{acceptsLongLease: true}, []string{"LeaseNotShorterThanTTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,9 @@ var cases = []testCase{
 	{"ForgetDone", longTTL, forgetDone},
 	{"ForgetAbsent", longTTL, forgetAbsent},
 	{"NotWonClaimRefused", longTTL, notWonClaimRefused},
+	{"FencesNeverRepeat", shortTTL, fencesNeverRepeat},
+	{"TokenChecked", longTTL, tokenChecked},
+	{"LeaseNotShorterThanTTL", shortTTL, leaseTooLong},
 }
 
 // violated reports a broken rule. Its text starts with the call that broke
@@ -64,8 +67,8 @@ func claimAbsentWins(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := fenceIs(c, 1, "a new record must start at fence 1"); err != nil {
-		return err
+	if c.Fence <= 0 {
+		return violated("Claim of an absent key: fence = %d, want a positive fence", c.Fence)
 	}
 	if c.Token == "" {
 		return errors.New("a winning Claim must carry a token")
@@ -153,8 +156,8 @@ func crashedHolderReclaimed(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := fenceIs(b, a.Fence+1, "a reclaim must bump the fence by one"); err != nil {
-		return err
+	if b.Fence <= a.Fence {
+		return violated("a reclaim must raise the fence: fence = %d, want above %d", b.Fence, a.Fence)
 	}
 	if b.Token == a.Token {
 		return errors.New("a reclaim must carry the new caller's token")
@@ -267,8 +270,8 @@ func releaseThenReclaim(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := fenceIs(b, a.Fence+2, "Release then reclaim must bump the fence twice"); err != nil {
-		return err
+	if b.Fence < a.Fence+2 {
+		return violated("Release then reclaim must raise the fence twice: fence = %d, want at least %d", b.Fence, a.Fence+2)
 	}
 	if err := e.release(a, "a second Release of the old claim must be a no-op"); err != nil {
 		return err
@@ -284,7 +287,7 @@ func releaseIgnored(e *env) error {
 }
 
 func ttlExpiryReclaims(e *env) error {
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	a, err := e.claim("k", e.lease(), store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -292,7 +295,7 @@ func ttlExpiryReclaims(e *env) error {
 		return err
 	}
 	e.pass(e.tick) // the ttl
-	b, err := e.claim("k", long, store.Won, "Claim after a DONE record's ttl must win")
+	b, err := e.claim("k", e.lease(), store.Won, "Claim after a DONE record's ttl must win")
 	if err != nil {
 		return err
 	}
@@ -329,8 +332,8 @@ func retriedClaimReaffirms(e *env) error {
 	e.pass(e.tick)
 	ctx2 := store.WithClaimToken(e.ctx, "retry-token-2")
 	d1, err := e.s.Claim(ctx2, "j", long)
-	if err != nil || d1.Status != store.Won || d1.Fence != c.Fence+1 {
-		return fmt.Errorf("reclaim = %v fence %d, %v; want Won fence %d", d1.Status, d1.Fence, err, c.Fence+1)
+	if err != nil || d1.Status != store.Won || d1.Fence <= c.Fence {
+		return fmt.Errorf("reclaim = %v fence %d, %v; want Won with a fence above %d", d1.Status, d1.Fence, err, c.Fence)
 	}
 	d2, err := e.s.Claim(ctx2, "j", long)
 	if err != nil || d2.Status != store.Won || d2.Fence != d1.Fence {
@@ -355,8 +358,8 @@ func releasedTokenNotReaffirmed(e *env) error {
 	if err != nil || b.Status != store.Won {
 		return violated("Claim reusing a released token = %v, %v; want Won", b.Status, err)
 	}
-	if err := fenceIs(b, a.Fence+2, "a Claim reusing a released claim's token must take the key anew (fence +2), not re-affirm the released claim"); err != nil {
-		return err
+	if b.Fence < a.Fence+2 {
+		return violated("a Claim reusing a released claim's token must take the key anew (a fence raised twice, at least %d), not re-affirm the released claim: fence = %d", a.Fence+2, b.Fence)
 	}
 	if time.Until(b.LeaseUntil) < long-time.Minute && e.real || !e.real && !b.LeaseUntil.Equal(e.now().Add(long)) {
 		return violated("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)

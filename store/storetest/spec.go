@@ -86,7 +86,9 @@ func linStep(s linState, in linCall) (linState, linResult) {
 		case s.phase == held:
 			return s, linResult{status: store.HeldByOther, fence: s.fence}
 		}
-		// Absent (fence 0, so the first win is fence 1) or released.
+		// Absent or released: the fence rises. The store chooses by how
+		// much (see store.FenceAt), so s.fence + 1 is the least it may
+		// hand out; linModel takes the fence the store answered.
 		s = linState{phase: held, fence: s.fence + 1, token: in.token}
 		return s, linResult{status: store.Won, fence: s.fence}
 	case opComplete:
@@ -96,6 +98,8 @@ func linStep(s linState, in linCall) (linState, linResult) {
 		return linState{phase: done, fence: s.fence}, linResult{ok: true}
 	case opRelease:
 		if matches && s.phase != done {
+			// The fence rises by at least one; nobody learns by how much,
+			// so no later call can match the released record's fence.
 			s = linState{phase: released, fence: s.fence + 1}
 		}
 		return s, linResult{}
@@ -117,8 +121,15 @@ func linModel() porcupine.Model {
 		Partition: partitionByKey,
 		Init:      func() any { return linState{} },
 		Step: func(state, input, output any) (bool, any) {
-			next, want := linStep(state.(linState), input.(linCall))
-			return output.(linResult) == want, next
+			s, got := state.(linState), output.(linResult)
+			next, want := linStep(s, input.(linCall))
+			if want.status == store.Won && next.fence != s.fence && got.status == store.Won && got.fence >= want.fence {
+				// A win that raised the fence: any fence above the last
+				// will do (linStep's is the least), and the record keeps
+				// the one the store handed out.
+				next.fence, want.fence = got.fence, got.fence
+			}
+			return got == want, next
 		},
 		DescribeOperation: func(input, output any) string {
 			return describeOp(input.(linCall), output.(linResult))

@@ -58,6 +58,16 @@
 // store.EnterTx, which every CompleteTx must call. NotWonClaimRefused then
 // covers CompleteTx as well.
 //
+// The FencesNeverRepeat case lets a claimed record expire, deletes it as
+// the store's own expiry would (Config.Delete, which every store must set:
+// a purge, a Redis key past its grace, a TTL policy, a sweep), claims the
+// key again and checks that the new fence is above the deleted record's and
+// that the deleted record's holder is fenced out of the new claim by
+// Complete, Release, Extend and CompleteTx. TokenChecked gives the same
+// operations a claim with the holder's fence and another token, which must
+// own nothing; LeaseNotShorterThanTTL checks that a Claim whose lease is not
+// shorter than the store's ttl fails with store.ErrLeaseTooLong.
+//
 // [porcupine]: https://github.com/anishathalye/porcupine
 package storetest
 
@@ -111,6 +121,13 @@ type Config struct {
 	// or the commit's. The suite fails a store that has a CompleteTx method
 	// and no InTx, so a capable store cannot skip these cases.
 	InTx func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
+	// Delete removes key's record from st the way the store's own
+	// expiry removes it: a purge of expired rows, a Redis key past its
+	// expiry, a TTL policy deleting the entity or document, a sweep. The
+	// suite calls it only on a record past its expiry. The FencesNeverRepeat
+	// case needs it, and fails without it: a record made anew after a
+	// deletion must not hand out a fence its predecessor handed out.
+	Delete func(t testing.TB, st store.Store, key string)
 }
 
 // Run runs the whole suite as subtests of t.
@@ -192,9 +209,22 @@ type env struct {
 type ttlKind uint8
 
 const (
-	longTTL  ttlKind = iota // an hour: nothing expires during a case
+	longTTL  ttlKind = iota // two hours: nothing expires during a case
 	shortTTL                // one tick
 )
+
+// longTTLValue is the ttl of the longTTL cases: longer than their hour-long
+// leases, since a store refuses a lease that is not shorter than its ttl.
+const longTTLValue = 2 * time.Hour
+
+// lease is the lease of a case's first claim: an hour, or, under the short
+// ttl, half a tick, which the store's ttl of one tick admits.
+func (e *env) lease() time.Duration {
+	if e.ttlOf == shortTTL {
+		return e.tick / 2
+	}
+	return long
+}
 
 func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
 	e := &env{t: t, ctx: context.Background(), real: cfg.RealClock, tick: cfg.Tick, cfg: cfg, ttlOf: ttl}
@@ -205,7 +235,7 @@ func newEnv(t testing.TB, cfg Config, ttl ttlKind) *env {
 		e.tick = time.Second
 		e.fake = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	}
-	d := time.Hour
+	d := longTTLValue
 	if ttl == shortTTL {
 		d = e.tick
 	}

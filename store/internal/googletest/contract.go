@@ -44,8 +44,8 @@ func OneWinnerAmongMany(t *testing.T, newStore func() Store) {
 		switch res[i].Status {
 		case store.Won:
 			wins++
-			if res[i].Fence != 1 {
-				t.Errorf("winner's fence = %d, want 1", res[i].Fence)
+			if res[i].Fence <= 0 {
+				t.Errorf("winner's fence = %d, want a positive fence", res[i].Fence)
 			}
 		case store.HeldByOther:
 		default:
@@ -97,8 +97,8 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 	pass(time.Minute)
 	claim("done", store.AlreadyDone, "a record expired by less than the margin must still suppress duplicates")
 	pass(skew)
-	if d := claim("done", store.Won, "a record expired by the margin must be reclaimable"); d.Fence != c.Fence+1 {
-		t.Fatalf("reclaim after expiry: fence %d, want %d", d.Fence, c.Fence+1)
+	if d := claim("done", store.Won, "a record expired by the margin must be reclaimable"); d.Fence <= c.Fence {
+		t.Fatalf("reclaim after expiry: fence %d, want above %d", d.Fence, c.Fence)
 	}
 }
 
@@ -115,8 +115,8 @@ func TokenSurvivesRelease(t *testing.T, st Store) {
 		t.Fatal(err)
 	}
 	b, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil || b.Status != store.Won || b.Fence != a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
-		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d", b, err, a.Fence+2)
+	if err != nil || b.Status != store.Won || b.Fence < a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
+		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d or above", b, err, a.Fence+2)
 	}
 }
 

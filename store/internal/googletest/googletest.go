@@ -43,20 +43,25 @@ type NewStore func(t testing.TB, o Options) Store
 // NewStore, committing when fn returns nil: storetest.Config.InTx.
 type InTx func(ctx context.Context, st store.Store, fn func(complete func(store.Claim) error) error) error
 
+// Delete deletes key's record from st, a store from a NewStore, as a TTL
+// policy on expiresAt does: storetest.Config.Delete.
+type Delete func(t testing.TB, st store.Store, key string)
+
 // Conformance runs the storetest contract on the suite's clock, the
 // transactional cases included.
-func Conformance(t *testing.T, newStore NewStore, inTx InTx) {
+func Conformance(t *testing.T, newStore NewStore, inTx InTx, del Delete) {
 	storetest.Run(t, storetest.Config{
 		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
 			return newStore(t, Options{TTL: s.TTL, Now: s.Now})
 		},
-		InTx: inTx,
+		InTx:   inTx,
+		Delete: del,
 	})
 }
 
 // ConformanceRealClock runs the storetest contract on the real clock, as
 // production does.
-func ConformanceRealClock(t *testing.T, newStore NewStore, inTx InTx) {
+func ConformanceRealClock(t *testing.T, newStore NewStore, inTx InTx, del Delete) {
 	storetest.Run(t, storetest.Config{
 		NewStore: func(t testing.TB, s storetest.Setup) store.Store {
 			return newStore(t, Options{TTL: s.TTL})
@@ -64,5 +69,6 @@ func ConformanceRealClock(t *testing.T, newStore NewStore, inTx InTx) {
 		RealClock: true,
 		Tick:      250 * time.Millisecond,
 		InTx:      inTx,
+		Delete:    del,
 	})
 }

@@ -66,10 +66,15 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	step("Claim after Release", want.ClaimAfterRelease, func() { claim("m2", store.Won) })
 }
 
+// WiredNow is the fixed clock of the stores a Wired returns: a Claim of a
+// key without a record wins at fence WiredNow.UnixMicro(), and a second
+// raise of the fence shows as one more.
+var WiredNow = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // ResentCommitReaffirms: the transport sends a Claim's first commit twice
 // (as gRPC's retry policy may after a connection drops). Whatever the
-// server answers the second copy, the Claim must end Won at fence 1, with
-// the fingerprint it kept.
+// server answers the second copy, the Claim must end Won at the fence the
+// first wrote (WiredNow in microseconds), with the fingerprint it kept.
 func ResentCommitReaffirms(t *testing.T, wired Wired) {
 	st, w := wired(t)
 	var second error
@@ -82,8 +87,8 @@ func ResentCommitReaffirms(t *testing.T, wired Wired) {
 	}))
 	c, err := st.Claim(store.WithFingerprint(t.Context(), Fingerprint), "k", time.Minute)
 	t.Logf("the server answered the resent commit with: %v", second)
-	if err != nil || c.Status != store.Won || c.Fence != 1 || !bytes.Equal(c.Fingerprint, Fingerprint) {
-		t.Fatalf("Claim with a resent commit = %v at fence %d with fingerprint %x, %v; want Won at fence 1 with the Claim's fingerprint", c.Status, c.Fence, c.Fingerprint, err)
+	if want := WiredNow.UnixMicro(); err != nil || c.Status != store.Won || c.Fence != want || !bytes.Equal(c.Fingerprint, Fingerprint) {
+		t.Fatalf("Claim with a resent commit = %v at fence %d with fingerprint %x, %v; want Won at fence %d with the Claim's fingerprint", c.Status, c.Fence, c.Fingerprint, err, want)
 	}
 }
 

@@ -8,20 +8,14 @@ import (
 )
 
 // Forget decides a Forget: a live record, whatever its state, becomes a
-// released claim one fence higher, without a fingerprint (Release without
-// the fence guard). An
-// expired or absent record is left alone.
+// released claim with a higher fence, without a fingerprint (Release
+// without the fence and token guard). An expired or absent record is left
+// alone.
 func (p Rules) Forget(r *Record, now time.Time) *Record {
 	if !p.live(r, now) {
 		return nil
 	}
-	next := *r
-	next.State = StateClaimed
-	next.Fence++
-	next.Token = ""
-	next.Fingerprint = nil
-	next.LeaseUntil = micro(now)
-	return &next
+	return p.released(r, now)
 }
 
 // View returns r as store.Record shows it to an operator, read at now;

@@ -55,6 +55,9 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 	if lease <= 0 {
 		return store.Claim{}, fmt.Errorf("%s: lease %v is not positive", o.Name, lease)
 	}
+	if err := store.CheckLease(lease, o.Rules.TTL); err != nil {
+		return store.Claim{}, fmt.Errorf("%s: Claim: %w", o.Name, err)
+	}
 	fp := bytes.Clone(store.Fingerprint(ctx)) // the record must not share the caller's array
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
@@ -86,7 +89,7 @@ func (o *Ops) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	var ok bool
 	err := o.update(ctx, "Complete", c.Key, func(cur *Record, now time.Time) *Record {
 		var next *Record
-		ok, next = o.Rules.Complete(cur, c.Fence, now)
+		ok, next = o.Rules.Complete(cur, c, now)
 		return next
 	})
 	if err != nil {
@@ -107,7 +110,7 @@ func (o *Ops) Release(ctx context.Context, c store.Claim) error {
 		return nil
 	}
 	return o.update(ctx, "Release", c.Key, func(cur *Record, now time.Time) *Record {
-		return o.Rules.Release(cur, c.Fence, now)
+		return o.Rules.Release(cur, c, now)
 	})
 }
 
@@ -151,7 +154,7 @@ type Step func(key string, decide Decide) error
 // CompleteTx decides a Complete inside the caller's transaction through
 // step. It refuses a claim that is not won with store.ErrNotWon, reading
 // nothing; otherwise it calls store.EnterTx(c) before step reads the
-// record. It returns nil when c's fence owns a CLAIMED record (now queued
+// record. It returns nil when c owns a CLAIMED record (now queued
 // as DONE); an error matching store.ErrFenced when it does not (nothing is
 // queued), and also when the record is DONE already under c's fence: the
 // work committed once, and the caller's transaction must not commit it a
@@ -170,7 +173,7 @@ func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 	if store.CheckKey(c.Key) == nil { // else no record can exist
 		err = step(c.Key, func(cur *Record, now time.Time) *Record {
 			var next *Record
-			out, next = o.Rules.CompleteTx(cur, c.Fence, now)
+			out, next = o.Rules.CompleteTx(cur, c, now)
 			return next
 		})
 	}

@@ -43,6 +43,17 @@ func (p Rules) live(r *Record, now time.Time) bool {
 	return r != nil && now.Before(r.ExpiresAt.Add(p.Skew))
 }
 
+// owns reports whether c owns r: the same fence and, on a CLAIMED record,
+// the same token. A DONE record needs no token: its fence names the claim
+// that completed it, since fences never repeat.
+func owns(r *Record, c store.Claim) bool {
+	return r.Fence == c.Fence && (r.State == StateDone || r.Token == c.Token)
+}
+
+// fenceAt is store.FenceAt on the process's clock: the fence a write raises
+// old to at now.
+func fenceAt(old int64, now time.Time) int64 { return store.FenceAt(old, now.UnixMicro()) }
+
 // held reports whether r is a claim whose holder may still be working.
 // A released claim (empty token) is free at once, whatever the clocks say.
 func (p Rules) held(r *Record, now time.Time) bool {
@@ -67,14 +78,14 @@ func (p Rules) Claim(r *Record, key, token string, fp []byte, lease time.Duratio
 	default: // a lapsed or released claim
 		fence = r.Fence
 	}
-	next := &Record{State: StateClaimed, Fence: fence + 1, Token: token, LeaseUntil: micro(now.Add(lease)), Fingerprint: fp}
+	next := &Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: token, LeaseUntil: micro(now.Add(lease)), Fingerprint: fp}
 	next.ExpiresAt = micro(next.LeaseUntil.Add(p.TTL))
 	return won(key, next), next
 }
 
-// Complete decides a Complete.
-func (p Rules) Complete(r *Record, fence int64, now time.Time) (bool, *Record) {
-	if !p.live(r, now) || r.Fence != fence {
+// Complete decides a Complete of c.
+func (p Rules) Complete(r *Record, c store.Claim, now time.Time) (bool, *Record) {
+	if !p.live(r, now) || !owns(r, c) {
 		return false, nil
 	}
 	if r.State == StateDone {
@@ -99,8 +110,8 @@ const (
 // CompleteTx decides a Complete inside the caller's transaction: as
 // Complete, except that a record DONE already under the fence is no retry
 // there but a transaction run twice, which must fail.
-func (p Rules) CompleteTx(r *Record, fence int64, now time.Time) (TxOutcome, *Record) {
-	switch ok, next := p.Complete(r, fence, now); {
+func (p Rules) CompleteTx(r *Record, c store.Claim, now time.Time) (TxOutcome, *Record) {
+	switch ok, next := p.Complete(r, c, now); {
 	case !ok:
 		return TxFenced, nil
 	case next == nil:
@@ -110,24 +121,36 @@ func (p Rules) CompleteTx(r *Record, fence int64, now time.Time) (TxOutcome, *Re
 	}
 }
 
-// Release decides a Release: the fence rises and the token empties, so a
-// released claim is free at once and can never be re-affirmed; the
+// Release decides a Release of c: the fence rises and the token empties,
+// so a released claim is free at once and can never be re-affirmed; the
 // fingerprint goes with the claim.
-func (p Rules) Release(r *Record, fence int64, now time.Time) *Record {
-	if !p.live(r, now) || r.State != StateClaimed || r.Fence != fence {
+func (p Rules) Release(r *Record, c store.Claim, now time.Time) *Record {
+	if !p.live(r, now) || r.State != StateClaimed || !owns(r, c) {
 		return nil
 	}
+	return p.released(r, now)
+}
+
+// released is r made a released claim at now, as Release and Forget leave
+// it: a higher fence, no token, no fingerprint, its lease ended, and an
+// expiry at least a ttl away, so that a TTL policy deletes it no sooner
+// than a ttl after the fence it now holds.
+func (p Rules) released(r *Record, now time.Time) *Record {
 	next := *r
-	next.Fence++
+	next.State = StateClaimed
+	next.Fence = fenceAt(r.Fence, now)
 	next.Token = ""
 	next.Fingerprint = nil
 	next.LeaseUntil = micro(now)
+	if e := micro(now.Add(p.TTL)); e.After(next.ExpiresAt) {
+		next.ExpiresAt = e
+	}
 	return &next
 }
 
 // Extend decides an Extend.
 func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Time) (store.Claim, *Record, error) {
-	if !p.live(r, now) || r.State != StateClaimed || r.Fence != c.Fence {
+	if !p.live(r, now) || r.State != StateClaimed || !owns(r, c) {
 		return store.Claim{}, nil, store.ErrFenced
 	}
 	next := *r

@@ -30,27 +30,35 @@ func TestClaimTransitions(t *testing.T) {
 		fp        []byte // the caller's fingerprint
 		now       time.Time
 		want      store.Status
-		wantFence int64
+		wantFence int64 // 0 for a write: store.FenceAt of the old fence at now
 		writes    bool
 	}{
-		{"absent", nil, "b", []byte("new"), t0, store.Won, 1, true},
-		{"absent, no fingerprint", nil, "b", nil, t0, store.Won, 1, true},
+		{"absent", nil, "b", []byte("new"), t0, store.Won, 0, true},
+		{"absent, no fingerprint", nil, "b", nil, t0, store.Won, 0, true},
 		{"held", held, "b", []byte("new"), t0.Add(-time.Second), store.HeldByOther, 3, false},
 		{"lapsed within the margin", held, "b", nil, t0.Add(time.Second), store.HeldByOther, 3, false},
-		{"lapsed past the margin", held, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 4, true},
-		{"lapsed, taken without a fingerprint", held, "b", nil, t0.Add(2 * time.Second), store.Won, 4, true},
+		{"lapsed past the margin", held, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 0, true},
+		{"lapsed, taken without a fingerprint", held, "b", nil, t0.Add(2 * time.Second), store.Won, 0, true},
 		{"same token", held, "a", []byte("new"), t0.Add(time.Hour / 2), store.Won, 3, false},
-		{"released", released, "b", []byte("new"), t0.Add(-time.Minute), store.Won, 5, true},
-		{"released, same token", released, "", nil, t0, store.Won, 5, true},
+		{"released", released, "b", []byte("new"), t0.Add(-time.Minute), store.Won, 0, true},
+		{"released, same token", released, "", nil, t0, store.Won, 0, true},
 		{"done", done, "b", []byte("new"), t0.Add(time.Second), store.AlreadyDone, 3, false},
 		{"done, same token", done, "a", nil, t0.Add(time.Second), store.AlreadyDone, 3, false},
-		{"expired past the margin", done, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 4, true},
-		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 4, true},
+		{"expired past the margin", done, "b", []byte("new"), t0.Add(2 * time.Second), store.Won, 0, true},
+		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, next := p.Claim(tc.r, "k", tc.token, tc.fp, lease, tc.now)
-			if c.Status != tc.want || c.Fence != tc.wantFence {
-				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, tc.wantFence)
+			wantFence := tc.wantFence
+			if tc.writes {
+				var old int64
+				if tc.r != nil {
+					old = tc.r.Fence
+				}
+				wantFence = store.FenceAt(old, tc.now.UnixMicro())
+			}
+			if c.Status != tc.want || c.Fence != wantFence {
+				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, wantFence)
 			}
 			if (next != nil) != tc.writes {
 				t.Fatalf("claim writes = %v, want %v", next != nil, tc.writes)
@@ -88,38 +96,60 @@ func TestSettleTransitions(t *testing.T) {
 	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp}
 	now := t0.Add(time.Minute) // the lease has lapsed: no operation here looks at it
 
-	if ok, next := p.Complete(claimed, 3, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
+	own := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
+	at := func(fence int64, token string) store.Claim {
+		return store.Claim{Key: "k", Status: store.Won, Fence: fence, Token: token}
+	}
+	if ok, next := p.Complete(claimed, own, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
 	}
-	if ok, next := p.Complete(done, 3, now); !ok || next != nil {
+	if ok, next := p.Complete(done, own, now); !ok || next != nil {
 		t.Errorf("complete retried on DONE = %v, %+v; want true, no write", ok, next)
 	}
-	if ok, next := p.Complete(claimed, 2, now); ok || next != nil {
+	if ok, next := p.Complete(claimed, at(2, "a"), now); ok || next != nil {
 		t.Errorf("complete with a stale fence = %v, %+v; want false, no write", ok, next)
 	}
-	if ok, _ := p.Complete(done, 3, t0.Add(time.Hour+time.Second)); ok {
+	if ok, next := p.Complete(claimed, at(3, "b"), now); ok || next != nil {
+		t.Errorf("complete with the fence and another token = %v, %+v; want false, no write", ok, next)
+	}
+	if ok, _ := p.Complete(done, own, t0.Add(time.Hour+time.Second)); ok {
 		t.Error("complete of an expired record must return false")
 	}
 
-	next := p.Release(claimed, 3, now)
-	if next == nil || next.Fence != 4 || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil {
-		t.Errorf("release = %+v, want fence 4, no token, leaseUntil now, no fingerprint", next)
+	next := p.Release(claimed, own, now)
+	if next == nil || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
+		t.Errorf("release = %+v, want fence %d (now in microseconds), no token, leaseUntil now, no fingerprint, expiry a ttl from now", next, now.UnixMicro())
 	}
 	for _, r := range []*Record{nil, done} {
-		if next := p.Release(r, 3, now); next != nil {
+		if next := p.Release(r, own, now); next != nil {
 			t.Errorf("release of %+v wrote %+v", r, next)
 		}
 	}
-	if next := p.Release(claimed, 2, now); next != nil {
+	if next := p.Release(claimed, at(2, "a"), now); next != nil {
 		t.Errorf("release with a stale fence wrote %+v", next)
 	}
+	if next := p.Release(claimed, at(3, "b"), now); next != nil {
+		t.Errorf("release with the fence and another token wrote %+v", next)
+	}
+	// An expiry further away than a ttl stays.
+	far := *claimed
+	far.ExpiresAt = t0.Add(5 * time.Hour)
+	if next := p.Release(&far, own, now); next == nil || !next.ExpiresAt.Equal(far.ExpiresAt) {
+		t.Errorf("release = %+v, want the expiry %v kept", next, far.ExpiresAt)
+	}
+	// A fence that ran ahead of the clock still rises by one.
+	ahead := *claimed
+	ahead.Fence = now.UnixMicro() + 10
+	if next := p.Release(&ahead, at(ahead.Fence, "a"), now); next == nil || next.Fence != ahead.Fence+1 {
+		t.Errorf("release of a fence ahead of the clock = %+v, want fence %d", next, ahead.Fence+1)
+	}
 
-	c := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
+	c := own
 	got, next, err := p.Extend(claimed, c, 2*time.Hour, now)
 	if err != nil || !next.LeaseUntil.Equal(now.Add(2*time.Hour)) || !next.ExpiresAt.Equal(now.Add(3*time.Hour)) || got.Fence != 3 || got.Token != "a" || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("extend = %+v, %+v, %v", got, next, err)
 	}
-	far := *claimed
+	far = *claimed
 	far.ExpiresAt = t0.Add(5 * time.Hour) // an earlier, longer extension
 	if _, next, _ := p.Extend(&far, c, time.Second, now); !next.ExpiresAt.Equal(far.ExpiresAt) {
 		t.Errorf("a short extend moved expiresAt back to %v from %v", next.ExpiresAt, far.ExpiresAt)
@@ -128,6 +158,9 @@ func TestSettleTransitions(t *testing.T) {
 		if _, _, err := p.Extend(r, c, time.Minute, now); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("extend of %+v = %v, want ErrFenced", r, err)
 		}
+	}
+	if _, _, err := p.Extend(claimed, at(3, "b"), time.Minute, now); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("extend with the fence and another token = %v, want ErrFenced", err)
 	}
 }
 
@@ -150,12 +183,15 @@ func TestCompleteTx(t *testing.T) {
 		}
 	}
 	var wrote *Record
-	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, step(&claimed, &wrote)); err != nil || wrote == nil || wrote.State != StateDone {
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}, step(&claimed, &wrote)); err != nil || wrote == nil || wrote.State != StateDone {
 		t.Errorf("CompleteTx of the holder's claim = %v, wrote %+v; want nil and DONE", err, wrote)
 	}
 	wrote = nil
-	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 2}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 2, Token: "a"}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
 		t.Errorf("CompleteTx with a stale fence = %v, wrote %+v; want ErrFenced and no write", err, wrote)
+	}
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "b"}, step(&claimed, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+		t.Errorf("CompleteTx with the fence and another token = %v, wrote %+v; want ErrFenced and no write", err, wrote)
 	}
 	called := false
 	err := o.CompleteTx(store.Claim{Key: "", Status: store.Won, Fence: 1}, func(string, Decide) error { called = true; return nil })
@@ -163,14 +199,14 @@ func TestCompleteTx(t *testing.T) {
 		t.Errorf("CompleteTx of an invalid key = %v (step called: %v); want ErrFenced without a read", err, called)
 	}
 	boom := errors.New("lookup failed")
-	err = o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, func(string, Decide) error { return boom })
+	err = o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}, func(string, Decide) error { return boom })
 	if !errors.Is(err, boom) || errors.Is(err, store.ErrFenced) || !strings.HasPrefix(err.Error(), "teststore: CompleteTx ") {
 		t.Errorf("CompleteTx over a failed read = %v; want the read's error, wrapped, not ErrFenced", err)
 	}
 	done := claimed
 	done.State = StateDone
 	wrote = nil
-	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3}, step(&done, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
+	if err := o.CompleteTx(store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}, step(&done, &wrote)); !errors.Is(err, store.ErrFenced) || wrote != nil {
 		t.Errorf("CompleteTx of the holder's claim on its DONE record = %v, wrote %+v; want ErrFenced and no write", err, wrote)
 	}
 	called = false
