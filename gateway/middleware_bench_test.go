@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/benchratio"
-	"github.com/idemgate/idemgate/store/memstore"
 )
 
 // baselinePush is what a hand-written push handler does without a guard:
@@ -52,8 +51,7 @@ func BenchmarkPushHandler(b *testing.B) {
 	for i := range bodies {
 		bodies[i] = push(strconv.Itoa(i), map[string]string{"order_id": "o-" + strconv.Itoa(i)}, `{"order_id":"o-1","amount":1250}`)
 	}
-	st, _ := memstore.New(&memstore.Options{TTL: time.Nanosecond}) // every delivery is fresh
-	g, _ := gateway.New(st, &gateway.Options{NoRenew: true})
+	g, _ := gateway.New(newFreshStore(), &gateway.Options{NoRenew: true}) // every delivery is fresh
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	handlers := []struct {
 		name string

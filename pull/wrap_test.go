@@ -153,7 +153,7 @@ func TestGoexitNacks(t *testing.T) {
 func TestInProgressIsNackedWithWarning(t *testing.T) {
 	f := newFixture(t, setup{deadLetterAfter: 100})
 	id := f.publish("order 1")
-	held, err := f.st.Claim(t.Context(), id, time.Hour) // another delivery is working on it
+	held, err := f.st.Claim(t.Context(), id, 30*time.Minute) // another delivery is working on it
 	if err != nil {
 		t.Fatal(err)
 	}
