@@ -55,7 +55,11 @@ type Options struct {
 	Logger *slog.Logger
 
 	// HideKeys logs a short digest of each key instead of the key itself,
-	// for keys that carry personal data.
+	// for keys that carry personal data, in every line, span and returned
+	// error where the work did not run (`idemgate digest KEY` prints a
+	// key's digest). The delivery's message_id is logged as it is: with a
+	// messageId key (the default) that is the key, so HideKeys matters for
+	// business keys.
 	HideKeys bool
 
 	// OnDuplicate, if set, is called when Lock meets a completed key. It is

@@ -77,9 +77,12 @@ type Record struct {
 	// Fingerprint is the payload fingerprint the record keeps (see
 	// WithFingerprint); nil when none.
 	Fingerprint []byte
-	// CompletedAt is when a Done record was completed; zero for a Claimed
-	// one. No store keeps it: it is derived as ExpiresAt minus the store's
-	// ttl, which is exact because Complete sets ExpiresAt to now + ttl.
+	// CompletedAt is when a Done record was completed, as far as this store
+	// value can tell; zero for a Claimed one. No store keeps it: it is
+	// derived as ExpiresAt minus this store value's ttl, since Complete sets
+	// ExpiresAt to now + ttl. That is exact only when the store that
+	// completed the record had the same ttl (idemgate inspect, which cannot
+	// know the service's, does not show it).
 	CompletedAt time.Time
 	// ReadAt is the store's clock when the record was read, to compare the
 	// other instants with.
