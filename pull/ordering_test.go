@@ -31,7 +31,7 @@ func TestOrderedInProgressIsNotNacked(t *testing.T) {
 	f := newFixture(t, setup{sub: &pubsubpb.Subscription{EnableMessageOrdering: true}, deadLetterAfter: 100})
 	first := f.srv.PublishOrdered(f.topic, []byte("update 1"), nil, "po-7")
 	second := f.srv.PublishOrdered(f.topic, []byte("update 2"), nil, "po-7")
-	held, err := f.st.Claim(t.Context(), first, time.Hour) // another instance still runs update 1
+	held, err := f.st.Claim(t.Context(), first, 30*time.Minute) // another instance still runs update 1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestOrderedInProgressIsNotOvertaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := st.Claim(t.Context(), "m-1", time.Hour) // another instance runs update 1
+	held, err := st.Claim(t.Context(), "m-1", 30*time.Minute) // another instance runs update 1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			holder, err := st.Claim(t.Context(), "po:7", time.Hour) // another update of the order runs
+			holder, err := st.Claim(t.Context(), "po:7", 30*time.Minute) // another update of the order runs
 			if err != nil {
 				t.Fatal(err)
 			}
