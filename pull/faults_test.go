@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/faultmatrix"
+	"github.com/idemgate/idemgate/internal/pulltest"
 	"github.com/idemgate/idemgate/pull"
 )
 
@@ -73,7 +71,7 @@ func (d *pullDriver) deliver(ctx context.Context, b faultmatrix.Behaviour, body 
 		panic("faults_test: no pull handler for behaviour " + string(b))
 	}, nil)
 	defer func() {
-		verdict := acks.verdict()
+		verdict := acks.Verdict()
 		o = faultmatrix.Outcome{Acked: verdict == "Ack", Detail: verdict}
 		if p := recover(); p != nil {
 			o.Panic, o.Detail = p, fmt.Sprintf("%s, then panic %v", verdict, p)
@@ -86,56 +84,15 @@ func (d *pullDriver) deliver(ctx context.Context, b faultmatrix.Behaviour, body 
 	return o
 }
 
-// ackRecorder is a message's ack handler: it notes the first Ack or Nack,
-// the only one that counts on a real message. Safe for concurrent use.
-type ackRecorder struct {
-	mu    sync.Mutex // guards first
-	first string     // "Ack", "Nack" or "" (neither yet)
-}
+// ackRecorder notes a message's first Ack or Nack.
+type ackRecorder = pulltest.Acks
 
-func (a *ackRecorder) note(what string) {
-	a.mu.Lock()
-	if a.first == "" {
-		a.first = what
-	}
-	a.mu.Unlock()
-}
-
-func (a *ackRecorder) verdict() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.first == "" {
-		return "neither Ack nor Nack"
-	}
-	return a.first
-}
-
-// OnAck, OnNack, OnAckWithResult and OnNackWithResult implement the
-// client's internal AckHandler interface. The results are ready at once
-// with success, as on a subscription without exactly-once delivery.
-func (a *ackRecorder) OnAck()  { a.note("Ack") }
-func (a *ackRecorder) OnNack() { a.note("Nack") }
-func (a *ackRecorder) OnAckWithResult() *pubsub.AckResult {
-	a.note("Ack")
-	return (&pubsub.Message{}).AckWithResult()
-}
-func (a *ackRecorder) OnNackWithResult() *pubsub.AckResult {
-	a.note("Nack")
-	return (&pubsub.Message{}).NackWithResult()
-}
-
-// newMessage returns a message whose Ack and Nack go to acks. The client
-// builds received messages with an internal constructor that the tests
-// cannot import, so this sets the message's unexported ack handler field by
-// reflection; it fails the test, rather than guess, if a new client version
-// changed that field.
+// newMessage returns a message whose Ack and Nack go to acks.
 func newMessage(t *testing.T, id string, acks *ackRecorder) *pubsub.Message {
 	t.Helper()
-	m := &pubsub.Message{ID: id, Data: []byte("order 1")}
-	f := reflect.ValueOf(m).Elem().FieldByName("ackh")
-	if !f.IsValid() || f.Kind() != reflect.Interface || !reflect.TypeOf(acks).Implements(f.Type()) {
-		t.Fatal("pubsub.Message has no ackh field of an interface type that ackRecorder implements; update newMessage for this client version")
+	m, err := pulltest.Message(&pubsub.Message{ID: id, Data: []byte("order 1")}, acks)
+	if err != nil {
+		t.Fatal(err)
 	}
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(acks))
 	return m
 }

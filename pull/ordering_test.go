@@ -146,7 +146,7 @@ func TestOrderedInProgressIsNotOvertaken(t *testing.T) {
 	if want := []string{"update 1 done elsewhere", "ran m-2"}; !slices.Equal(events, want) {
 		t.Errorf("events %v, want %v: update 2 must wait for update 1", events, want)
 	}
-	if v1, v2 := acks[0].verdict(), acks[1].verdict(); v1 != "Ack" || v2 != "Ack" {
+	if v1, v2 := acks[0].Verdict(), acks[1].Verdict(); v1 != "Ack" || v2 != "Ack" {
 		t.Errorf("verdicts %s, %s; want Ack (a duplicate), Ack", v1, v2)
 	}
 }
@@ -210,7 +210,7 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			if stopping {
 				want, runs = "Nack", 0
 			}
-			if v := acks.verdict(); v != want {
+			if v := acks.Verdict(); v != want {
 				t.Errorf("verdict %s, want %s", v, want)
 			}
 			if n := applied.Load(); n != runs {
