@@ -162,7 +162,8 @@ func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), g.errorAttr(c.Key, err))
 		return OutcomeFencedOut, nil
 	case why == "":
-		return OutcomeInProgress, &InProgressError{Key: c.Key, LeaseUntil: rec.LeaseUntil}
+		// The gateway's own error, though the work ran: no key in it.
+		return OutcomeInProgress, g.hideKey(c.Key, &InProgressError{Key: c.Key, LeaseUntil: rec.LeaseUntil})
 	}
 	return OutcomeFailed, fmt.Errorf("%w; and no other holder has the key (%s), so the delivery is retried", err, why)
 }
