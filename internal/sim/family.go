@@ -379,16 +379,21 @@ func (w *world) orderedKey(q []*msgState) {
 				continue
 			}
 			a := drawAttempt(w.sc, w.t, ms.m, n, false)
-			d, answer := w.deliver(ms, a)
 			if a.copy != nil {
+				// The copy goes first, to another subscriber, as a
+				// redelivery while an earlier delivery still works does:
+				// this attempt then meets its key held, and must not let
+				// the key's later messages overtake it.
 				w.all.Add(1)
 				go func() {
 					defer w.all.Done()
-					if w.sleep(a.CopyAfter) && !ms.isSettled(w) {
-						w.deliver(ms, a.copy)
-					}
+					w.deliver(ms, a.copy)
 				}()
+				if !w.sleep(a.CopyAfter / 10) {
+					return
+				}
 			}
+			d, answer := w.deliver(ms, a)
 			deadline := time.NewTimer(w.t.ackDeadline())
 			acked := false
 			select {

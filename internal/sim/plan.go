@@ -357,11 +357,15 @@ func drawLater(sc *Scenario, t Timing, m *Message, n int, isCopy bool, a *Attemp
 	if sc.Auth && !isCopy && m.chance(3) {
 		a.Forged = forgery(1 + m.rng.IntN(2))
 	}
+	if sc.Ordered && a.copy != nil {
+		// The copy that goes first (see world.orderedKey) works a while.
+		a.copy.Wait = m.between(t, 0.3, 0.9)
+	}
 	if sc.Deletion && m.Index == 0 && n == 1 && !isCopy {
 		// The zombie: it claims the key, and its process stalls until
 		// after the late republish of its order claimed the key anew on
 		// a deleted record and wrote its effect.
-		a.Stall = t.lateAfter() + 4*t.Lease
+		a.Stall = t.lateAfter() + 3*t.Lease
 		a.Zombie = true
 		a.Behave, a.Crash, a.Wait = behaveOK, crashNone, 0
 		a.Faults = [opCount]fault{}

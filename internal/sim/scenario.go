@@ -29,7 +29,7 @@ type Timing struct {
 // of a deletion seed come, past the first wave's completions.
 func (t Timing) lateGap() time.Duration {
 	if t.Quick {
-		return 6 * t.Lease
+		return 4 * t.Lease
 	}
 	return 20 * t.Lease
 }
