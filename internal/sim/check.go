@@ -314,7 +314,7 @@ func (w *world) checkHiddenKeys() {
 		}
 	}
 	for _, m := range w.sc.Messages {
-		secret = append(secret, "welcome:"+w.b.Prefix+m.Customer)
+		secret = append(secret, "welcome:"+w.b.Prefix+m.Customer, "po:"+w.b.Prefix+m.Customer)
 	}
 	slices.Sort(secret)
 	secret = slices.Compact(secret)
