@@ -1,7 +1,8 @@
 #!/bin/sh
 # sim-plants.sh: prove the simulator (internal/sim) finds the bugs of items
-# 1, 3, 9 and 14 of "The guarantee, second pass" when each is planted back
-# (internal/plant, build tag idemgate_plant), within the default budget of
+# 1, 3, 9 and 14 of "The guarantee, second pass", and of item 1 of issue 22
+# (plant 221: fences restart on a record made anew), when each is planted
+# back (internal/plant, build tag idemgate_plant), within the default budget of
 # seeds of go test. For each plant, TestSim must fail; the script prints the
 # seed that found it, how many seeds that took, and the rules it broke.
 # TestSimFindsPlants then checks, in process, that the rule broken is the
@@ -9,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/.."
 status=0
-for n in 1 3 9 14; do
+for n in 1 3 9 14 221; do
 	out=$(IDEMGATE_PLANT=$n go test -count=1 -tags idemgate_plant -run 'TestSim$' ./internal/sim/ 2>&1)
 	if [ $? -eq 0 ]; then
 		echo "plant $n: NOT FOUND: TestSim passed"

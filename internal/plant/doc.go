@@ -4,7 +4,10 @@
 // that fixed it ("The guarantee, second pass"): 1 (a conflict with a held
 // record accepted), 3 (a body cancelled for a lost lease recorded DONE), 9
 // (Complete retried without the claim kept alive) and 14 (every ErrFenced
-// from a body acknowledged).
+// from a body acknowledged); and 221, item 1 of issue 22 ("The guarantee
+// over a record's whole life"): memstore starts a record made where none
+// lives (absent, or expired) at fence 1 again, so that a key's fences
+// repeat once its record is deleted.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other

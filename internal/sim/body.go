@@ -71,6 +71,10 @@ func (w *world) pullBody(ctx context.Context, _ *pubsub.Message) error {
 // sink; a crash after it.
 func (w *world) work(ctx context.Context) error {
 	d := deliveryFrom(ctx)
+	if d.forged {
+		w.violate(d, ruleAuth, "the body ran for a forged request")
+		return errHandler
+	}
 	c, ok := gateway.ClaimFromContext(ctx)
 	if !ok {
 		w.violate(d, ruleHarness, "a body ran without a claim in its context")
@@ -83,7 +87,10 @@ func (w *world) work(ctx context.Context) error {
 	if a.Stall > 0 && !w.stall(d) {
 		return errGone
 	}
-	if a.Wait > 0 {
+	if a.Zombie {
+		w.probeLostClaim(ctx, d, c)
+	}
+	if a.Wait > 0 && !w.sc.Mutex {
 		if err := w.busy(ctx, d, a.Wait); err == errBailedNil {
 			return nil
 		} else if err != nil {
@@ -118,7 +125,11 @@ func (w *world) work(ctx context.Context) error {
 			return fmt.Errorf("nested lock: %w", err)
 		}
 	}
-	if err := w.effect(ctx, d, c); err != nil {
+	effect := w.effect
+	if w.sc.Mutex {
+		effect = w.mutexEffect
+	}
+	if err := effect(ctx, d, c); err != nil {
 		return err
 	}
 	if a.Crash == crashAfterEffect {
@@ -249,6 +260,7 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 			w.noteFenced(d, err)
 			return err
 		}
+		w.checkOrder(d)
 		w.markWrote(d)
 		w.tracef(d, "effect committed with the completion, fence %d", c.Fence)
 		if d.a.LostCommit {
@@ -264,11 +276,13 @@ func (w *world) effect(ctx context.Context, d *delivery, c store.Claim) error {
 		}
 		return nil
 	}
-	if err := w.led.write(d.ms.key, c.Fence); err != nil {
+	if err := w.led.write(d.ms.key, c); err != nil {
 		w.tracef(d, "ledger refuses fence %d: %v", c.Fence, err)
 		w.noteFenced(d, err)
 		return err
 	}
+	w.checkZombieWrite(d, c)
+	w.checkOrder(d)
 	w.markWrote(d)
 	w.tracef(d, "effect written, fence %d", c.Fence)
 	return nil

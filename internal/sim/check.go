@@ -52,19 +52,25 @@ type traceLine struct {
 type ledger struct {
 	mu     sync.Mutex
 	fences map[string][]int64 // accepted fences by key, in order
+	// The claim token and the instant of each accepted write, by key:
+	// the checker's, not the ledger's.
+	tokens map[string][]string
+	at     map[string][]time.Time
 }
 
-func (l *ledger) write(key string, fence int64) error {
+func (l *ledger) write(key string, c store.Claim) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fences == nil {
-		l.fences = map[string][]int64{}
+		l.fences, l.tokens, l.at = map[string][]int64{}, map[string][]string{}, map[string][]time.Time{}
 	}
 	fs := l.fences[key]
-	if len(fs) > 0 && fence < slices.Max(fs) {
-		return fmt.Errorf("sim ledger: fence %d is below %d: %w", fence, slices.Max(fs), store.ErrFenced)
+	if len(fs) > 0 && c.Fence < slices.Max(fs) {
+		return fmt.Errorf("sim ledger: fence %d is below %d: %w", c.Fence, slices.Max(fs), store.ErrFenced)
 	}
-	l.fences[key] = append(fs, fence)
+	l.fences[key] = append(fs, c.Fence)
+	l.tokens[key] = append(l.tokens[key], c.Token)
+	l.at[key] = append(l.at[key], time.Now())
 	return nil
 }
 
@@ -257,9 +263,11 @@ func (w *world) finalChecks() {
 		switch {
 		case !ms.acked && !ms.dead:
 			w.violateKey(ms.key, ruleUnsettled, "message "+ms.m.ID+" was neither acked nor dead-lettered by the end")
+		case ms.dead && w.onlyBusy(ms):
+			w.violateKey(ms.key, ruleMutex, fmt.Sprintf("message %s was dead-lettered with no failure but its body's Mutex meeting a busy entity: contention must be paced, not dead-lettered", ms.m.ID))
 		case ms.dead:
 			for _, d := range ms.attempts {
-				if !d.a.injectedFailure() && !d.refused && !d.held && !d.struck {
+				if !d.a.injectedFailure() && !d.refused && !d.held && !d.busy && !d.struck {
 					w.violateKey(ms.key, ruleDeadLetter, fmt.Sprintf("message %s was dead-lettered, but attempt %d was no real failure: nothing was injected, it met no other payload, no live holder, no crash or pause", ms.m.ID, d.a.N))
 					break
 				}
@@ -306,7 +314,7 @@ func (w *world) checkHiddenKeys() {
 		}
 	}
 	for _, m := range w.sc.Messages {
-		secret = append(secret, "welcome:"+w.b.Prefix+m.Customer)
+		secret = append(secret, "welcome:"+w.b.Prefix+m.Customer, "po:"+w.b.Prefix+m.Customer)
 	}
 	slices.Sort(secret)
 	secret = slices.Compact(secret)
@@ -422,4 +430,15 @@ func (w *world) noteOutcome(d *delivery, outcome string) {
 	case "conflict":
 		d.refused = true
 	}
+}
+
+// onlyBusy reports whether every attempt of ms failed only because its
+// body's Mutex met a busy entity.
+func (w *world) onlyBusy(ms *msgState) bool {
+	for _, d := range ms.attempts {
+		if !d.busy || d.a.injectedFailure() || d.refused || d.struck {
+			return false
+		}
+	}
+	return len(ms.attempts) > 0
 }

@@ -49,6 +49,37 @@
 // reply of its COMMIT, and the body then runs the transaction again, as a
 // caller's retry loop would.
 //
+// # The families
+//
+// A seed also picks a bias, which makes it likely to reach one kind of
+// interaction, so that the default budget reaches each. Besides those of
+// the first generator (conflicts, lost leases, Complete failing, Forget,
+// slow claims, nested Locks, crashes and stalls) four families cover a
+// record's whole life, pull, Mutex and push authentication:
+//
+//   - deletion: the first message's first attempt stalls its process past
+//     lease + ttl. Meanwhile its redeliveries complete the key, the record
+//     expires and is deleted (memstore ignores an expired record at once
+//     and sweeps it later, a SQL store's PurgeExpired runs every lease,
+//     Redis deletes it itself, without grace), and a late republish of
+//     the order claims the key anew. The zombie then resumes, tries its
+//     lost claim's Extend, Release, Complete and CompleteTx, and writes its
+//     effect to the fenced ledger.
+//   - ordering: every message carries its customer's ordering key and
+//     comes through pull. Pub/Sub and the client's scheduler are modelled
+//     per key: the key's messages published so far, from the first one
+//     not acknowledged, go to the callback one after another, the next as
+//     soon as the previous callback returned (acked or nacked), and after a
+//     nack Pub/Sub redelivers from the first one not acknowledged. Copies
+//     still come beside.
+//   - mutex: bodies do their work and write their effect inside
+//     g.Mutex(ctx, "po:"+customer, …), the "Lock on the message, Mutex on
+//     the entity" pattern (plain seeds draw it too, now and then).
+//   - auth: Idempotent deliveries go through pushauth's Middleware with a
+//     token its validator accepts, and forged requests for the same
+//     messageId (no token, or a token the validator refuses) come just
+//     before some genuine attempts (plain seeds draw it too).
+//
 // # The rules
 //
 //   - ack-done: an ack means the key's record is DONE at that moment; the
@@ -75,6 +106,28 @@
 //     each attempt was injected a fault, met another payload's record (a
 //     conflict), met a live holder (in progress), or lost its process to a
 //     crash or a pause.
+//   - fence: every claim a key wins has a fence above every earlier claim
+//     of the key (a retried Claim that re-affirms the same claim excepted),
+//     whatever deleted the record in between.
+//   - zombie: a holder whose claim was lost (the record deleted and claimed
+//     anew, or taken over) changes nothing: its Extend fails, its Release
+//     leaves a live claim whose body still runs alone, its Complete answers
+//     false, its CompleteTx commits nothing, and the ledger refuses its
+//     write once a later claim wrote. Its delivery is acked only as
+//     ack-done allows.
+//   - order: when a message with an ordering key writes its effect, every
+//     earlier message of the key has its effect, was dead-lettered, or met
+//     a real failure (injected, a crash or pause, a conflict, an answer too
+//     late), which Pub/Sub lets the later messages overtake; one that was
+//     only held by another delivery of it must not be overtaken.
+//   - mutex: two Mutex bodies of one entity never run at once, counting
+//     only bodies that no stall or crash froze; a message is never
+//     dead-lettered when its only failures were its Mutex meeting a busy
+//     entity.
+//   - auth: a forged request is never answered 2xx, never runs a body,
+//     and never changes the record (read before and after it, when no
+//     genuine delivery of the key is in flight); the genuine deliveries of
+//     its message are held to every other rule.
 //   - hidekeys: under HideKeys no log line names a business key.
 //   - unsettled: every message is acknowledged or dead-lettered within the
 //     run's horizon.

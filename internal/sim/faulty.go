@@ -116,6 +116,9 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c store.Claim, err error) {
 	err = f.do(ctx, opClaim, key, func() (err error) {
 		c, err = f.inner.Claim(ctx, key, lease)
+		if err == nil && c.Status == store.Won {
+			f.w.claimWon(deliveryFrom(ctx), c)
+		}
 		return err
 	})
 	if err != nil {

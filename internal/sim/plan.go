@@ -130,6 +130,13 @@ type Attempt struct {
 	// the sink can (PostgreSQL); by default at the database's default.
 	RepeatableRead bool
 	Faults         [opCount]fault
+	// Zombie: after its stall (past lease + ttl: its record deleted, the
+	// key claimed anew) the body tries its lost claim on the store:
+	// Extend, Release, Complete, and CompleteTx with a transactional sink.
+	Zombie bool
+	// Forged, when not zero, sends a forged push request for the message
+	// just before this attempt: forgedNoToken or forgedBadToken.
+	Forged forgery
 	// CopyAfter, when positive, sends a copy of this attempt that long
 	// after it.
 	CopyAfter time.Duration
@@ -155,6 +162,15 @@ func (a *Attempt) String() string {
 	if a.Stall > 0 {
 		fmt.Fprintf(&b, ", stall %v", a.Stall)
 	}
+	if a.Zombie {
+		b.WriteString(", then tries its lost claim")
+	}
+	switch a.Forged {
+	case forgedNoToken:
+		b.WriteString(", after a forged request without a token")
+	case forgedBadToken:
+		b.WriteString(", after a forged request with a refused token")
+	}
 	if a.LostCommit {
 		b.WriteString(", COMMIT reply lost")
 	}
@@ -174,6 +190,15 @@ func (a *Attempt) String() string {
 	}
 	return b.String()
 }
+
+// forgery is how a forged push request presents itself.
+type forgery uint8
+
+const (
+	forgedNone     forgery = iota
+	forgedNoToken          // no Authorization header
+	forgedBadToken         // a well-formed token the validator refuses
+)
 
 // injectedFailure reports whether the attempt was made to fail: a failing
 // handler, a crash, or a store fault.
@@ -227,9 +252,13 @@ func (m *Message) between(t Timing, lo, hi float64) time.Duration {
 // drawAttempt draws attempt n of m (and the copy it may bring).
 func drawAttempt(sc *Scenario, t Timing, m *Message, n int, isCopy bool) *Attempt {
 	a := &Attempt{N: n, Copy: isCopy, Surface: surface(m.rng.IntN(int(surfaceCount))), Instance: m.rng.IntN(sc.Instances)}
+	if sc.Ordered {
+		a.Surface = surfacePull
+	}
 	if n > stormAttempts {
 		return a // the storm has passed: a clean delivery
 	}
+	defer drawLater(sc, t, m, n, isCopy, a)
 	lease := leaseOf(sc, t)
 	// How long a body may work: past the lease only where renewal keeps
 	// the claim; without renewal a body slower than its lease is a stall,
@@ -315,9 +344,31 @@ func drawAttempt(sc *Scenario, t Timing, m *Message, n int, isCopy bool) *Attemp
 			a.Stall = lease + t.TTL + m.between(t, 0.1, 1)
 		}
 	}
-	if !isCopy && (m.chance(6) || sc.Bias == biasComplete && m.chance(2)) {
+	if !isCopy && (m.chance(6) || (sc.Bias == biasComplete || sc.Ordered) && m.chance(2)) {
 		a.CopyAfter = m.between(t, 0.1, 3)
 		a.copy = drawAttempt(sc, t, m, n, true)
 	}
 	return a
+}
+
+// drawLater draws what the families added since the first generator
+// decide, after its draws, so that those stay as they were.
+func drawLater(sc *Scenario, t Timing, m *Message, n int, isCopy bool, a *Attempt) {
+	if sc.Auth && !isCopy && m.chance(3) {
+		a.Forged = forgery(1 + m.rng.IntN(2))
+	}
+	if sc.Ordered && a.copy != nil {
+		// The copy that goes first (see world.orderedKey) works a while.
+		a.copy.Wait = m.between(t, 0.3, 0.9)
+	}
+	if sc.Deletion && m.Index == 0 && n == 1 && !isCopy {
+		// The zombie: it claims the key, and its process stalls until
+		// after the late republish of its order claimed the key anew on
+		// a deleted record and wrote its effect.
+		a.Stall = t.lateAfter() + 3*t.Lease
+		a.Zombie = true
+		a.Behave, a.Crash, a.Wait = behaveOK, crashNone, 0
+		a.Faults = [opCount]fault{}
+		a.CopyAfter, a.copy = 0, nil
+	}
 }

@@ -10,13 +10,17 @@ import (
 	"testing"
 )
 
-// plantRules are the rules a planted bug breaks: the item of "The
-// guarantee, second pass" it puts back, and what the simulator sees.
+// plantRules are the rules a planted bug breaks: the item it puts back
+// (of "The guarantee, second pass"; 221 is item 1 of issue 22), and what
+// the simulator sees.
 var plantRules = map[int][]string{
 	1:  {"ack-done"},                       // a conflict with a held record acked
 	3:  {"ack-effect", "ack-done", "lost"}, // a body cancelled for a lost lease recorded DONE
 	9:  {"repeat"},                         // Complete retried while the lease lapses: the work runs twice
 	14: {"ack-fenced"},                     // a fenced-out body acked with nobody holding the key
+	// Issue 22, item 1: a record made anew after its predecessor was
+	// deleted (or expired) restarts at fence 1.
+	221: {"fence", "zombie"},
 }
 
 // TestSimFindsPlants proves the simulator finds each bug planted through

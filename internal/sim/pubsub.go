@@ -33,12 +33,15 @@ var publishTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // attempt is acked, and dead-letters it after its last attempt.
 func (w *world) publish(ms *msgState) {
 	defer w.all.Done()
-	if !w.sleep(time.Duration(ms.m.At * float64(w.t.Lease))) {
+	if !w.sleep(w.publishAt(ms.m)) {
 		return
 	}
 	backoff := w.t.minBackoff()
 	for n := 1; n <= w.t.maxAttempts(); n++ {
 		a := drawAttempt(w.sc, w.t, ms.m, n, false)
+		if a.Forged != forgedNone {
+			w.forge(ms, a)
+		}
 		d, answer := w.deliver(ms, a)
 		if a.copy != nil {
 			w.all.Add(1)
@@ -94,6 +97,7 @@ func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
 		ms.attempts = append(ms.attempts, d)
 	}
 	p.inflt[d] = true
+	w.inflight[ms.key]++
 	if a.excusesRepeat(w.sc, w.t) {
 		w.key(ms.key).excused = true
 	}
@@ -121,6 +125,8 @@ func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
 		acked, how := w.drive(ctx, d)
 		w.mu.Lock()
 		delete(p.inflt, d)
+		w.inflight[ms.key]--
+		d.answer, d.acked = true, acked
 		w.mu.Unlock()
 		if p.crashed() {
 			w.tracef(d, "answer %s lost: process %d crashed", how, p.id)
@@ -141,6 +147,9 @@ func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string)
 		h := d.proc.push
 		if d.a.Surface == surfaceIdempotent {
 			h = d.proc.idem
+			if w.sc.Auth {
+				h = d.proc.auth
+			}
 		}
 		body, err := json.Marshal(map[string]any{"message": w.wireMessage(m), "subscription": subscription, "deliveryAttempt": d.a.N})
 		if err != nil {
@@ -148,6 +157,9 @@ func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string)
 		}
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		if w.sc.Auth && d.a.Surface == surfaceIdempotent {
+			req.Header.Set("Authorization", "Bearer "+genuineToken)
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec.Code >= 200 && rec.Code <= 299, http.StatusText(rec.Code) + " (" + itoa(rec.Code) + ")"
@@ -251,7 +263,7 @@ func (a *ackRecorder) OnNackWithResult() *pubsub.AckResult {
 // sets the unexported ack handler by reflection, as pull's own tests do; it
 // panics if a new client version changed that field.
 func newPullMessage(id string, m *Message, attrs map[string]string, attempt int, acks *ackRecorder) *pubsub.Message {
-	pm := &pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt}
+	pm := &pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt, OrderingKey: m.OrderingKey}
 	f := reflect.ValueOf(pm).Elem().FieldByName("ackh")
 	if !f.IsValid() || f.Kind() != reflect.Interface || !reflect.TypeOf(acks).Implements(f.Type()) {
 		panic("sim: pubsub.Message has no ackh field of an interface type that ackRecorder implements; update newPullMessage")

@@ -15,7 +15,8 @@ import (
 // Run runs sc on b and checks it. Under fake time call it inside a
 // testing/synctest bubble, with a store that reads time.Now.
 func Run(sc *Scenario, b *Backend) *Result {
-	w := &world{sc: sc, b: b, t: b.Timing, keys: map[string]*keyState{}, end: make(chan struct{})}
+	w := &world{sc: sc, b: b, t: b.Timing, keys: map[string]*keyState{}, end: make(chan struct{}),
+		won: map[string][]store.Claim{}, inflight: map[string]int{}, inMutex: map[string]map[*delivery]bool{}}
 	w.ext = b.Store.(store.Extender)
 	w.insp = b.Store.(store.Inspector)
 	w.logs = &lineLog{w: w}
@@ -38,9 +39,17 @@ func Run(sc *Scenario, b *Backend) *Result {
 		w.key(ms.key)
 		w.mu.Unlock()
 	}
-	for _, ms := range w.msgs {
+	if sc.Ordered {
+		w.publishOrdered()
+	} else {
+		for _, ms := range w.msgs {
+			w.all.Add(1)
+			go w.publish(ms)
+		}
+	}
+	if b.Purge != nil {
 		w.all.Add(1)
-		go w.publish(ms)
+		go w.purge()
 	}
 
 	// The horizon bounds the run: every message is settled long before

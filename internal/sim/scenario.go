@@ -16,10 +16,27 @@ type Timing struct {
 	// TTL is how long the store keeps a DONE record (and a CLAIMED record
 	// past its lease): the backend's own setting.
 	TTL time.Duration
+	// Grace is how long past a record's expiry the store may keep it
+	// before it deletes it (Redis's Options.Grace; SQL stores delete at the
+	// run's PurgeExpired calls, memstore ignores expired records at once).
+	Grace time.Duration
 	// Quick shortens Pub/Sub's patience for runs in real time: fewer
 	// attempts before the dead-letter topic, shorter backoffs.
 	Quick bool
 }
+
+// lateGap is how long after a record could be deleted the late republishes
+// of a deletion seed come, past the first wave's completions.
+func (t Timing) lateGap() time.Duration {
+	if t.Quick {
+		return 4 * t.Lease
+	}
+	return 20 * t.Lease
+}
+
+// lateAfter is when a late republish comes, counted from its At: once
+// the first wave's records are expired and deleted.
+func (t Timing) lateAfter() time.Duration { return t.TTL + t.Grace + t.lateGap() }
 
 func (t Timing) noRenewLease() time.Duration { return 3 * t.Lease }
 func (t Timing) settle() time.Duration       { return 5 * t.Lease }
@@ -59,10 +76,15 @@ const (
 	biasSlowClaim      // Claim replies slower than the lease
 	biasNested         // bodies that take a nested Lock on a key shared by several messages
 	biasCrash          // crashes and stalls past lease + ttl
+	biasDeletion       // a holder stalls past lease + ttl, its record is deleted, a late republish claims anew, the zombie resumes
+	biasOrdering       // pull with ordering keys, several messages a key, copies beside
+	biasMutex          // bodies that take g.Mutex on an entity several messages share
+	biasAuth           // forged push requests beside the genuine deliveries
 	biasCount
 )
 
-var biasNames = [...]string{"none", "conflicts", "lease-lost", "complete-faults", "forget", "slow-claim", "nested", "crash"}
+var biasNames = [...]string{"none", "conflicts", "lease-lost", "complete-faults", "forget", "slow-claim", "nested", "crash",
+	"deletion", "ordering", "mutex", "auth"}
 
 func (b bias) String() string { return biasNames[b] }
 
@@ -79,7 +101,22 @@ type Scenario struct {
 	AcceptConflicts bool
 	HideKeys        bool
 	// Nested makes bodies take a nested g.Lock on the message's customer.
-	Nested   bool
+	Nested bool
+	// Mutex makes bodies write their effect inside g.Mutex on the entity
+	// "po:" + the message's customer ("Lock on the message, Mutex on the
+	// entity").
+	Mutex bool
+	// Ordered gives each message the ordering key of its customer and
+	// delivers it through pull, a key's messages one after another as the
+	// client's scheduler does.
+	Ordered bool
+	// Auth routes Idempotent deliveries through pushauth's Middleware and
+	// sends forged requests (no token, or one the validator refuses) beside
+	// some genuine ones.
+	Auth bool
+	// Deletion stalls the first attempt of the first message past lease +
+	// ttl and republishes its order late, once its record is deleted.
+	Deletion bool
 	Messages []*Message
 }
 
@@ -90,8 +127,13 @@ type Message struct {
 	Order    string // the order_id attribute
 	Customer string // the customer_id attribute
 	Data     string
-	At       float64    // when it is published, in leases from the start
-	rng      *rand.Rand // the message's own draws; used by its publisher only
+	At       float64 // when it is published, in leases from the start
+	// Late: published Timing.lateAfter past At, once the records of the
+	// first wave may be deleted.
+	Late bool
+	// OrderingKey is its ordering key (Scenario.Ordered).
+	OrderingKey string
+	rng         *rand.Rand // the message's own draws; used by its publisher only
 }
 
 // NewScenario draws the scenario of seed; quick draws fewer messages, for
@@ -115,6 +157,22 @@ func NewScenario(seed uint64, quick bool) *Scenario {
 		s.Renew = r.IntN(2) == 0
 	case biasNested:
 		s.Nested, s.Fingerprint = true, true
+	}
+	// Drawn after the rest, so that the draws above stay as they were.
+	s.Mutex = r.IntN(10) == 0
+	s.Auth = r.IntN(8) == 0
+	switch s.Bias {
+	case biasDeletion:
+		s.Deletion, s.BusinessKey = true, true
+		s.Instances = 2 + r.IntN(2) // a process is paused the whole stall: others must take over
+	case biasOrdering:
+		// messageId keys: every message of an ordering key has an effect
+		// of its own, whose order is checked.
+		s.Ordered, s.BusinessKey, s.Nested = true, false, false
+	case biasMutex:
+		s.Mutex = true
+	case biasAuth:
+		s.Auth = true
 	}
 	orders := 1 + r.IntN(4)
 	customers := 1 + r.IntN(2)
@@ -140,7 +198,28 @@ func NewScenario(seed uint64, quick bool) *Scenario {
 		if r.IntN(4) == 0 || s.Bias == biasConflicts && r.IntN(2) == 0 {
 			m.Data = fmt.Sprintf("order %d, amended %d", o, i)
 		}
+		if s.Ordered {
+			m.OrderingKey = "ok-" + m.Customer
+		}
 		s.Messages = append(s.Messages, m)
+	}
+	if s.Deletion {
+		// The late wave: each order of the first wave (the first message's
+		// among them) published again once its record may be deleted.
+		s.Messages[0].At = 0 // the zombie's message comes first: it wins the claim
+		seen := map[string]bool{}
+		for _, m := range s.Messages[:n] {
+			if seen[m.Order] {
+				continue
+			}
+			seen[m.Order] = true
+			i := len(s.Messages)
+			s.Messages = append(s.Messages, &Message{
+				Index: i, ID: fmt.Sprintf("%d", 1000+i), Order: m.Order, Customer: m.Customer, Data: m.Data,
+				At: float64(r.IntN(20))/10 + float64(i)/997, Late: true,
+				rng: rand.New(rand.NewPCG(seed, uint64(i)+1)),
+			})
+		}
 	}
 	return s
 }
@@ -148,11 +227,17 @@ func NewScenario(seed uint64, quick bool) *Scenario {
 // String sums the scenario up on one line.
 func (s *Scenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d (bias %s): %d instances, renew=%v, key=%s, fingerprint=%v, accept_conflicts=%v, hide_keys=%v, nested=%v, %d messages",
+	fmt.Fprintf(&b, "seed %d (bias %s): %d instances, renew=%v, key=%s, fingerprint=%v, accept_conflicts=%v, hide_keys=%v, nested=%v, mutex=%v, ordered=%v, auth=%v, deletion=%v, %d messages",
 		s.Seed, s.Bias, s.Instances, s.Renew, map[bool]string{true: "order_id", false: "messageId"}[s.BusinessKey],
-		s.Fingerprint, s.AcceptConflicts, s.HideKeys, s.Nested, len(s.Messages))
+		s.Fingerprint, s.AcceptConflicts, s.HideKeys, s.Nested, s.Mutex, s.Ordered, s.Auth, s.Deletion, len(s.Messages))
 	for _, m := range s.Messages {
 		fmt.Fprintf(&b, "\n  message %s: order %s, customer %s, data %q", m.ID, m.Order, m.Customer, m.Data)
+		if m.OrderingKey != "" {
+			fmt.Fprintf(&b, ", ordering key %s", m.OrderingKey)
+		}
+		if m.Late {
+			b.WriteString(", late (after its record's deletion)")
+		}
 	}
 	return b.String()
 }

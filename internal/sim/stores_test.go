@@ -28,7 +28,7 @@ import (
 
 // realTiming is the real clock's scale: the lease leaves a loaded machine
 // room to schedule renewals, the ttl lets a stall outlive it in seconds.
-var realTiming = sim.Timing{Lease: 400 * time.Millisecond, TTL: 3 * time.Second, Quick: true}
+var realTiming = sim.Timing{Lease: 400 * time.Millisecond, TTL: 2 * time.Second, Quick: true}
 
 // realBudget is how long each store's run may start new seeds.
 const realBudget = 4 * time.Second
@@ -124,7 +124,9 @@ func redisBackend(t *testing.T) func(t *testing.T) *sim.Backend {
 	}
 	return func(t *testing.T) *sim.Backend {
 		prefix := "idemgate-sim:" + rand.Text() + ":"
-		st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: prefix, TTL: realTiming.TTL})
+		// No grace: Redis deletes a record at its expiry, so that the
+		// deletion seeds meet records Redis itself deleted.
+		st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: prefix, TTL: realTiming.TTL, Grace: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +164,8 @@ func sqlBackend(t *testing.T, name string, db *sql.DB, d sqlstore.Dialect) *sim.
 		db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table)
 		db.ExecContext(ctx, "DROP TABLE IF EXISTS "+sink.table)
 	})
-	return &sim.Backend{Name: name, Test: "TestSim" + name, Store: st, Timing: realTiming, Tx: sink}
+	purge := func(ctx context.Context) error { _, err := st.PurgeExpired(ctx, 1000); return err }
+	return &sim.Backend{Name: name, Test: "TestSim" + name, Store: st, Timing: realTiming, Tx: sink, Purge: purge}
 }
 
 // sqlSink is the transactional sink: one business row per effect, written

@@ -35,6 +35,10 @@ type Backend struct {
 	// Prefix goes before every message ID and business key, so that runs
 	// sharing a store's keyspace never meet.
 	Prefix string
+	// Purge, if set, deletes the store's expired records (a SQL store's
+	// PurgeExpired); the run calls it every lease, as an operator's job
+	// would.
+	Purge func(ctx context.Context) error
 }
 
 // TxSink writes a body's effect in one transaction with the completion of
@@ -70,6 +74,13 @@ type world struct {
 	msgs       []*msgState
 	violations []Violation
 	events     []traceLine
+	// won is every claim won on a key (the store's answer, whether or not
+	// its reply reached the gateway), in order, for the fence rule.
+	won map[string][]store.Claim
+	// inflight counts each key's deliveries whose answer is to come.
+	inflight map[string]int
+	// inMutex counts the live Mutex bodies of each entity.
+	inMutex map[string]map[*delivery]bool
 
 	live sync.WaitGroup // deliveries whose bodies may still act (not frozen dead)
 	all  sync.WaitGroup // every goroutine of the run
@@ -127,6 +138,11 @@ type delivery struct {
 	refused bool // the answer met a record of another payload
 	held    bool // the answer met a live holder: in progress
 	struck  bool // its process paused (a stall) or crashed under it
+	busy    bool // the body's Mutex met a live holder of its entity
+	answer  bool // the callback returned (Ordered: the scheduler may go on)
+	acked   bool // it was acked (meaningful once answer is set)
+	forged  bool // a forged request: no body may run for it
+	lost    bool // a zombie that found its claim lost (Attempt.Zombie)
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
@@ -168,6 +184,7 @@ type process struct {
 	idem  http.Handler     // route.Idempotent
 	ce    func(context.Context, event.Event) error
 	pull  func(context.Context, *pubsub.Message)
+	auth  http.Handler // pushauth's Middleware in front of idem
 	dead  chan struct{}
 	once  sync.Once
 	slot  int
@@ -233,6 +250,7 @@ func (w *world) newProcess(slot int) *process {
 	p.push = route.Push(w.pushBody)
 	p.idem = route.Idempotent(http.HandlerFunc(w.idempotentBody))
 	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})
+	p.auth = w.verifier().Middleware(p.idem)
 	p.pull = pull.Wrap(g, w.pullBody, &pull.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts,
 		AckTimeout: -1, InProgressDelay: w.t.Lease / 2})
 	return p

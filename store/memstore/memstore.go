@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -139,6 +140,9 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 			sh.maybeSweep(now)
 		}
 		r.fence = fenceAt(r.fence, now) // r.fence is 0 for a new record
+		if plant.On(221) {
+			r.fence = 1 // planted: a record made anew restarts its fences
+		}
 	case r.state == done:
 		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: fingerprint(r.fp)}, nil
 	case r.token == store.ClaimToken(ctx): // a retried Claim: re-affirm
