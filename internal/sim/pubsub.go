@@ -8,16 +8,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
-	"sync"
 	"time"
-	"unsafe"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
+	"github.com/idemgate/idemgate/internal/pulltest"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -191,7 +189,7 @@ func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string)
 			defer func() { recover() }() // the panic of a Receive callback, after its nack
 			d.proc.pull(ctx, pm)
 		}()
-		v := acks.verdict()
+		v := acks.Verdict()
 		return v == "Ack", v
 	}
 }
@@ -221,53 +219,14 @@ func ceAcknowledged(r error) bool {
 	return protocol.IsACK(r)
 }
 
-// ackRecorder is a pulled message's ack handler: it keeps the first Ack or
-// Nack, the one that counts.
-type ackRecorder struct {
-	mu    sync.Mutex
-	first string
-}
-
-func (a *ackRecorder) note(v string) {
-	a.mu.Lock()
-	if a.first == "" {
-		a.first = v
-	}
-	a.mu.Unlock()
-}
-
-func (a *ackRecorder) verdict() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.first == "" {
-		return "neither Ack nor Nack"
-	}
-	return a.first
-}
-
-// OnAck, OnNack, OnAckWithResult and OnNackWithResult implement the
-// client's internal AckHandler interface.
-func (a *ackRecorder) OnAck()  { a.note("Ack") }
-func (a *ackRecorder) OnNack() { a.note("Nack") }
-func (a *ackRecorder) OnAckWithResult() *pubsub.AckResult {
-	a.note("Ack")
-	return (&pubsub.Message{}).AckWithResult()
-}
-func (a *ackRecorder) OnNackWithResult() *pubsub.AckResult {
-	a.note("Nack")
-	return (&pubsub.Message{}).NackWithResult()
-}
+// ackRecorder notes a pulled message's first Ack or Nack.
+type ackRecorder = pulltest.Acks
 
 // newPullMessage returns a received message whose Ack and Nack go to acks.
-// The client builds received messages with an internal constructor, so this
-// sets the unexported ack handler by reflection, as pull's own tests do; it
-// panics if a new client version changed that field.
 func newPullMessage(id string, m *Message, attrs map[string]string, attempt int, acks *ackRecorder) *pubsub.Message {
-	pm := &pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt, OrderingKey: m.OrderingKey}
-	f := reflect.ValueOf(pm).Elem().FieldByName("ackh")
-	if !f.IsValid() || f.Kind() != reflect.Interface || !reflect.TypeOf(acks).Implements(f.Type()) {
-		panic("sim: pubsub.Message has no ackh field of an interface type that ackRecorder implements; update newPullMessage")
+	pm, err := pulltest.Message(&pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt}, acks)
+	if err != nil {
+		panic("sim: " + err.Error())
 	}
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(acks))
 	return pm
 }
