@@ -224,7 +224,7 @@ type ackRecorder = pulltest.Acks
 
 // newPullMessage returns a received message whose Ack and Nack go to acks.
 func newPullMessage(id string, m *Message, attrs map[string]string, attempt int, acks *ackRecorder) *pubsub.Message {
-	pm, err := pulltest.Message(&pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt}, acks)
+	pm, err := pulltest.Message(&pubsub.Message{ID: id, Data: []byte(m.Data), Attributes: attrs, PublishTime: publishTime, DeliveryAttempt: &attempt, OrderingKey: m.OrderingKey}, acks)
 	if err != nil {
 		panic("sim: " + err.Error())
 	}
