@@ -15,9 +15,11 @@ demo:
 		2>bin/demo.log || { cat bin/demo.log; exit 1; }
 	@echo "(the server's JSON logs are in bin/demo.log)"
 
-## test: every test, race detector on, against real backends (see docs/testing.md)
+## test: every test, race detector on, against real backends (see docs/testing.md),
+## then the proof that the simulator finds each planted bug
 test:
 	$(GO) test -race -count=1 -timeout 12m ./...
+	scripts/sim-plants.sh
 
 ## lint: go vet, staticcheck, go.mod as go mod tidy would write it, and no
 ## tracked binary or file over 1 MB
