@@ -10,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/.."
 status=0
-for n in 1 3 9 14 221; do
+for n in 1 3 9 14 221 226 229; do
 	out=$(IDEMGATE_PLANT=$n go test -count=1 -tags idemgate_plant -run 'TestSim$' ./internal/sim/ 2>&1)
 	if [ $? -eq 0 ]; then
 		echo "plant $n: NOT FOUND: TestSim passed"

@@ -7,7 +7,10 @@
 // from a body acknowledged); and 221, item 1 of issue 22 ("The guarantee
 // over a record's whole life"): memstore starts a record made where none
 // lives (absent, or expired) at fence 1 again, so that a key's fences
-// repeat once its record is deleted.
+// repeat once its record is deleted; 226, item 6 of issue 22: pull nacks
+// an ordered message whose key is held, so that a later message of its
+// ordering key overtakes it; and 229: pushauth's middleware lets a request
+// without a token through.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other

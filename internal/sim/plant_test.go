@@ -21,6 +21,12 @@ var plantRules = map[int][]string{
 	// Issue 22, item 1: a record made anew after its predecessor was
 	// deleted (or expired) restarts at fence 1.
 	221: {"fence", "zombie"},
+	// Issue 22, item 6: an ordered message whose key is held is nacked,
+	// and a later message of its ordering key overtakes it.
+	226: {"order"},
+	// Issue 22's push authentication: a request without a token reaches
+	// the guarded handler.
+	229: {"auth"},
 }
 
 // TestSimFindsPlants proves the simulator finds each bug planted through
