@@ -39,9 +39,6 @@ var behaviourNames = [...]string{"ok", "fail", "non-2xx", "panic", "forget-then-
 
 func (b behaviour) String() string { return behaviourNames[b] }
 
-// fails reports whether the behaviour is a real failure of the handler.
-func (b behaviour) fails() bool { return b == behaveFail || b == behaveNon2xx || b == behavePanic }
-
 // op names a store operation a fault can be injected into.
 type op uint8
 
