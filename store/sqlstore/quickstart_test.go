@@ -16,11 +16,12 @@ import (
 )
 
 // TestCompleteTxQuickstart runs ExampleStore_CompleteTx, the README's SQL
-// quickstart, on every dialect the README names, each in a schema (a
-// database on MariaDB) of its own with its own payments table, and holds
-// it to the output the Example documents.
+// quickstart, on every dialect the README names (MariaDB's server for both
+// the MariaDB and the MySQL dialect), each in a schema or database of its
+// own with its own payments table, and holds it to the output the Example
+// documents.
 func TestCompleteTxQuickstart(t *testing.T) {
-	for _, b := range []backend{postgresBackend, mariadbBackend, sqliteBackend} {
+	for _, b := range []backend{postgresBackend, mariadbBackend, mysqlBackend, sqliteBackend} {
 		t.Run(b.name, func(t *testing.T) {
 			db := paymentsDatabase(t, b)
 			if _, err := db.ExecContext(testenv.Context(t), "CREATE TABLE payments (id VARCHAR(200) NOT NULL, cents INTEGER NOT NULL)"); err != nil {
