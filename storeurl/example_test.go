@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/store/sqlstore"
 	"github.com/idemgate/idemgate/storeurl"
 )
 
@@ -35,4 +36,22 @@ func ExampleOpen() {
 	err = g.Lock(ctx, "payment-42", func(context.Context) error { return nil })
 	fmt.Println(o.Name, o.Records, err)
 	// Output: sqlite table payments_once <nil>
+}
+
+// A SQL URL opens a *sqlstore.Store, whose CompleteTx writes an effect and
+// DONE in one transaction: assert the type to reach it.
+func ExampleOpened_sqlstore() {
+	dir, err := os.MkdirTemp("", "storeurl-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	o, err := storeurl.Open(context.Background(), "sqlite://"+filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer o.Close()
+	s, ok := o.Store.(*sqlstore.Store)
+	fmt.Println(ok, s.Dialect(), o.Records)
+	// Output: true SQLite table idemgate_records (default)
 }

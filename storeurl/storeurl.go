@@ -48,8 +48,9 @@
 // FIRESTORE_EMULATOR_HOST. A Google URL refuses a parameter it does not
 // know; a store's own parameter given twice is refused everywhere.
 //
-// Open pings the server (and checks Redis's maxmemory-policy, as
-// redisstore.New does) before it returns, and creates a missing SQL table.
+// Open pings a Redis or SQL server (and checks Redis's maxmemory-policy,
+// as redisstore.New does) before it returns, and creates a missing SQL
+// table; the Google clients connect on their first call.
 // OpenExisting, for tools, creates nothing. A URL that cannot be opened as
 // written is a *URLError; passwords never appear in errors.
 package storeurl
@@ -67,6 +68,9 @@ import (
 // Opened is a store, what it is, and the function that releases its
 // connections.
 type Opened struct {
+	// Store is the store's own type, *memstore.Store, *redisstore.Store,
+	// *sqlstore.Store, *datastorestore.Store or *firestorestore.Store, for
+	// a caller that needs its methods (CompleteTx): assert it.
 	Store store.Store
 	Name  string // the scheme, for logs
 	// Addr is the store's address as a URL without credentials or
