@@ -89,6 +89,10 @@ type statements struct {
 	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
 	// once it meets a serialization failure (pgClaimNoWrite).
 	claimNoWrite query
+	// claimDone, for SQLite only, runs before claim and answers a DONE,
+	// unexpired record without writing (doneRead in postgres.go); it takes
+	// $1 the key hash and yields what claim would, or no row.
+	claimDone query
 	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
 	// the token.
 	claimRead query

@@ -172,6 +172,12 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 // fingerprint.
 func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64, fp any) (fence, until int64, kept []byte, err error) {
 	dest := []any{&fence, &until, &kept}
+	if s.q.claimDone.text != "" {
+		err = s.queryRow(ctx, s.q.claimDone, dest, hash)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fence, until, kept, err // DONE, or an error
+		}
+	}
 	if s.q.claimRead.text == "" {
 		q := s.q.claim
 		if s.noWrite.Load() {
