@@ -55,7 +55,9 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 			s := b.store(t, db, &sqlstore.Options{Table: table})
 			switch b.dialect {
 			case sqlstore.PostgreSQL:
-				counts = func() string { return scanString(t, db, `SELECT xmin::text || ' ' || xmax::text || ' ' || ctid::text FROM `+table) }
+				counts = func() string {
+					return scanString(t, db, `SELECT xmin::text || ' ' || xmax::text || ' ' || ctid::text FROM `+table)
+				}
 			case sqlstore.SQLite:
 				counts = func() string {
 					return scanString(t, db, `SELECT total_changes()`) + " " + scanString(t, watch, `PRAGMA data_version`)
