@@ -29,7 +29,9 @@ const (
 	MariaDB
 
 	// SQLite 3.37 or later, for example through modernc.org/sqlite (driver
-	// name "sqlite", pure Go). Every operation is one statement. See the
+	// name "sqlite", pure Go). Every operation is one statement, but a
+	// Claim that does not find the record DONE, which reads first and then
+	// upserts (in process). See the
 	// package documentation for the connection settings it wants.
 	SQLite
 )

@@ -113,7 +113,9 @@ func keyHash(key string) []byte {
 }
 
 // Claim implements [store.Store]. One statement decides and writes, on the
-// database's clock (two on MySQL; see [MySQL]).
+// database's clock (two on MySQL; see [MySQL]); a record found DONE is
+// answered from a read that writes nothing (on SQLite a statement of its
+// own, before the upsert).
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
