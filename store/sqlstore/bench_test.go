@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,18 +115,27 @@ func benchmarkDuplicatesOn(b *testing.B, be backend, db *sql.DB, workers, round 
 	s := newStore(b, db, be.dialect, nil)
 	base := newBaseline(b, db, be.dialect)
 	prefix := rand.Text()[:10] + "-"
-	for i := range duplicateKeys {
-		key := prefix + strconv.Itoa(i)
-		c, err := s.Claim(ctx, key, time.Minute)
-		if err == nil {
-			_, err = s.Complete(ctx, c)
-		}
-		if err == nil {
-			_, err = db.ExecContext(ctx, base.insert, key, rand.Text())
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	// Make the DONE keys, and the floor's rows, with the round's workers.
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < duplicateKeys && errs[w] == nil; i += workers {
+				key := prefix + strconv.Itoa(i)
+				c, err := s.Claim(ctx, key, time.Minute)
+				if err == nil {
+					_, err = s.Complete(ctx, c)
+				}
+				if err == nil {
+					_, err = db.ExecContext(ctx, base.insert, key, rand.Text())
+				}
+				errs[w] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
 	}
 	idemgate := func(ctx context.Context, i int64) error {
 		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i%duplicateKeys, 10), time.Minute)
