@@ -115,12 +115,12 @@ func benchmarkDuplicatesOn(b *testing.B, be backend, db *sql.DB, workers, round 
 	s := newStore(b, db, be.dialect, nil)
 	base := newBaseline(b, db, be.dialect)
 	prefix := rand.Text()[:10] + "-"
-	// Make the DONE keys, and the floor's rows, with the round's workers.
-	errs := make([]error, workers)
+	// Make the DONE keys, and the floor's rows, 32 at a time.
+	errs := make([]error, benchWorkers)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range benchWorkers {
 		wg.Go(func() {
-			for i := w; i < duplicateKeys && errs[w] == nil; i += workers {
+			for i := w; i < duplicateKeys && errs[w] == nil; i += benchWorkers {
 				key := prefix + strconv.Itoa(i)
 				c, err := s.Claim(ctx, key, time.Minute)
 				if err == nil {
