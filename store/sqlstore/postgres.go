@@ -141,9 +141,8 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // A DONE record is answered by doneRead first, as in pgClaim: the INSERT
 // then attempts nothing, and kept reads nothing, so a duplicate takes no
 // lock and writes nothing. Otherwise, when the caller does not win, ON
-// CONFLICT has still locked the row's
-// latest version, and kept returns that row so that the statement answers
-// in every case. kept must not read the statement's snapshot, which under
+// CONFLICT has still locked the row's latest version, and kept returns
+// that row so that the statement answers in every case. kept must not read the statement's snapshot, which under
 // READ COMMITTED was taken when the statement began: it would show an older
 // version of a row that another Claim has since updated (and, say, report a
 // takeover's CLAIMED record as the DONE one it replaced). FOR UPDATE makes
