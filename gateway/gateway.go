@@ -54,6 +54,15 @@ type Options struct {
 	// Logger receives the gateway's log lines. Default slog.Default().
 	Logger *slog.Logger
 
+	// DuplicateLogLevel is the level of the line of a delivery acknowledged
+	// as a duplicate ("idemgate: duplicate delivery acknowledged", with the
+	// record's fence). Default slog.LevelInfo, the zero Level: after an
+	// incident "was this message dropped as a duplicate?" comes first, and
+	// the line answers it at the level services log at. slog.LevelDebug
+	// moves it out of an INFO log (a line of about 300 bytes per duplicate:
+	// docs/operations.md). The line of a delivery that ran is at DEBUG.
+	DuplicateLogLevel slog.Level
+
 	// HideKeys logs a short digest of each key instead of the key itself,
 	// for keys that carry personal data, in every line, span and returned
 	// error where the work did not run (`idemgate digest KEY` prints a

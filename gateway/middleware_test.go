@@ -580,10 +580,10 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			w.WriteHeader(http.StatusInternalServerError)
 		}, http.StatusInternalServerError, true},
-		{"Flush then 503", func(w http.ResponseWriter) {
+		{"Flush then 502", func(w http.ResponseWriter) {
 			w.(http.Flusher).Flush()
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}, http.StatusServiceUnavailable, true},
+			w.WriteHeader(http.StatusBadGateway)
+		}, http.StatusBadGateway, true},
 		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
 			io.WriteString(w, "done\n")
 			w.WriteHeader(http.StatusOK)
