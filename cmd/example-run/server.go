@@ -75,7 +75,7 @@ func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slo
 		return nil, err
 	}
 	if l == nil {
-		mux.HandleFunc("POST /ledger", noLedger)
+		mux.Handle("POST /ledger", noLedger(log))
 		return mux, nil
 	}
 	byLedger := g.Route(gateway.RouteOptions{Key: prefixed("ledger:", gateway.KeyFromMessageID)})
