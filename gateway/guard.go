@@ -46,9 +46,10 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 //     returned in the Result; the adapter answers it or panics again. A
 //     work that calls runtime.Goexit is logged; the guard cannot return.
 //
-// It writes the delivery's one log line (DEBUG when the work ran or was a
-// duplicate, WARN when a live holder owns the key, when the work failed on
-// a key of its own that a live holder owns (its Mutex), or the work ran
+// It writes the delivery's one log line (DEBUG when the work ran, INFO by
+// default when it was a duplicate (Options.DuplicateLogLevel), WARN when a
+// live holder owns the key, when the work failed on a key of its own that
+// a live holder owns (its Mutex) or answered 503 or 429, or the work ran
 // unguarded, ERROR otherwise; Complete's failures are logged where they
 // happen) and counts the outcome. An Err of a work that did not run never
 // holds the key when HideKeys is set.

@@ -43,6 +43,9 @@ import (
 //	(with a Fingerprint on the route)
 //
 // h's status is the verdict: it should answer non-2xx when its work failed.
+// The failure's log line carries the first 256 bytes of what h wrote with
+// the failure (its cause; never what it wrote under a 2xx before), and is
+// a WARN, not an ERROR, for a 503 or 429: h is busy, as a live holder is.
 // It is held back with h's body until the claim is settled, so that a 2xx
 // reaches Pub/Sub only once the key is recorded done (flushes wait too),
 // and a handler that panics after writing a 2xx answers 500. Since nothing
