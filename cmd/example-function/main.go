@@ -38,8 +38,8 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/idemgate/idemgate/internal/example"
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store/memstore"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 // target is the name OnOrder is registered under.

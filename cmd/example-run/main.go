@@ -62,8 +62,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/example"
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store/memstore"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 func main() {
