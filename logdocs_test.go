@@ -54,8 +54,8 @@ func TestDocsQuoteRealLogMessages(t *testing.T) {
 // takes for a message, what it leaves, and that a nonexistent message fails.
 func TestQuotedMessagesConvention(t *testing.T) {
 	doc := "| level | message | outcome |\n|---|---|---|\n| WARN | `idemgate: no such line` | `x y` |\n\n" +
-		"The run logs `order sent to supplier`, and `idemgate: release failed; the key frees …` too;\n" +
-		"`LOG_LEVEL=debug` and the `held` status are not messages.\n"
+		"The run logs `order sent to supplier`, and `idemgate: release failed; the key\nfrees …` too;\n" +
+		"`LOG_LEVEL=debug` and the `held` status are not messages.\n```\nlog.Info(`idemgate: in code`)\n```\n"
 	var got []string
 	for _, q := range quotedMessages(doc) {
 		got = append(got, q.text)
@@ -99,7 +99,10 @@ func quotedMessages(doc string) []quote {
 		header []string // the header row of the table being read
 		column = -1     // its message column, -1 if none, -2 before its rule is read
 	)
-	for i, line := range strings.Split(doc, "\n") {
+	for i, line := range logicalLines(doc) {
+		if line == "" {
+			continue
+		}
 		seen := map[string]bool{}
 		add := func(s string) {
 			if !seen[s] {
@@ -140,6 +143,31 @@ func quotedMessages(doc string) []quote {
 		}
 	}
 	return out
+}
+
+// logicalLines splits doc into lines, one per line of doc, with a backtick
+// span that goes on to the next lines joined onto its first (the lines it
+// took are left empty) and the lines of code blocks left empty: a quote may
+// wrap, and code is no quote.
+func logicalLines(doc string) []string {
+	lines := strings.Split(doc, "\n")
+	code := false
+	for i := 0; i < len(lines); i++ {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), "```") {
+			code = !code
+			lines[i] = ""
+			continue
+		}
+		if code {
+			lines[i] = ""
+			continue
+		}
+		for j := i + 1; strings.Count(lines[i], "`")%2 == 1 && j < len(lines) && strings.TrimSpace(lines[j]) != ""; j++ {
+			lines[i] += " " + strings.TrimSpace(lines[j])
+			lines[j] = ""
+		}
+	}
+	return lines
 }
 
 // messages are the strings of the code: its literals, and patterns of the
