@@ -103,3 +103,39 @@ func TestContentionGivesUp(t *testing.T) {
 func TestCancelledMidCall(t *testing.T) {
 	googletest.CancelledMidCall(t, wired)
 }
+
+// TestInsertLosesToConcurrentClaim: a Claim of a new key looks it up,
+// finds nothing and inserts it; another process claims the key between the
+// lookup and the insert. The insert must fail rather than overwrite that
+// claim, and the Claim, looking again, must report HeldByOther: one winner.
+func TestInsertLosesToConcurrentClaim(t *testing.T) {
+	w := &googletest.Wire{}
+	o := datastorestore.Options{Namespace: namespace()}
+	st, err := datastorestore.New(wireClient(t, w), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := datastorestore.New(newClient(t), &o) // another process, on its own client
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var won store.Claim
+	w.SetFault(googletest.Once("Commit", func(invoke func() error) error {
+		var err error
+		if won, err = other.Claim(ctx, "k", time.Minute); err != nil || won.Status != store.Won {
+			t.Errorf("the other Claim = %v, %v; want Won", won.Status, err)
+		}
+		return invoke()
+	}))
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil || c.Status != store.HeldByOther {
+		t.Fatalf("Claim that lost the insert = %v, %v; want HeldByOther", c.Status, err)
+	}
+	if got, want := w.Take(), []string{"Lookup", "Commit", "Lookup"}; !cmp.Equal(got, want) {
+		t.Errorf("RPCs = %v, want %v (the failed insert, then a lookup that finds the other claim)", got, want)
+	}
+	if ok, err := other.Complete(ctx, won); !ok || err != nil {
+		t.Fatalf("the winner's Complete = %v, %v; want true (its claim was not overwritten)", ok, err)
+	}
+}
