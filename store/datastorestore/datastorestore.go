@@ -53,7 +53,8 @@ type Store struct {
 	client    *datastore.Client
 	kind      string
 	namespace string
-	ops       record.Ops
+	ops       record.Ops // Complete, Release, Extend, Forget: a transaction first
+	readOps   record.Ops // Claim, Inspect: a lookup first
 	now       func() time.Time
 }
 
@@ -108,13 +109,17 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 		Round: s.transact,
 		Retry: retryable,
 	}
+	s.readOps = s.ops
+	s.readOps.Round = s.readFirst
 	return s, nil
 }
 
-// Claim implements [store.Store]. It reads and, when it wins, writes the
-// key's record in one atomic round.
+// Claim implements [store.Store]. It looks the key's record up and, when
+// it wins, writes it on the condition that nobody wrote in between: an
+// insert of a new record, a transaction for an existing one. A Claim that
+// wins nothing makes that one lookup and writes nothing.
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	return s.ops.Claim(ctx, key, lease)
+	return s.readOps.Claim(ctx, key, lease)
 }
 
 // Complete implements [store.Store].

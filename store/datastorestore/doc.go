@@ -32,14 +32,20 @@
 //
 // # Operations
 //
-// Every operation is one read-modify-write transaction on one entity. The
-// transaction begins with its lookup ([datastore.BeginLater]), so an
-// operation that writes costs two round trips (lookup, commit) and one that
-// only reads costs two as well (lookup, rollback): four per fresh message
-// (Claim, Complete) and two per duplicate. A transaction that loses a race
-// ([datastore.ErrConcurrentTransaction]) or an RPC that fails in a way that
-// may be transient is retried a few times with jittered backoff; the
-// operation is then returned as an error that wraps the last failure.
+// A Claim first looks the entity up outside any transaction; a lookup by
+// key is strongly consistent, so a Claim that finds the key done or held
+// answers from that one read and commits nothing. A Claim that wins a new
+// key inserts the entity in one non-transactional commit, which fails if
+// the entity appeared since the lookup; one that takes an existing record
+// over rewrites it in a transaction. Complete, Release and Extend are each
+// one read-modify-write transaction on the entity, which begins with its
+// lookup ([datastore.BeginLater]) and rolls back when it writes nothing.
+// A fresh message (Claim, Complete) thus costs four round trips, and a
+// duplicate one. A transaction that loses a race
+// ([datastore.ErrConcurrentTransaction]), an insert that finds the entity
+// there, or an RPC that fails in a way that may be transient is retried a
+// few times, with jittered backoff; the operation is then returned as an
+// error that wraps the last failure.
 //
 // A Claim keeps its token (see [store.ClaimToken]) across those retries. If
 // the reply to a commit was lost and the commit did land, the retry finds its

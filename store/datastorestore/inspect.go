@@ -8,12 +8,12 @@ import (
 
 var _ store.Inspector = (*Store)(nil)
 
-// Inspect implements [store.Inspector]: a transaction that looks the entity
-// up and writes nothing. Instants are on this process's clock (Options.Now),
+// Inspect implements [store.Inspector]: one lookup, outside any
+// transaction, that writes nothing. Instants are on this process's clock (Options.Now),
 // the one the store decides with; a record is absent once past expiresAt
 // plus Options.SkewMargin, as for every other operation.
 func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
-	return s.ops.Inspect(ctx, key)
+	return s.readOps.Inspect(ctx, key)
 }
 
 // Forget implements [store.Inspector] in one transaction, like Release.

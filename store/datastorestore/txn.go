@@ -16,27 +16,58 @@ import (
 // rolled back instead of committed.
 var errReadOnly = errors.New("datastorestore: read-only outcome")
 
-// transact is the store's record.Round: one transaction, a lookup that
-// begins it, then a commit of decide's record, or a rollback when decide
-// writes nothing.
+// transact is the Round of the operations that normally write (Complete,
+// Release, Extend, Forget): one transaction, a lookup that begins it, then
+// a commit of decide's record, or a rollback when decide writes nothing.
 //
-// A retry after a failed attempt first looks the entity up outside any
-// transaction (a strongly consistent read) and stops there when decide
-// writes nothing. Under contention most callers only learn that the key is
-// held or done; answering them without a transaction keeps them from
-// aborting the holder's own writes. The first attempt skips this, so an
-// uncontended claim stays at two RPCs.
+// A retry after a failed attempt is a readFirst round instead: under
+// contention most callers only learn that the key is held or done, and
+// answering them from a lookup outside any transaction keeps them from
+// aborting the holder's own writes.
 func (s *Store) transact(ctx context.Context, key string, attempt int, decide record.Decide) error {
 	if attempt > 1 {
-		k, hashed := s.entityKey(key)
-		cur, err := s.read(k, key, hashed, func(dst *entity) error { return s.client.Get(ctx, k, dst) })
-		if err != nil {
-			return err
-		}
-		if decide(cur, s.now()) == nil {
-			return nil
-		}
+		return s.readFirst(ctx, key, attempt, decide)
 	}
+	return s.inTx(ctx, key, decide)
+}
+
+// readFirst is the Round of the operations that normally write nothing or
+// write a new record (Claim, Inspect). It looks the entity up outside any
+// transaction, a strongly consistent lookup that sees every commit before
+// it, and stops there when decide writes nothing: a duplicate costs that
+// one RPC and commits nothing. A new record is inserted by one
+// non-transactional commit, which fails with AlreadyExists if the entity
+// was created since the lookup; a change to an existing record runs inTx,
+// which looks it up again inside the transaction and decides on that.
+func (s *Store) readFirst(ctx context.Context, key string, _ int, decide record.Decide) error {
+	k, hashed := s.entityKey(key)
+	cur, err := s.read(k, key, hashed, func(dst *entity) error { return s.client.Get(ctx, k, dst) })
+	if err != nil {
+		return err
+	}
+	next := decide(cur, s.now())
+	switch {
+	case next == nil:
+		return nil
+	case cur != nil:
+		return s.inTx(ctx, key, decide)
+	}
+	if hashed {
+		next.Key = key
+	}
+	_, err = s.client.Mutate(ctx, datastore.NewInsert(k, (*entity)(next)))
+	if status.Code(err) == codes.Aborted {
+		// Contention, as for a transaction's commit: the callers tell it
+		// apart by datastore.ErrConcurrentTransaction.
+		return fmt.Errorf("%w: %w", datastore.ErrConcurrentTransaction, err)
+	}
+	return err
+}
+
+// inTx runs one transaction that begins with its lookup
+// (datastore.BeginLater), and commits decide's record or, when decide
+// writes nothing, rolls back.
+func (s *Store) inTx(ctx context.Context, key string, decide record.Decide) error {
 	committing := false
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		wrote, err := s.step(tx, key, decide)
@@ -112,6 +143,8 @@ func retryable(err error) (retry, now bool) {
 		return true, false
 	}
 	switch status.Code(err) {
+	case codes.AlreadyExists: // readFirst's insert: the entity was created since the lookup
+		return true, true
 	case codes.Aborted, codes.Unavailable, codes.DeadlineExceeded, codes.Internal:
 		return true, false
 	case codes.InvalidArgument: // only for a commit: see commitError

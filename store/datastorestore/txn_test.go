@@ -31,18 +31,20 @@ func wireClient(t testing.TB, w *googletest.Wire) *datastore.Client {
 }
 
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then
-// Complete) costs four, a duplicate two, and a read-only outcome never
-// commits.
+// Complete) costs four, a duplicate one lookup, and an outcome that writes
+// nothing never commits. A Claim looks the entity up outside a transaction
+// first (strongly consistent): a duplicate ends there; a new key is
+// inserted by one non-transactional commit that fails if the entity exists;
+// only the takeover of an existing record runs a transaction.
 func TestRPCsPerMessage(t *testing.T) {
-	read := []string{"Lookup", "Rollback"}
-	write := []string{"Lookup", "Commit"}
+	const lookup, commit, rollback = "Lookup", "Commit", "Rollback"
 	googletest.RPCsPerMessage(t, wired, googletest.RPCs{
-		Fresh:             append(write, write...),
-		Duplicate:         read,
-		RetriedComplete:   read,
-		DuplicateHeld:     read,
-		Release:           write,
-		ClaimAfterRelease: write,
+		Fresh:             []string{lookup, commit, lookup, commit},
+		Duplicate:         []string{lookup},
+		RetriedComplete:   []string{lookup, rollback},
+		DuplicateHeld:     []string{lookup},
+		Release:           []string{lookup, commit},
+		ClaimAfterRelease: []string{lookup, lookup, commit},
 	})
 }
 
@@ -61,10 +63,9 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	if want := googletest.WiredNow.UnixMicro(); c.Status != store.Won || c.Fence != want {
 		t.Fatalf("Claim after a lost commit reply = %v at fence %d, want Won at fence %d (re-affirmed)", c.Status, c.Fence, want)
 	}
-	// The client rolls back after any failed commit; then the retry looks
-	// the entity up outside a transaction, finds its own token and writes
-	// nothing.
-	if got, want := w.Take(), []string{"Lookup", "Commit", "Rollback", "Lookup"}; !cmp.Equal(got, want) {
+	// The insert of the new record fails as far as the client knows; the
+	// retry looks the entity up, finds its own token and writes nothing.
+	if got, want := w.Take(), []string{"Lookup", "Commit", "Lookup"}; !cmp.Equal(got, want) {
 		t.Errorf("RPCs = %v, want %v (the retry must find its own token and write nothing)", got, want)
 	}
 	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
@@ -101,4 +102,40 @@ func TestContentionGivesUp(t *testing.T) {
 // gives an error that wraps context.Canceled.
 func TestCancelledMidCall(t *testing.T) {
 	googletest.CancelledMidCall(t, wired)
+}
+
+// TestInsertLosesToConcurrentClaim: a Claim of a new key looks it up,
+// finds nothing and inserts it; another process claims the key between the
+// lookup and the insert. The insert must fail rather than overwrite that
+// claim, and the Claim, looking again, must report HeldByOther: one winner.
+func TestInsertLosesToConcurrentClaim(t *testing.T) {
+	w := &googletest.Wire{}
+	o := datastorestore.Options{Namespace: namespace()}
+	st, err := datastorestore.New(wireClient(t, w), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := datastorestore.New(newClient(t), &o) // another process, on its own client
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var won store.Claim
+	w.SetFault(googletest.Once("Commit", func(invoke func() error) error {
+		var err error
+		if won, err = other.Claim(ctx, "k", time.Minute); err != nil || won.Status != store.Won {
+			t.Errorf("the other Claim = %v, %v; want Won", won.Status, err)
+		}
+		return invoke()
+	}))
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil || c.Status != store.HeldByOther {
+		t.Fatalf("Claim that lost the insert = %v, %v; want HeldByOther", c.Status, err)
+	}
+	if got, want := w.Take(), []string{"Lookup", "Commit", "Lookup"}; !cmp.Equal(got, want) {
+		t.Errorf("RPCs = %v, want %v (the failed insert, then a lookup that finds the other claim)", got, want)
+	}
+	if ok, err := other.Complete(ctx, won); !ok || err != nil {
+		t.Fatalf("the winner's Complete = %v, %v; want true (its claim was not overwritten)", ok, err)
+	}
 }

@@ -63,6 +63,7 @@ func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim) error {
 		return errors.New("firestorestore: CompleteTx: nil transaction")
 	}
 	return s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+		s.versions.drop(key) // tx may change the document: the next write reads it
 		ref, hashed := s.docRef(key)
 		snap, err := tx.Get(ref)
 		cur, err := load(ref, key, hashed, snap, err)

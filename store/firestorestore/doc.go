@@ -36,11 +36,21 @@
 // decision was made on; when somebody else wrote first, the precondition
 // fails and the operation starts over on a fresh read. That is Firestore's
 // optimistic form of a single-document transaction, and it needs no
-// BeginTransaction or Rollback round trip: a claim or a completion costs
-// two round trips (read, commit), a duplicate one (read), so a fresh
-// message costs four and a duplicate one. Conflicts and transient failures
-// are retried a few times with jittered backoff; the operation is then
-// returned as an error that wraps the last failure.
+// BeginTransaction or Rollback round trip.
+//
+// The store also remembers the last version it wrote or read of each key
+// whose record is CLAIMED (the record and its update time; a few thousand
+// keys at most). The next operation that would write that key decides on
+// the remembered version and writes on the condition that the update time
+// is still the remembered one, without reading first: Firestore raises a
+// document's update time on every change, so the condition holds exactly
+// when the document is still what the store decided on. Complete after a
+// winning Claim is thus one commit. Outcomes that write nothing always
+// read, so a duplicate sees every other process's writes. A fresh message
+// (Claim, Complete) costs three round trips (read, commit, commit) and a
+// duplicate one (read). Conflicts and transient failures are retried a few
+// times with jittered backoff; the operation is then returned as an error
+// that wraps the last failure.
 //
 // A Claim keeps its token (see [store.ClaimToken]) across those retries, so
 // a write whose reply was lost, or that the transport sent twice, is

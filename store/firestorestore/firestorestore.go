@@ -48,9 +48,10 @@ const (
 // complete a claim inside the caller's transaction ([Store.CompleteTx]).
 // It is safe for concurrent use.
 type Store struct {
-	coll *firestore.CollectionRef
-	ops  record.Ops
-	now  func() time.Time
+	coll     *firestore.CollectionRef
+	ops      record.Ops
+	now      func() time.Time
+	versions versions
 }
 
 var (

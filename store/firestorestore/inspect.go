@@ -17,10 +17,10 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 }
 
 // Forget implements [store.Inspector] as every operation of this store
-// writes: a read, then an update on the condition that the document has
-// not changed since (a precondition on its update time, which makes the
-// read-modify-write as atomic as a transaction would); a conflict reads
-// again.
+// writes: a read (or the version the store remembers), then an update on
+// the condition that the document has not changed since (a precondition on
+// its update time, which makes the read-modify-write as atomic as a
+// transaction would); a conflict reads again.
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	return s.ops.Forget(ctx, key)
 }

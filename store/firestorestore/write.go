@@ -13,8 +13,29 @@ import (
 
 // round is the store's record.Round: one read and, when decide wants it,
 // one write on the condition that the document is still the one read.
+//
+// When the store remembers the key's document at some update time (see
+// versions), the round first decides on that version and, if decide
+// writes, writes on the condition that the document's update time is still
+// that one, without reading: one RPC. A document changed since then fails
+// the condition, and the round goes on to read it and decide again.
 func (s *Store) round(ctx context.Context, key string, _ int, decide record.Decide) error {
 	ref, hashed := s.docRef(key)
+	if v, ok := s.versions.take(key); ok {
+		if next := decide(&v.rec, s.now()); next != nil {
+			if hashed {
+				next.Key = key
+			}
+			res, err := ref.Update(ctx, updates(next), firestore.LastUpdateTime(v.at))
+			switch {
+			case err == nil:
+				s.versions.put(key, next, res.UpdateTime)
+				return nil
+			case !stale(err):
+				return err // the retry reads: the version is forgotten
+			}
+		}
+	}
 	snap, err := ref.Get(ctx)
 	cur, err := load(ref, key, hashed, snap, err)
 	if err != nil {
@@ -22,17 +43,31 @@ func (s *Store) round(ctx context.Context, key string, _ int, decide record.Deci
 	}
 	next := decide(cur, s.now())
 	if next == nil {
+		if cur != nil {
+			s.versions.put(key, cur, snap.UpdateTime)
+		}
 		return nil
 	}
 	if hashed {
 		next.Key = key
 	}
+	var res *firestore.WriteResult
 	if cur == nil {
-		_, err = ref.Create(ctx, fields(next))
+		res, err = ref.Create(ctx, fields(next))
 	} else {
-		_, err = ref.Update(ctx, updates(next), firestore.LastUpdateTime(snap.UpdateTime))
+		res, err = ref.Update(ctx, updates(next), firestore.LastUpdateTime(snap.UpdateTime))
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	s.versions.put(key, next, res.UpdateTime)
+	return nil
+}
+
+// stale reports whether err is the failed condition of a write on a
+// remembered version: the document changed, or is gone, since.
+func stale(err error) bool {
+	return conflict(err) || status.Code(err) == codes.NotFound
 }
 
 // load returns key's record from the read of its document ref that gave

@@ -1,6 +1,7 @@
 package firestorestore_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -13,17 +14,20 @@ import (
 )
 
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then
-// Complete) costs four, a duplicate one, and a read-only outcome never
-// commits.
+// Complete) costs three, a duplicate one read, and an outcome that writes
+// nothing never commits. The store remembers the version of each CLAIMED
+// record it last wrote or read, so the next write of that key (Complete,
+// Release, a Claim after a Release) is a single commit conditioned on that
+// version's update time, with no read.
 func TestRPCsPerMessage(t *testing.T) {
 	const get, commit = "BatchGetDocuments", "Commit"
 	googletest.RPCsPerMessage(t, wired, googletest.RPCs{
-		Fresh:             []string{get, commit, get, commit},
+		Fresh:             []string{get, commit, commit},
 		Duplicate:         []string{get},
 		RetriedComplete:   []string{get},
 		DuplicateHeld:     []string{get},
-		Release:           []string{get, commit},
-		ClaimAfterRelease: []string{get, commit},
+		Release:           []string{commit},
+		ClaimAfterRelease: []string{commit},
 	})
 }
 
@@ -82,4 +86,64 @@ func TestEndlessConflictGivesUp(t *testing.T) {
 // gives an error that wraps context.Canceled.
 func TestCancelledMidCall(t *testing.T) {
 	googletest.CancelledMidCall(t, wired)
+}
+
+// TestRememberedVersionStale: a store writes a key it claimed on the
+// condition that the document is still the version it wrote, without
+// reading it. When the document changed in between — an operator's Forget
+// through another store on the same collection, or the TTL policy's
+// delete — the condition fails, and the store reads and decides on what is
+// there: the Complete of the claim reports false and writes nothing, so
+// the record is not made DONE behind the change.
+func TestRememberedVersionStale(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	o := firestorestore.Options{Collection: collection(), Now: func() time.Time { return googletest.WiredNow }}
+	st, err := firestorestore.New(client, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := firestorestore.New(client, &o) // another process's store
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name   string
+		change func(key string)
+		after  func(t *testing.T, key string) // what the record must be after the Complete
+	}{
+		{"forgotten", func(key string) {
+			if ok, err := other.Forget(ctx, key); !ok || err != nil {
+				t.Fatalf("Forget = %v, %v", ok, err)
+			}
+		}, func(t *testing.T, key string) {
+			r, ok, err := other.Inspect(ctx, key)
+			if err != nil || !ok || r.State != store.Claimed || r.Token != "" {
+				t.Fatalf("record after the Complete = %+v, %v, %v; want the released claim Forget left", r, ok, err)
+			}
+		}},
+		{"deleted", func(key string) { deleteRecord(t, other, key) }, func(t *testing.T, key string) {
+			if r, ok, err := other.Inspect(ctx, key); err != nil || ok {
+				t.Fatalf("record after the Complete = %+v, %v, %v; want none", r, ok, err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "k-" + tc.name
+			c, err := st.Claim(ctx, key, time.Minute)
+			if err != nil || c.Status != store.Won {
+				t.Fatalf("Claim = %v, %v", c.Status, err)
+			}
+			tc.change(key)
+			w.Take()
+			if ok, err := st.Complete(ctx, c); ok || err != nil {
+				t.Fatalf("Complete after the record changed = %v, %v; want false", ok, err)
+			}
+			if got, want := w.Take(), []string{"Commit", "BatchGetDocuments"}; !slices.Equal(got, want) {
+				t.Errorf("RPCs = %v, want %v (a conditional write that fails, then a read)", got, want)
+			}
+			tc.after(t, key)
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ type RPCs struct {
 func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	st, w := wired(t)
 	ctx := store.WithFingerprint(t.Context(), Fingerprint)
-	step := func(name string, want []string, f func()) {
+	step := func(name string, want []string, f func()) []string {
 		t.Helper()
 		w.Take()
 		f()
@@ -42,6 +43,15 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 			t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
 		}
 		t.Logf("%-28s %d RPCs %v", name, len(got), got)
+		return got
+	}
+	// readOnly fails the test when a step that must write nothing
+	// committed, whatever the store's want says.
+	readOnly := func(name string, got []string) {
+		t.Helper()
+		if slices.Contains(got, "Commit") {
+			t.Errorf("%s: RPCs %v include a Commit; a Claim or Complete that finds the work done must write nothing", name, got)
+		}
 	}
 	claim := func(key string, want store.Status) store.Claim {
 		t.Helper()
@@ -58,10 +68,14 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 			t.Fatalf("Complete = %v, %v", ok, err)
 		}
 	})
-	step("duplicate of a done message", want.Duplicate, func() { claim("m1", store.AlreadyDone) })
-	step("retried Complete", want.RetriedComplete, func() { st.Complete(ctx, c) })
+	readOnly("duplicate of a done message", step("duplicate of a done message", want.Duplicate, func() { claim("m1", store.AlreadyDone) }))
+	readOnly("retried Complete", step("retried Complete", want.RetriedComplete, func() {
+		if ok, err := st.Complete(ctx, c); !ok || err != nil {
+			t.Fatalf("retried Complete = %v, %v; want true", ok, err)
+		}
+	}))
 	c = claim("m2", store.Won)
-	step("duplicate while held", want.DuplicateHeld, func() { claim("m2", store.HeldByOther) })
+	readOnly("duplicate while held", step("duplicate while held", want.DuplicateHeld, func() { claim("m2", store.HeldByOther) }))
 	step("Release", want.Release, func() { st.Release(ctx, c) })
 	step("Claim after Release", want.ClaimAfterRelease, func() { claim("m2", store.Won) })
 }
