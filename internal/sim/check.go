@@ -83,7 +83,7 @@ func (l *ledger) count(key string) int {
 // effects counts key's effects, in the ledger or the transactional sink.
 func (w *world) effects(key string) int {
 	if w.b.Tx != nil {
-		n, err := w.b.Tx.Effects(context.Background(), key)
+		n, err := w.b.Tx.Effects(context.Background(), key, 0)
 		if err != nil {
 			w.violate(nil, ruleHarness, "counting the effects of "+key+": "+err.Error())
 		}

@@ -203,8 +203,9 @@ func (s *sqlSink) Commit(ctx context.Context, c store.Claim) error {
 	return tx.Commit()
 }
 
-func (s *sqlSink) Effects(ctx context.Context, key string) (int, error) {
+func (s *sqlSink) Effects(ctx context.Context, key string, fence int64) (int, error) {
 	var n int
-	err := s.st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.table+" WHERE k = "+s.ph(1), key).Scan(&n)
+	q := "SELECT COUNT(*) FROM " + s.table + " WHERE k = " + s.ph(1) + " AND (" + s.ph(2) + " OR fence = " + s.ph(3) + ")"
+	err := s.st.DB().QueryRowContext(ctx, q, key, fence == 0, fence).Scan(&n)
 	return n, err
 }

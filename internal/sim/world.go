@@ -48,8 +48,9 @@ type TxSink interface {
 	// transaction. It returns an error matching store.ErrFenced, and
 	// writes nothing, when c no longer owns its record.
 	Commit(ctx context.Context, c store.Claim) error
-	// Effects counts the committed effects of key.
-	Effects(ctx context.Context, key string) (int, error)
+	// Effects counts the committed effects of key written under fence, or
+	// under any fence when fence is 0.
+	Effects(ctx context.Context, key string, fence int64) (int, error)
 }
 
 // world is one run: the store, the processes, Pub/Sub and the checker's
