@@ -14,7 +14,7 @@ import (
 
 // benchGateway is a gateway over memstore; with fresh set, every Claim of a
 // key wins (see freshStore).
-func benchGateway(b *testing.B, renew, fresh bool) *gateway.Gateway {
+func benchGateway(b testing.TB, renew, fresh bool) *gateway.Gateway {
 	var st store.Store = newFreshStore()
 	if !fresh {
 		st, _ = memstore.New(nil)
