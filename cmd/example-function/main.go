@@ -36,6 +36,7 @@ import (
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/example"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -74,6 +75,9 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		return err
 	}
 	log := example.NewLogger(logOut, cfg.LogLevel)
+	// go-redis logs its connection pool's troubles by itself, in plain text
+	// on stderr: through the function's logger they stay JSON lines.
+	redis.SetLogger(storeurl.RedisLogger{Logger: log, Level: slog.LevelWarn})
 	st, err := storeurl.Open(ctx, cfg.StoreURL)
 	if err != nil {
 		return err
