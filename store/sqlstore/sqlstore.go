@@ -26,6 +26,13 @@ type Options struct {
 	// (store.ErrLeaseTooLong). Default 1h; rounded up to a whole
 	// millisecond.
 	TTL time.Duration
+
+	// Outbox gives the store a transactional outbox: the table
+	// "<Table>_outbox" beside the records, which CreateTable then creates
+	// too, where CompleteTx enqueues messages and from which
+	// [Store.Outbox] relays them. Default false: CompleteTx refuses
+	// messages, and CreateTable leaves the outbox alone.
+	Outbox bool
 }
 
 const (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -79,7 +80,14 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // fence on a DONE record): the body of the gateway's Lock may call
 // CompleteTx with the claim from gateway.ClaimFromContext, and Lock then
 // returns nil without logging anything.
-func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error {
+//
+// msgs, if any, are enqueued in the store's outbox in tx, once the record
+// is known to be c's: they commit if and only if tx commits the record
+// DONE, and a relay (package relay) publishes them then. Each gets its
+// child key from c's key and its name (see [outbox.Message]); a message
+// Pub/Sub would refuse fails CompleteTx before anything is sent. The
+// store needs Options.Outbox and its outbox table (see [Store.CreateTable]).
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("sqlstore: complete in tx: nil *sql.Tx")
 	}
@@ -119,7 +127,8 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 // CompleteTx says holds: the pool must reach the database of the store's
 // table. A store can be built on the same pool with
 // stdlib.OpenDBFromPool(pool) (package github.com/jackc/pgx/v5/stdlib).
-func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) error {
+// msgs are enqueued as CompleteTx enqueues them.
+func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim, msgs ...outbox.Message) error {
 	if s.dialect != PostgreSQL {
 		return fmt.Errorf("sqlstore: complete in pgx tx: a pgx.Tx is PostgreSQL's and this store speaks %v; use CompleteTx", s.dialect)
 	}
