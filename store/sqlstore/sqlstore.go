@@ -54,6 +54,7 @@ type Store struct {
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
 	noWrite atomic.Bool
+	ob      *outboxSQL // nil without Options.Outbox
 }
 
 var (
@@ -93,6 +94,9 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL)), ttl: ceilMillis(o.TTL), ttlDur: o.TTL}
 	if sp.prepare {
 		s.prepared = new(stmtCache)
+	}
+	if o.Outbox {
+		s.ob = newOutboxSQL(dialect, t)
 	}
 	return s, nil
 }

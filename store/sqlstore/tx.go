@@ -94,6 +94,10 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim, msgs 
 	if err := store.CheckWon(c); err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
+	pending, err := s.prepareMsgs(c.Key, msgs)
+	if err != nil {
+		return fmt.Errorf("sqlstore: complete in tx: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
@@ -113,7 +117,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim, msgs 
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
 	if done {
-		return nil
+		return s.enqueueTx(ctx, tx, pending)
 	}
 	return s.notCompleted(ctx, c, hash, func(dest ...any) error {
 		r := s.q.recordState
@@ -138,6 +142,10 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim, msg
 	if err := store.CheckWon(c); err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
+	pending, err := s.prepareMsgs(c.Key, msgs)
+	if err != nil {
+		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
@@ -148,7 +156,7 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim, msg
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
 	if tag.RowsAffected() > 0 {
-		return nil
+		return s.enqueuePgxTx(ctx, tx, pending)
 	}
 	return s.notCompleted(ctx, c, hash, nil)
 }
