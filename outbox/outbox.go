@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -70,8 +71,9 @@ type Message struct {
 // Pending is an outbox message as a relay takes it from a store: committed
 // and not yet marked sent.
 type Pending struct {
-	// Message is the message as enqueued, with Name set to the name its
-	// child key was derived from and Attributes holding ChildKeyAttribute.
+	// Message is the message as enqueued, with Attributes holding
+	// ChildKeyAttribute. Name is set by Prepare (the name the child key
+	// was derived from); stores need not keep it.
 	Message
 
 	// ChildKey is the message's child key, also in
@@ -187,6 +189,9 @@ func check(m Message) error {
 	return nil
 }
 
+// topicIDRE is Pub/Sub's rule for a topic ID.
+var topicIDRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$`)
+
 // checkTopic accepts a topic ID or a full topic name.
 func checkTopic(t string) error {
 	id := t
@@ -197,8 +202,8 @@ func checkTopic(t string) error {
 		}
 		id = parts[3]
 	}
-	if len(id) < 3 || len(id) > 255 || strings.HasPrefix(id, "goog") {
-		return fmt.Errorf("topic %.80q: an ID is 3 to 255 characters and does not start with \"goog\"", t)
+	if !topicIDRE.MatchString(id) || strings.HasPrefix(id, "goog") {
+		return fmt.Errorf("topic %.80q: an ID is a letter and 2 to 254 letters, digits or -_.~+%%, not starting with \"goog\"", t)
 	}
 	return nil
 }
