@@ -154,7 +154,10 @@ func (o *outboxSQL) insert(count int) string {
 // takeColumns are what Take reads of a row: id, topic, ordering key,
 // child key, data, attributes and how long it has waited (ms).
 func (o *outboxSQL) takeColumns(alias string) string {
-	a := alias + "."
+	a := alias
+	if a != "" {
+		a += "."
+	}
 	return a + `id, ` + a + `topic, ` + a + `ordering_key, ` + a + `child_key, ` + a + `data, ` + a + `attributes, ` + o.now + ` - ` + a + `enqueued_at`
 }
 
@@ -188,7 +191,7 @@ func (o *outboxSQL) takeSQLite() string {
 	AND (c.order_hash IS NULL OR NOT EXISTS (
 		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = c.order_hash AND p.id < c.id AND p.lease_until > ` + o.now + `))
 	ORDER BY c.id LIMIT $3
-) RETURNING ` + o.takeColumns("o")
+) RETURNING ` + o.takeColumns("")
 }
 
 // deleteSent deletes count messages given as (id, child key) pairs from
