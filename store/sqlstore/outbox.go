@@ -265,7 +265,8 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 // the channel that CompleteTx notifies (pg_notify, which PostgreSQL
 // delivers when the transaction commits). Elsewhere it returns an error
 // matching errors.ErrUnsupported, and the relay polls. The connection is
-// closed when Listen returns, never handed back to the pool.
+// closed when Listen returns, never handed back to the pool; the relay's
+// Take and Settle need another, so give the store's *sql.DB at least two.
 func (o *Outbox) Listen(ctx context.Context, wake func()) error {
 	s := o.s
 	if s.dialect != PostgreSQL {

@@ -20,7 +20,7 @@ import (
 
 // pubsubClient returns a client on the Pub/Sub emulator, in a project of
 // t's own, closed when t ends.
-func pubsubClient(t *testing.T) *pubsub.Client {
+func pubsubClient(t testing.TB) *pubsub.Client {
 	t.Helper()
 	host := testenv.PubSubEmulatorHost(t)
 	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
