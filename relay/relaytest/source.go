@@ -272,7 +272,7 @@ func concurrentTakesKeepOrder(t *testing.T, e *env) {
 				}
 				got, err := e.src.Take(e.ctx, 5, time.Minute)
 				if err != nil {
-					errs <- fmt.Errorf("Take: %w", err)
+					errs <- fmt.Errorf("a concurrent Take: %w", err)
 					return
 				}
 				mu.Lock()
@@ -283,7 +283,7 @@ func concurrentTakesKeepOrder(t *testing.T, e *env) {
 				// Publishing happens here; the next Take of another
 				// taker runs meanwhile.
 				if err := e.src.Settle(e.ctx, got, nil); err != nil {
-					errs <- fmt.Errorf("Settle: %w", err)
+					errs <- fmt.Errorf("a concurrent Settle: %w", err)
 					return
 				}
 				mu.Lock()

@@ -148,7 +148,6 @@ func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) 
 	}
 	defer rows.Close()
 	var out []outbox.Pending
-	var ids []int64
 	for rows.Next() {
 		var (
 			id int64
@@ -159,7 +158,6 @@ func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) 
 		}
 		p.Token = token
 		out = append(out, p)
-		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
