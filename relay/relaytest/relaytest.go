@@ -55,8 +55,8 @@ type CompleteFunc func(c store.Claim, msgs ...outbox.Message) error
 // Config is what the suite needs of a store.
 type Config struct {
 	// New returns a store and its outbox, both fresh for the test and
-	// empty (a table, kind or collection of its own), with a ttl of at
-	// least a minute. Required.
+	// empty (a table, kind or collection of its own), with a ttl over a
+	// minute: the cases claim with one-minute leases. Required.
 	New func(t testing.TB) (store.Store, relay.Source)
 
 	// InTx runs fn in a new transaction of st's database, which commits
