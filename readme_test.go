@@ -105,6 +105,8 @@ func TestREADMESnippetsAreCompiled(t *testing.T) {
 	// A store's own feature is shown from that package's Example.
 	all := maps.Clone(examples)
 	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_test.go"))
+	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_outbox_test.go"))
+	maps.Copy(all, exampleBodies(t, "relay/example_test.go"))
 	blocks := goBlocks(string(readme))
 	if len(blocks) < 4 {
 		t.Fatalf("README has %d Go blocks; want the four quickstarts", len(blocks))

@@ -26,6 +26,14 @@ type Options struct {
 	// (store.ErrLeaseTooLong). Default 1h; rounded up to a whole
 	// millisecond.
 	TTL time.Duration
+
+	// Outbox gives the store a transactional outbox: the table
+	// "<Table>_outbox" beside the records, which CreateTable then creates
+	// too (and TableExists checks), where CompleteTx enqueues messages.
+	// Default false: CompleteTx refuses messages, and CreateTable leaves
+	// the outbox alone. [Store.Outbox] relays from the table whatever
+	// this says, so a relay's process needs no DDL of its own.
+	Outbox bool
 }
 
 const (
@@ -47,6 +55,8 @@ type Store struct {
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
 	noWrite atomic.Bool
+	ob      *outboxSQL
+	outbox  bool // Options.Outbox
 }
 
 var (
@@ -87,6 +97,7 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	if sp.prepare {
 		s.prepared = new(stmtCache)
 	}
+	s.ob, s.outbox = newOutboxSQL(dialect, t), o.Outbox
 	return s, nil
 }
 
