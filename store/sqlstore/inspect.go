@@ -132,7 +132,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // TableExists reports whether the store's schema is complete: the table,
-// its index on expires_at and its fingerprint column. It changes nothing;
+// its index on expires_at and its fingerprint column (and, with
+// Options.Outbox, the outbox table and its index). It changes nothing;
 // [Store.CreateTable] creates what is missing, and adds the column to a
 // table that predates it. A table whose key_hash is not unique as every
 // Claim needs it (the primary key, or the only column of a full unique
@@ -140,8 +141,8 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // lacks.
 func (s *Store) TableExists(ctx context.Context) (bool, error) {
 	st, err := s.lookSchema(ctx)
-	if err != nil {
+	if err != nil || !st.complete() {
 		return false, err
 	}
-	return st.complete(), nil
+	return s.outboxComplete(ctx)
 }

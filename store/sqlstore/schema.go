@@ -12,7 +12,8 @@ import (
 )
 
 // CreateTable makes the store's schema complete: it creates the table and
-// its index on expires_at, adds the fingerprint column to a table created
+// its index on expires_at (and, with Options.Outbox, the outbox table and
+// its index), adds the fingerprint column to a table created
 // by an earlier version without it, and builds the index on a table that
 // lacks it. It first looks, in one statement, and runs DDL only for what is
 // missing, so an application whose database user may not run DDL can still
@@ -44,7 +45,7 @@ func (s *Store) CreateTable(ctx context.Context) error {
 			return lerr
 		}
 		if st.complete() {
-			return nil
+			return s.createOutbox(ctx)
 		}
 		if attempt > ddlAttempts {
 			break

@@ -26,6 +26,13 @@ type Options struct {
 	// (store.ErrLeaseTooLong). Default 1h; rounded up to a whole
 	// millisecond.
 	TTL time.Duration
+
+	// Outbox gives the store a transactional outbox: the table
+	// "<Table>_outbox" beside the records, which CreateTable then creates
+	// too, where CompleteTx enqueues messages and from which
+	// [Store.Outbox] relays them. Default false: CompleteTx refuses
+	// messages, and CreateTable leaves the outbox alone.
+	Outbox bool
 }
 
 const (
@@ -47,6 +54,7 @@ type Store struct {
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
 	noWrite atomic.Bool
+	ob      *outboxSQL // nil without Options.Outbox
 }
 
 var (
@@ -86,6 +94,9 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	s := &Store{db: db, dialect: dialect, spec: sp, table: t, q: sp.build(t, ceilMillis(o.TTL)), ttl: ceilMillis(o.TTL), ttlDur: o.TTL}
 	if sp.prepare {
 		s.prepared = new(stmtCache)
+	}
+	if o.Outbox {
+		s.ob = newOutboxSQL(dialect, t)
 	}
 	return s, nil
 }

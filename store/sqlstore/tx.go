@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -79,11 +80,22 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // fence on a DONE record): the body of the gateway's Lock may call
 // CompleteTx with the claim from gateway.ClaimFromContext, and Lock then
 // returns nil without logging anything.
-func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error {
+//
+// msgs, if any, are enqueued in the store's outbox in tx, once the record
+// is known to be c's: they commit if and only if tx commits the record
+// DONE, and a relay (package relay) publishes them then. Each gets its
+// child key from c's key and its name (see [outbox.Message]); a message
+// Pub/Sub would refuse fails CompleteTx before anything is sent. The
+// store needs Options.Outbox and its outbox table (see [Store.CreateTable]).
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("sqlstore: complete in tx: nil *sql.Tx")
 	}
 	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("sqlstore: complete in tx: %w", err)
+	}
+	pending, err := s.prepareMsgs(c.Key, msgs)
+	if err != nil {
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -105,7 +117,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 		return fmt.Errorf("sqlstore: complete in tx: %w", err)
 	}
 	if done {
-		return nil
+		return s.enqueueTx(ctx, tx, pending)
 	}
 	return s.notCompleted(ctx, c, hash, func(dest ...any) error {
 		r := s.q.recordState
@@ -119,7 +131,8 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim) error
 // CompleteTx says holds: the pool must reach the database of the store's
 // table. A store can be built on the same pool with
 // stdlib.OpenDBFromPool(pool) (package github.com/jackc/pgx/v5/stdlib).
-func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) error {
+// msgs are enqueued as CompleteTx enqueues them.
+func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim, msgs ...outbox.Message) error {
 	if s.dialect != PostgreSQL {
 		return fmt.Errorf("sqlstore: complete in pgx tx: a pgx.Tx is PostgreSQL's and this store speaks %v; use CompleteTx", s.dialect)
 	}
@@ -127,6 +140,10 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) err
 		return errors.New("sqlstore: complete in pgx tx: nil pgx.Tx")
 	}
 	if err := store.CheckWon(c); err != nil {
+		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
+	}
+	pending, err := s.prepareMsgs(c.Key, msgs)
+	if err != nil {
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -139,7 +156,7 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim) err
 		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
 	}
 	if tag.RowsAffected() > 0 {
-		return nil
+		return s.enqueuePgxTx(ctx, tx, pending)
 	}
 	return s.notCompleted(ctx, c, hash, nil)
 }

@@ -1,0 +1,313 @@
+package relaytest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store"
+)
+
+// sourceCases need no Pub/Sub.
+var sourceCases = []testCase{
+	{"CommitCarriesMessages", commitCarriesMessages},
+	{"RollbackLeavesNothing", rollbackLeavesNothing},
+	{"FencedOutLeavesNothing", fencedOutLeavesNothing},
+	{"RefusedMessageSendsNothing", refusedMessageSendsNothing},
+	{"TakeHoldsUntilSettled", takeHoldsUntilSettled},
+	{"LapsedLeaseHandsOutAgain", lapsedLeaseHandsOutAgain},
+	{"OrderingKeyWaitsForHeld", orderingKeyWaitsForHeld},
+	{"ConcurrentTakesKeepOrder", concurrentTakesKeepOrder},
+}
+
+func commitCarriesMessages(t *testing.T, e *env) {
+	msgs := []outbox.Message{
+		{Topic: "orders-out", Data: []byte("one"), Attributes: map[string]string{"a": "1"}, OrderingKey: "k1"},
+		{Topic: "projects/p-1/topics/other", Data: nil, Name: "named"},
+		{Topic: "orders-out", Data: []byte{0, 255, 1}},
+	}
+	c := e.enqueue(t, msgs...)
+	got := e.take(t, 10, time.Minute)
+	if len(got) != len(msgs) {
+		t.Fatalf("a committed CompleteTx with %d messages must leave them all to take: took %d", len(msgs), len(got))
+	}
+	names := []string{"0", "named", "2"}
+	for i, p := range got {
+		m := msgs[i]
+		ck := outbox.ChildKey(c.Key, names[i])
+		wantAttrs := map[string]string{outbox.ChildKeyAttribute: ck}
+		for k, v := range m.Attributes {
+			wantAttrs[k] = v
+		}
+		switch {
+		case p.Topic != m.Topic || p.OrderingKey != m.OrderingKey || string(p.Data) != string(m.Data):
+			t.Errorf("message %d: took topic %q, ordering key %q, data %q; want %q, %q, %q (messages come out as enqueued, oldest first)",
+				i, p.Topic, p.OrderingKey, p.Data, m.Topic, m.OrderingKey, m.Data)
+		case p.ChildKey != ck:
+			t.Errorf("message %d: child key %q, want outbox.ChildKey(claim key, %q) = %q", i, p.ChildKey, names[i], ck)
+		case p.ID == "" || p.Token == "":
+			t.Errorf("message %d: ID %q, Token %q; a taken message must have both", i, p.ID, p.Token)
+		case p.Waited < 0 || p.Waited > time.Hour:
+			t.Errorf("message %d: Waited %v; want the short time since its commit", i, p.Waited)
+		}
+		if diff := cmp.Diff(wantAttrs, p.Attributes); diff != "" {
+			t.Errorf("message %d: attributes (-want +got), the child key must be among them:\n%s", i, diff)
+		}
+	}
+	if msgs[0].Attributes["a"] != "1" || len(msgs[0].Attributes) != 1 {
+		t.Errorf("CompleteTx changed the caller's attributes: %v", msgs[0].Attributes)
+	}
+	e.backlog(t, 3, "three committed, unsent messages")
+	e.settle(t, got, nil)
+	e.backlog(t, 0, "sent messages are deleted")
+	if again := e.take(t, 10, time.Minute); len(again) != 0 {
+		t.Errorf("sent messages must not be handed out again: took %v", childKeys(again))
+	}
+}
+
+var errRollback = errors.New("relaytest: the transaction fails after CompleteTx")
+
+func rollbackLeavesNothing(t *testing.T, e *env) {
+	c := e.claim(t)
+	err := e.cfg.InTx(e.ctx, e.st, func(complete CompleteFunc) error {
+		if err := complete(c, outbox.Message{Topic: "orders-out", Data: []byte("x")}); err != nil {
+			return fmt.Errorf("CompleteTx: %w", err)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("InTx = %v, want the body's error", err)
+	}
+	e.backlog(t, 0, "a rolled-back CompleteTx must enqueue nothing")
+	if got := e.take(t, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a rolled-back CompleteTx must enqueue nothing: took %v", childKeys(got))
+	}
+	// The claim is still the holder's: completing it again commits.
+	e.enqueueWith(t, c, outbox.Message{Topic: "orders-out", Data: []byte("x")})
+	if got := e.take(t, 10, time.Minute); len(got) != 1 {
+		t.Fatalf("after a rollback, the next transaction's messages must commit once: took %d", len(got))
+	}
+}
+
+// enqueueWith commits msgs with c's completion.
+func (e *env) enqueueWith(t testing.TB, c store.Claim, msgs ...outbox.Message) {
+	t.Helper()
+	if err := e.cfg.InTx(e.ctx, e.st, func(complete CompleteFunc) error { return complete(c, msgs...) }); err != nil {
+		t.Fatalf("CompleteTx with %d messages in a transaction that commits: %v", len(msgs), err)
+	}
+}
+
+func fencedOutLeavesNothing(t *testing.T, e *env) {
+	c := e.claim(t)
+	if err := e.st.Release(e.ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	next, err := e.st.Claim(e.ctx, c.Key, time.Minute)
+	if err != nil || next.Status != store.Won {
+		t.Fatalf("Claim after Release = %+v, %v; want Won", next, err)
+	}
+	err = e.cfg.InTx(e.ctx, e.st, func(complete CompleteFunc) error {
+		return complete(c, outbox.Message{Topic: "orders-out", Data: []byte("zombie")})
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("CompleteTx of a fenced-out claim = %v, want store.ErrFenced", err)
+	}
+	e.backlog(t, 0, "a fenced-out CompleteTx must enqueue nothing")
+	e.enqueueWith(t, next, outbox.Message{Topic: "orders-out", Data: []byte("holder")})
+	got := e.take(t, 10, time.Minute)
+	if len(got) != 1 || string(got[0].Data) != "holder" {
+		t.Fatalf("only the holder's message may commit: took %d messages", len(got))
+	}
+	// Same key, same name: the zombie's message, had it committed, would
+	// have carried the same child key, so downstream would drop it.
+	if got[0].ChildKey != outbox.ChildKey(c.Key, "0") {
+		t.Errorf("child key %q is not derived from the claim's key and name", got[0].ChildKey)
+	}
+}
+
+func refusedMessageSendsNothing(t *testing.T, e *env) {
+	bad := [][]outbox.Message{
+		{{Topic: ""}},
+		{{Topic: "ok-topic", Attributes: map[string]string{"googfoo": "x"}}},
+		{{Topic: "ok-topic", Attributes: map[string]string{outbox.ChildKeyAttribute: "forged"}}},
+		{{Topic: "ok-topic", Name: "a"}, {Topic: "ok-topic", Name: "a"}},
+		{{Topic: "ok-topic"}, {Topic: "ok-topic", Name: "0"}},
+	}
+	for i, msgs := range bad {
+		c := e.claim(t)
+		err := e.cfg.InTx(e.ctx, e.st, func(complete CompleteFunc) error { return complete(c, msgs...) })
+		if err == nil {
+			t.Errorf("batch %d: CompleteTx must refuse messages Pub/Sub would refuse, or two of one name", i)
+		}
+		if errors.Is(err, store.ErrFenced) {
+			t.Errorf("batch %d: a refused message is not a lost claim: %v", i, err)
+		}
+		// The claim was not completed: it is still the holder's.
+		if ok, err := e.st.Complete(e.ctx, c); err != nil || !ok {
+			t.Errorf("batch %d: a refused CompleteTx must leave the claim as it was: Complete = %v, %v", i, ok, err)
+		}
+	}
+	e.backlog(t, 0, "refused messages must enqueue nothing")
+}
+
+func takeHoldsUntilSettled(t *testing.T, e *env) {
+	e.enqueue(t, outbox.Message{Topic: "t-a", Data: []byte("1")}, outbox.Message{Topic: "t-a", Data: []byte("2")})
+	first := e.take(t, 10, time.Minute)
+	if len(first) != 2 {
+		t.Fatalf("took %d, want 2", len(first))
+	}
+	if again := e.take(t, 10, time.Minute); len(again) != 0 {
+		t.Fatalf("a held message must not be handed to another Take: took %v", childKeys(again))
+	}
+	e.backlog(t, 2, "held messages are in the backlog")
+	e.settle(t, first[:1], first[1:])
+	got := e.take(t, 10, time.Minute)
+	if len(got) != 1 || got[0].ChildKey != first[1].ChildKey {
+		t.Fatalf("Settle must delete the sent one and give back the unsent one at once: took %v, want [%s]", childKeys(got), first[1].ChildKey)
+	}
+	if got[0].Token == first[1].Token {
+		t.Errorf("each Take must have its own token")
+	}
+	// The first Take's token no longer holds it: giving it back with that
+	// token must not free the second Take's hold.
+	e.settle(t, nil, first[1:])
+	if again := e.take(t, 10, time.Minute); len(again) != 0 {
+		t.Fatalf("Settle with a stale token must not give back another Take's message: took %v", childKeys(again))
+	}
+	e.settle(t, got, nil)
+	e.backlog(t, 0, "all sent")
+}
+
+func lapsedLeaseHandsOutAgain(t *testing.T, e *env) {
+	e.enqueue(t, outbox.Message{Topic: "t-a", Data: []byte("1")})
+	first := e.take(t, 10, e.cfg.Lease)
+	if len(first) != 1 {
+		t.Fatalf("took %d, want 1", len(first))
+	}
+	var again []outbox.Pending
+	if !until(10*time.Second+20*e.cfg.Lease, func() bool {
+		again = e.take(t, 10, time.Minute)
+		return len(again) > 0
+	}) {
+		t.Fatalf("a message whose lease lapsed (its relay died) must be handed out again")
+	}
+	if again[0].ChildKey != first[0].ChildKey || again[0].ID != first[0].ID {
+		t.Fatalf("handed out again: %v, want the same message %v", childKeys(again), childKeys(first))
+	}
+	// The first relay published after all, and marks it sent: it is sent.
+	e.settle(t, first, nil)
+	e.backlog(t, 0, "a message sent by a relay whose lease lapsed is deleted all the same")
+	e.settle(t, again, nil) // the second one's mark finds nothing: no error
+}
+
+func orderingKeyWaitsForHeld(t *testing.T, e *env) {
+	msg := func(key, data string) outbox.Message {
+		return outbox.Message{Topic: "t-o", OrderingKey: key, Data: []byte(data)}
+	}
+	e.enqueue(t, msg("k", "k1"), msg("k", "k2"))
+	e.enqueue(t, msg("k", "k3"), msg("", "u"), msg("j", "j1"))
+	data := func(ps []outbox.Pending) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, string(p.Data))
+		}
+		return out
+	}
+	first := e.take(t, 1, time.Minute)
+	if diff := cmp.Diff([]string{"k1"}, data(first)); diff != "" {
+		t.Fatalf("Take(1) (-want +got):\n%s", diff)
+	}
+	second := e.take(t, 10, time.Minute)
+	if diff := cmp.Diff([]string{"u", "j1"}, data(second)); diff != "" {
+		t.Fatalf("while k1 is held, k2 and k3 must wait behind it (-want +got):\n%s", diff)
+	}
+	e.settle(t, nil, first) // k1's publish failed
+	third := e.take(t, 10, time.Minute)
+	if diff := cmp.Diff([]string{"k1", "k2", "k3"}, data(third)); diff != "" {
+		t.Fatalf("a given-back message comes out again first on its key (-want +got):\n%s", diff)
+	}
+	e.settle(t, third[:1], third[1:]) // k1 sent, k2 failed: k3 given back behind it
+	fourth := e.take(t, 10, time.Minute)
+	if diff := cmp.Diff([]string{"k2", "k3"}, data(fourth)); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+// concurrentTakesKeepOrder runs takers at once on messages of a few
+// ordering keys and checks that each message is handed out once and the
+// messages of a key in their order.
+func concurrentTakesKeepOrder(t *testing.T, e *env) {
+	const keys, perKey, perTx = 4, 12, 3
+	for round := range perKey / perTx {
+		var msgs []outbox.Message
+		for i := range perTx {
+			for k := range keys {
+				msgs = append(msgs, outbox.Message{Topic: "t-c", OrderingKey: fmt.Sprint("key", k), Data: []byte(fmt.Sprint(round*perTx + i))})
+			}
+		}
+		e.enqueue(t, msgs...)
+	}
+	var (
+		mu      sync.Mutex              // guards handed
+		handed  = map[string][]string{} // ordering key → data in the order taken
+		wg      sync.WaitGroup
+		errs    = make(chan error, 4)
+		total   = keys * perKey
+		settled = 0
+	)
+	for range 4 {
+		wg.Go(func() {
+			for tries := 0; tries < 500; tries++ {
+				mu.Lock()
+				done := settled == total
+				mu.Unlock()
+				if done {
+					return
+				}
+				got, err := e.src.Take(e.ctx, 5, time.Minute)
+				if err != nil {
+					errs <- fmt.Errorf("Take: %w", err)
+					return
+				}
+				mu.Lock()
+				for _, p := range got {
+					handed[p.OrderingKey] = append(handed[p.OrderingKey], string(p.Data))
+				}
+				mu.Unlock()
+				// Publishing happens here; the next Take of another
+				// taker runs meanwhile.
+				if err := e.src.Settle(e.ctx, got, nil); err != nil {
+					errs <- fmt.Errorf("Settle: %w", err)
+					return
+				}
+				mu.Lock()
+				settled += len(got)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		key := fmt.Sprint("key", k)
+		want := make([]string, perKey)
+		for i := range want {
+			want[i] = fmt.Sprint(i)
+		}
+		if diff := cmp.Diff(want, handed[key]); diff != "" {
+			t.Errorf("ordering key %s: each message must be handed out once, in enqueue order, across concurrent Takes (-want +got):\n%s", key, diff)
+		}
+	}
+	if !slices.Equal([]int{settled}, []int{total}) {
+		t.Errorf("settled %d of %d messages", settled, total)
+	}
+}

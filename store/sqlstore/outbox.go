@@ -1,0 +1,399 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgate/idemgate/outbox"
+)
+
+// Outbox is the outbox of a Store with Options.Outbox: the source a relay
+// (package relay) publishes from. It implements relay.Source and
+// relay.Waker. It is safe for concurrent use, also by relays in other
+// processes on the same database.
+//
+// A Take leases its messages in one short transaction: on PostgreSQL,
+// MySQL 8 and MariaDB 10.6 it selects them FOR UPDATE SKIP LOCKED, so
+// relays taking at once pass over each other's rows instead of waiting;
+// on SQLite, whose writers take turns, one UPDATE chooses and leases them.
+// Nothing is held open while the relay publishes.
+type Outbox struct {
+	s *Store
+}
+
+// Outbox returns the store's outbox. Its methods fail when the store was
+// built without Options.Outbox.
+func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
+
+// errNoOutbox is the error of outbox operations on a store without one.
+var errNoOutbox = errors.New("the store has no outbox: set Options.Outbox (and call CreateTable)")
+
+// maxTake bounds one Take, so that its statements keep few placeholders.
+const maxTake = 1000
+
+// Take implements relay.Source.
+func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	s := o.s
+	switch {
+	case s.ob == nil:
+		return nil, fmt.Errorf("sqlstore: outbox take: %w", errNoOutbox)
+	case n <= 0:
+		return nil, fmt.Errorf("sqlstore: outbox take: n %d is not positive", n)
+	}
+	ms, err := leaseMillis(lease)
+	if err != nil {
+		return nil, err
+	}
+	token := newTakeToken()
+	var out []outbox.Pending
+	err = s.retry(ctx, func() error {
+		var err error
+		if s.ob.skipLocked {
+			out, err = o.takeLocked(ctx, min(n, maxTake), ms, token)
+		} else {
+			out, err = o.takeSQLite(ctx, min(n, maxTake), ms, token)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: outbox take: %w", err)
+	}
+	return out, nil
+}
+
+// newTakeToken returns a random token for one Take.
+func newTakeToken() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// takeLocked is Take on PostgreSQL, MySQL and MariaDB: it locks the
+// candidates, keeps those of an ordering key only behind a message kept
+// too (or the first of its key), leases what it keeps and commits. The
+// candidates it drops, whose key has an earlier message held by another
+// Take or locked by one in flight, stay where they are.
+func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
+	s := o.s
+	// READ COMMITTED: on InnoDB, no gap locks; and every statement sees
+	// the latest committed rows.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	rows, err := tx.QueryContext(ctx, s.ob.takeLocked(), n)
+	if err != nil {
+		return nil, err
+	}
+	var out []outbox.Pending
+	kept := make(map[int64]bool)
+	for rows.Next() {
+		var (
+			id   int64
+			prev sql.NullInt64
+			p    outbox.Pending
+		)
+		if err := o.scan(rows, &id, &p, &prev); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if prev.Valid && !kept[prev.Int64] {
+			continue // behind a message of its key that this Take does not hold
+		}
+		kept[id] = true
+		p.Token = token
+		out = append(out, p)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, tx.Commit()
+	}
+	args := []any{token, ms}
+	for _, p := range out {
+		args = append(args, p.ID)
+	}
+	if _, err := tx.ExecContext(ctx, s.ob.lease(len(out)), args...); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// takeSQLite is Take on SQLite: one UPDATE … RETURNING.
+func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
+	s := o.s
+	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []outbox.Pending
+	var ids []int64
+	for rows.Next() {
+		var (
+			id int64
+			p  outbox.Pending
+		)
+		if err := o.scan(rows, &id, &p); err != nil {
+			return nil, err
+		}
+		p.Token = token
+		out = append(out, p)
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// RETURNING follows no ORDER BY.
+	slices.SortFunc(out, func(a, b outbox.Pending) int {
+		x, _ := strconv.ParseInt(a.ID, 10, 64)
+		y, _ := strconv.ParseInt(b.ID, 10, 64)
+		return int(min(max(x-y, -1), 1))
+	})
+	return out, nil
+}
+
+// scan reads one row of a Take into id and p, and into extra those that
+// follow.
+func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any) error {
+	var (
+		attrs  string
+		waited int64
+	)
+	dest := append([]any{id, &p.Topic, &p.OrderingKey, &p.ChildKey, &p.Data, &attrs, &waited}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	p.ID = strconv.FormatInt(*id, 10)
+	if err := json.Unmarshal([]byte(attrs), &p.Attributes); err != nil {
+		return fmt.Errorf("message %s: attributes: %w", p.ID, err)
+	}
+	if p.Attributes == nil {
+		p.Attributes = make(map[string]string, 1)
+	}
+	p.Attributes[outbox.ChildKeyAttribute] = p.ChildKey
+	p.Waited = time.Duration(max(waited, 0)) * time.Millisecond
+	return nil
+}
+
+// Settle implements relay.Source: it deletes sent and gives back unsent
+// in one transaction.
+func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+	s := o.s
+	if s.ob == nil {
+		return fmt.Errorf("sqlstore: outbox settle: %w", errNoOutbox)
+	}
+	if len(sent) == 0 && len(unsent) == 0 {
+		return nil
+	}
+	var del []any
+	for _, p := range sent {
+		id, err := strconv.ParseInt(p.ID, 10, 64)
+		if err != nil {
+			return fmt.Errorf("sqlstore: outbox settle: message id %.40q is not this store's", p.ID)
+		}
+		del = append(del, id, p.ChildKey)
+	}
+	back := map[string][]any{} // by token
+	for _, p := range unsent {
+		id, err := strconv.ParseInt(p.ID, 10, 64)
+		if err != nil {
+			return fmt.Errorf("sqlstore: outbox settle: message id %.40q is not this store's", p.ID)
+		}
+		back[p.Token] = append(back[p.Token], id)
+	}
+	err := s.retry(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op after Commit
+		for len(del) > 0 {
+			chunk := del[:min(len(del), 2*maxTake)]
+			if _, err := tx.ExecContext(ctx, s.ob.deleteSent(len(chunk)/2), chunk...); err != nil {
+				return err
+			}
+			del = del[len(chunk):]
+		}
+		for token, ids := range back {
+			for len(ids) > 0 {
+				chunk := ids[:min(len(ids), maxTake)]
+				if _, err := tx.ExecContext(ctx, s.ob.giveBack(len(chunk)), append([]any{token}, chunk...)...); err != nil {
+					return err
+				}
+				ids = ids[len(chunk):]
+			}
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: outbox settle: %w", err)
+	}
+	return nil
+}
+
+// Backlog implements relay.Source: it counts the outbox's rows.
+func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
+	s := o.s
+	if s.ob == nil {
+		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", errNoOutbox)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.ob.backlog()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", err)
+	}
+	return n, nil
+}
+
+// Listen implements relay.Waker. On PostgreSQL through pgx's database/sql
+// driver (github.com/jackc/pgx/v5/stdlib) it LISTENs on a dedicated
+// connection, taken from the store's *sql.DB for as long as it runs, to
+// the channel that CompleteTx notifies (pg_notify, which PostgreSQL
+// delivers when the transaction commits). Elsewhere it returns an error
+// matching errors.ErrUnsupported, and the relay polls. The connection is
+// closed when Listen returns, never handed back to the pool.
+func (o *Outbox) Listen(ctx context.Context, wake func()) error {
+	s := o.s
+	if s.ob == nil {
+		return fmt.Errorf("sqlstore: outbox listen: %w", errNoOutbox)
+	}
+	if s.dialect != PostgreSQL {
+		return fmt.Errorf("sqlstore: outbox listen: %v has no notifications: %w", s.dialect, errors.ErrUnsupported)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: outbox listen: %w", err)
+	}
+	defer conn.Close()
+	var lerr error
+	conn.Raw(func(dc any) error {
+		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			lerr = fmt.Errorf("the driver's connection (%T) is not pgx's: %w", dc, errors.ErrUnsupported)
+			return nil
+		}
+		lerr = listen(ctx, pc.Conn(), s.ob.channel, wake)
+		// The connection listens (or broke): it must not go back to
+		// the pool.
+		return driver.ErrBadConn
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("sqlstore: outbox listen: %w", lerr)
+}
+
+// listen LISTENs on channel over c and calls wake for each notification.
+func listen(ctx context.Context, c *pgx.Conn, channel string, wake func()) error {
+	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	wake() // what committed before LISTEN was not signalled
+	for {
+		if _, err := c.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		wake()
+	}
+}
+
+// enqueue writes msgs, prepared, in the transaction that exec runs
+// statements in, and on PostgreSQL notifies the outbox's channel there.
+func (s *Store) enqueue(ctx context.Context, exec func(ctx context.Context, q string, args ...any) error, msgs []outbox.Pending) error {
+	const perStatement = 500
+	for len(msgs) > 0 {
+		chunk := msgs[:min(len(msgs), perStatement)]
+		args := make([]any, 0, 6*len(chunk))
+		for _, m := range chunk {
+			attrs := make(map[string]string, len(m.Attributes))
+			for k, v := range m.Attributes {
+				if k != outbox.ChildKeyAttribute {
+					attrs[k] = v
+				}
+			}
+			js, err := json.Marshal(attrs)
+			if err != nil {
+				return err
+			}
+			var orderHash any // NULL: unordered
+			if m.OrderingKey != "" {
+				h := sha256.Sum256([]byte(strconv.Itoa(len(m.Topic)) + "\x00" + m.Topic + m.OrderingKey))
+				orderHash = h[:]
+			}
+			data := m.Data
+			if data == nil {
+				data = []byte{} // NOT NULL
+			}
+			args = append(args, m.Topic, m.OrderingKey, orderHash, m.ChildKey, data, string(js))
+		}
+		if err := exec(ctx, s.ob.insert(len(chunk)), args...); err != nil {
+			return err
+		}
+		msgs = msgs[len(chunk):]
+	}
+	if s.ob.channel != "" {
+		return exec(ctx, `SELECT pg_notify($1, '')`, s.ob.channel)
+	}
+	return nil
+}
+
+// prepareMsgs checks msgs before CompleteTx sends anything.
+func (s *Store) prepareMsgs(parent string, msgs []outbox.Message) ([]outbox.Pending, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if s.ob == nil {
+		return nil, errNoOutbox
+	}
+	return outbox.Prepare(parent, msgs)
+}
+
+// enqueueTx is enqueue in a database/sql transaction.
+func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Pending) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := s.enqueue(ctx, func(ctx context.Context, q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}, msgs)
+	if err != nil {
+		return fmt.Errorf("sqlstore: complete in tx: enqueue: %w", err)
+	}
+	return nil
+}
+
+// enqueuePgxTx is enqueue in a pgx transaction.
+func (s *Store) enqueuePgxTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Pending) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := s.enqueue(ctx, func(ctx context.Context, q string, args ...any) error {
+		_, err := tx.Exec(ctx, q, args...)
+		return err
+	}, msgs)
+	if err != nil {
+		return fmt.Errorf("sqlstore: complete in pgx tx: enqueue: %w", err)
+	}
+	return nil
+}

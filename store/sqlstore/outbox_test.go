@@ -1,0 +1,110 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/relay/relaytest"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+// pubsubClient returns a client on the Pub/Sub emulator, in a project of
+// t's own, closed when t ends.
+func pubsubClient(t *testing.T) *pubsub.Client {
+	t.Helper()
+	host := testenv.PubSubEmulatorHost(t)
+	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// outboxStore returns a store with an outbox on a fresh table of db; both
+// tables are dropped when t ends.
+func outboxStore(t testing.TB, db *sql.DB, d sqlstore.Dialect) *sqlstore.Store {
+	t.Helper()
+	table := uniqueTable()
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table+"_outbox"); err != nil {
+			t.Logf("dropping %s_outbox: %v", table, err)
+		}
+	})
+	return newStore(t, db, d, &sqlstore.Options{Table: table, TTL: time.Hour, Outbox: true})
+}
+
+// inOutboxTx runs relaytest's transactions on db with CompleteTx.
+func inOutboxTx(db *sql.DB) func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+	return func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		err = fn(func(c store.Claim, msgs ...outbox.Message) error {
+			return st.(*sqlstore.Store).CompleteTx(ctx, tx, c, msgs...)
+		})
+		if err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+		return tx.Commit()
+	}
+}
+
+func TestOutbox(t *testing.T) {
+	ps := pubsubClient(t)
+	more := []backend{{name: "PostgreSQL-pgxtx", dialect: sqlstore.PostgreSQL, connector: postgresConnector, pgxTx: true}}
+	for _, b := range append(backends, more...) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conns := 8
+			if b.dialect == sqlstore.SQLite {
+				conns = 1 // as the package documentation advises
+			}
+			var (
+				db   *sql.DB
+				inTx = inOutboxTx(nil)
+			)
+			if b.pgxTx {
+				pool := pgxPool(t)
+				db = stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { db.Close() })
+				inTx = func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						return err
+					}
+					err = fn(func(c store.Claim, msgs ...outbox.Message) error {
+						return st.(*sqlstore.Store).CompletePgxTx(ctx, tx, c, msgs...)
+					})
+					if err != nil {
+						return errors.Join(err, tx.Rollback(ctx))
+					}
+					return tx.Commit(ctx)
+				}
+			} else {
+				db = b.open(t, conns)
+				inTx = inOutboxTx(db)
+			}
+			relaytest.Run(t, relaytest.Config{
+				New: func(t testing.TB) (store.Store, relay.Source) {
+					st := outboxStore(t, db, b.dialect)
+					return st, st.Outbox()
+				},
+				InTx:   inTx,
+				PubSub: ps,
+				Wakes:  b.dialect == sqlstore.PostgreSQL,
+			})
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// outboxLookup renders the statement that counts the outbox's table and
+// its index on (order_hash, id), in one row.
+func (s *Store) outboxLookup() string {
+	t, idx := s.ob.table, s.ob.table.name+"_order"
+	switch {
+	case s.spec.mysql:
+		schema := "DATABASE()"
+		if t.schema != "" {
+			schema = "'" + t.schema + "'"
+		}
+		where := `table_schema = ` + schema + ` AND table_name = '` + t.name + `'`
+		return `SELECT
+	(SELECT COUNT(*) FROM information_schema.tables WHERE ` + where + `),
+	(SELECT COUNT(*) FROM information_schema.statistics WHERE ` + where + ` AND index_name = '` + idx + `' AND seq_in_index = 1)`
+	case s.spec.prepare: // SQLite
+		return `SELECT
+	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'table' AND name = '` + t.name + `' COLLATE NOCASE),
+	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'index' AND name = '` + idx + `' COLLATE NOCASE)`
+	}
+	schema := "current_schema()"
+	if t.schema != "" {
+		schema = "'" + t.schema + "'"
+	}
+	return `SELECT
+	(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = ` + schema + ` AND c.relname = '` + t.name + `' AND c.relkind IN ('r', 'p')),
+	(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+		WHERE n.nspname = ` + schema + ` AND c.relname = '` + idx + `' AND i.indisvalid)`
+}
+
+// outboxComplete reports whether the outbox's table and index are in
+// place; true for a store without an outbox.
+func (s *Store) outboxComplete(ctx context.Context) (bool, error) {
+	if s.ob == nil {
+		return true, nil
+	}
+	var table, index int
+	if err := s.db.QueryRowContext(ctx, s.outboxLookup()).Scan(&table, &index); err != nil {
+		return false, fmt.Errorf("sqlstore: look up outbox %s: %w", s.ob.table, err)
+	}
+	return table > 0 && index > 0, nil
+}
+
+// createOutbox creates the outbox's table and index when they are
+// missing. The outbox is a new table that only the store's own statements
+// use, so its DDL waits for no lock that live traffic holds. DDL that
+// races another instance's is followed by another look.
+func (s *Store) createOutbox(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		ok, err := s.outboxComplete(ctx)
+		if err != nil || ok {
+			return err
+		}
+		var ddlErr error
+		for _, ddl := range s.ob.create {
+			if _, ddlErr = s.db.ExecContext(ctx, ddl); ddlErr != nil {
+				break
+			}
+		}
+		if ddlErr != nil && attempt >= 3 {
+			return fmt.Errorf("sqlstore: create outbox %s: %w", s.ob.table, ddlErr)
+		}
+	}
+}
