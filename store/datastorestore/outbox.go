@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
 )
@@ -290,8 +292,8 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		_, err = tx.PutMulti(putKeys, putEnts)
 		return err
 	}, datastore.MaxAttempts(1))
-	if errors.Is(err, datastore.ErrConcurrentTransaction) {
-		return nil, nil
+	if errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted {
+		return nil, nil // another relay's transaction won: poll again
 	}
 	if err != nil {
 		return nil, err

@@ -5,9 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+
 	"cloud.google.com/go/firestore"
 
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/relay/relaytest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
 	"github.com/idemgate/idemgate/store/internal/googletest"
@@ -32,4 +37,37 @@ func TestOutbox(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestRelaytest runs the outbox conformance suite, its relay cases on the
+// Pub/Sub emulator.
+func TestRelaytest(t *testing.T) {
+	client := newClient(t)
+	relaytest.Run(t, relaytest.Config{
+		New: func(t testing.TB) (store.Store, relay.Source) {
+			st := newStore(t, client, firestorestore.Options{})
+			return st, st.Outbox()
+		},
+		InTx: func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+			return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+				return fn(func(c store.Claim, msgs ...outbox.Message) error {
+					return st.(*firestorestore.Store).CompleteTx(tx, c, msgs...)
+				})
+			})
+		},
+		PubSub: pubsubClient(t),
+	})
+}
+
+// pubsubClient returns a client on the Pub/Sub emulator, in a project of
+// t's own, closed when t ends.
+func pubsubClient(t *testing.T) *pubsub.Client {
+	t.Helper()
+	host := testenv.PubSubEmulatorHost(t)
+	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
