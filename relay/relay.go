@@ -226,7 +226,8 @@ func (r *Relay) listen(ctx context.Context, w Waker, wake chan<- struct{}) {
 }
 
 // round takes one batch, publishes it and settles it. It returns how many
-// messages it took.
+// messages it took, and an error when a step failed (the relay then waits
+// PollInterval before the next round).
 func (r *Relay) round(ctx context.Context, pubs map[string]*pubsub.Publisher) (int, error) {
 	batch, err := r.src.Take(ctx, r.opts.BatchSize, r.opts.Lease)
 	if err != nil {
@@ -241,16 +242,23 @@ func (r *Relay) round(ctx context.Context, pubs map[string]*pubsub.Publisher) (i
 	}
 	start := time.Now()
 	sent, unsent := r.publish(ctx, pubs, batch, start)
+	if len(unsent) > 0 {
+		// Publishing again at once would most likely fail again.
+		err = errPublish
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := r.src.Settle(sctx, sent, unsent); err != nil {
+	if serr := r.src.Settle(sctx, sent, unsent); serr != nil {
 		r.tel.failed(ctx, opSettle)
 		r.opts.Logger.ErrorContext(ctx, "relay: marking messages sent failed; they will be published again once their lease lapses",
-			"sent", len(sent), "unsent", len(unsent), "error", err)
-		return len(batch), err
+			"sent", len(sent), "unsent", len(unsent), "error", serr)
+		return len(batch), serr
 	}
-	return len(batch), nil
+	return len(batch), err
 }
+
+// errPublish says that a round could not publish some of its messages.
+var errPublish = errors.New("relay: some publishes failed")
 
 // publish publishes batch, in order, and sorts it into the messages
 // Pub/Sub acknowledged and those it did not. The publishes are bounded by

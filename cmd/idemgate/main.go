@@ -10,6 +10,7 @@
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
+//	idemgate relay -project P       publish a SQL store's outbox to Pub/Sub, until interrupted
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
@@ -90,6 +91,8 @@ Commands:
                          place, clock skew, Redis eviction policy
   digest KEY…            print the digest that stands for each KEY in the
                          gateway's logs under HideKeys (its key_digest)
+  relay -project P       publish the messages of a SQL store's outbox to
+                         Pub/Sub until interrupted (see package relay)
 
 Every command takes:
   -store URL       the store (default $IDEMGATE_STORE): redis://host:6379/0,
@@ -119,6 +122,7 @@ var commands = map[string]func(*cli, context.Context, []string) int{
 	"purge":   (*cli).purge,
 	"check":   (*cli).check,
 	"digest":  (*cli).digest,
+	"relay":   (*cli).relay,
 }
 
 // run runs the command line args (without the program name) and returns
@@ -136,7 +140,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check or digest; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check, digest or relay; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])

@@ -33,12 +33,15 @@ type Outbox struct {
 	s *Store
 }
 
-// Outbox returns the store's outbox. Its methods fail when the store was
-// built without Options.Outbox.
+// Outbox returns the store's outbox: the table "<Table>_outbox", which
+// the service's store (with Options.Outbox) creates. The relay's store
+// need not set Options.Outbox; without the table, the methods fail with
+// the database's error for a missing table.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
 
-// errNoOutbox is the error of outbox operations on a store without one.
-var errNoOutbox = errors.New("the store has no outbox: set Options.Outbox (and call CreateTable)")
+// errNoOutbox is the error of CompleteTx with messages on a store without
+// an outbox.
+var errNoOutbox = errors.New("the store has no outbox: set Options.Outbox (and call CreateTable) to enqueue messages")
 
 // maxTake bounds one Take, so that its statements keep few placeholders.
 const maxTake = 1000
@@ -46,10 +49,7 @@ const maxTake = 1000
 // Take implements relay.Source.
 func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
 	s := o.s
-	switch {
-	case s.ob == nil:
-		return nil, fmt.Errorf("sqlstore: outbox take: %w", errNoOutbox)
-	case n <= 0:
+	if n <= 0 {
 		return nil, fmt.Errorf("sqlstore: outbox take: n %d is not positive", n)
 	}
 	ms, err := leaseMillis(lease)
@@ -200,9 +200,6 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 // in one transaction.
 func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
 	s := o.s
-	if s.ob == nil {
-		return fmt.Errorf("sqlstore: outbox settle: %w", errNoOutbox)
-	}
 	if len(sent) == 0 && len(unsent) == 0 {
 		return nil
 	}
@@ -255,9 +252,6 @@ func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) erro
 // Backlog implements relay.Source: it counts the outbox's rows.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	s := o.s
-	if s.ob == nil {
-		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", errNoOutbox)
-	}
 	var n int64
 	if err := s.db.QueryRowContext(ctx, s.ob.backlog()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", err)
@@ -274,9 +268,6 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 // closed when Listen returns, never handed back to the pool.
 func (o *Outbox) Listen(ctx context.Context, wake func()) error {
 	s := o.s
-	if s.ob == nil {
-		return fmt.Errorf("sqlstore: outbox listen: %w", errNoOutbox)
-	}
 	if s.dialect != PostgreSQL {
 		return fmt.Errorf("sqlstore: outbox listen: %v has no notifications: %w", s.dialect, errors.ErrUnsupported)
 	}
@@ -362,7 +353,7 @@ func (s *Store) prepareMsgs(parent string, msgs []outbox.Message) ([]outbox.Pend
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	if s.ob == nil {
+	if !s.outbox {
 		return nil, errNoOutbox
 	}
 	return outbox.Prepare(parent, msgs)

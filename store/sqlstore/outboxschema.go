@@ -37,9 +37,9 @@ func (s *Store) outboxLookup() string {
 }
 
 // outboxComplete reports whether the outbox's table and index are in
-// place; true for a store without an outbox.
+// place; true for a store without Options.Outbox.
 func (s *Store) outboxComplete(ctx context.Context) (bool, error) {
-	if s.ob == nil {
+	if !s.outbox {
 		return true, nil
 	}
 	var table, index int

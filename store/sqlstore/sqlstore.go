@@ -29,9 +29,10 @@ type Options struct {
 
 	// Outbox gives the store a transactional outbox: the table
 	// "<Table>_outbox" beside the records, which CreateTable then creates
-	// too, where CompleteTx enqueues messages and from which
-	// [Store.Outbox] relays them. Default false: CompleteTx refuses
-	// messages, and CreateTable leaves the outbox alone.
+	// too (and TableExists checks), where CompleteTx enqueues messages.
+	// Default false: CompleteTx refuses messages, and CreateTable leaves
+	// the outbox alone. [Store.Outbox] relays from the table whatever
+	// this says, so a relay's process needs no DDL of its own.
 	Outbox bool
 }
 
@@ -54,7 +55,8 @@ type Store struct {
 	// noWrite switches PostgreSQL's Claim to q.claimNoWrite, for good,
 	// once the database has shown it runs above READ COMMITTED.
 	noWrite atomic.Bool
-	ob      *outboxSQL // nil without Options.Outbox
+	ob      *outboxSQL
+	outbox  bool // Options.Outbox
 }
 
 var (
@@ -95,9 +97,7 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	if sp.prepare {
 		s.prepared = new(stmtCache)
 	}
-	if o.Outbox {
-		s.ob = newOutboxSQL(dialect, t)
-	}
+	s.ob, s.outbox = newOutboxSQL(dialect, t), o.Outbox
 	return s, nil
 }
 

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+func TestRelayUsage(t *testing.T) {
+	t.Setenv("GOOGLE_CLOUD_PROJECT", "")
+	path := filepath.Join(t.TempDir(), "records.db")
+	if r := idemgate(t, "", "relay", "-store", "sqlite://"+path); r.code != exitUsage || !strings.Contains(r.stderr, "-project") {
+		t.Errorf("relay without a project = %d, %q; want usage error naming -project", r.code, r.stderr)
+	}
+	if r := idemgate(t, "", "relay", "-store", "redis://"+testenv.RedisAddr(t)+"/0", "-project", "p"); r.code != exitUsage || !strings.Contains(r.stderr, "no outbox") {
+		t.Errorf("relay on Redis = %d, %q; want usage error: no outbox", r.code, r.stderr)
+	}
+}
+
+// The relay command publishes what a service committed to its SQLite
+// store's outbox, and stops cleanly on interrupt.
+func TestRelayCommand(t *testing.T) {
+	host := testenv.PubSubEmulatorHost(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", host)
+	ctx := t.Context()
+	project := testenv.PubSubProject(t)
+	client, err := pubsub.NewClient(ctx, project, testenv.PubSubClientOptions(host)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	topic, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/shipments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: "projects/" + project + "/subscriptions/shipments", Topic: topic.Name, AckDeadlineSeconds: 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The service: a store with an outbox, one completed order.
+	path := filepath.Join(t.TempDir(), "records.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := sqlstore.New(db, sqlstore.SQLite, &sqlstore.Options{Outbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Claim(ctx, "order-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A topic ID: resolved in -project.
+	if err := st.CompleteTx(ctx, tx, c, outbox.Message{Topic: "shipments", Data: []byte("ship order-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan *pubsub.Message, 10)
+	rctx, stopRecv := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		client.Subscriber(sub.Name).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+			m.Ack()
+			got <- m
+		})
+	})
+	defer func() { stopRecv(); wg.Wait() }()
+
+	cctx, interrupt := context.WithCancel(ctx)
+	res := make(chan result, 1)
+	go func() { res <- idemgateCtx(cctx, "", "relay", "-store", "sqlite://"+path, "-project", project, "-poll", "50ms") }()
+	select {
+	case m := <-got:
+		if string(m.Data) != "ship order-1" || m.Attributes[outbox.ChildKeyAttribute] != outbox.ChildKey("order-1", "0") {
+			t.Errorf("received %q with child key %q; want the enqueued message with its child key", m.Data, m.Attributes[outbox.ChildKeyAttribute])
+		}
+	case r := <-res:
+		t.Fatalf("relay ended before publishing: %d, %s", r.code, r.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay command published nothing")
+	}
+	interrupt()
+	r := <-res
+	if r.code != exitOK || !strings.Contains(r.stderr, "relay: started") || !strings.Contains(r.stderr, "relay: stopped") {
+		t.Errorf("relay = %d, stderr %q; want 0 and its start and stop lines", r.code, r.stderr)
+	}
+}
