@@ -182,6 +182,8 @@ func runPipeline(t *testing.T, cfg pipelineRun) *pipelineResult {
 		for i, s := range []relay.Source{dying, src} {
 			if cfg.relays == relayListen {
 				s = listening{s, src}
+			} else {
+				s = polling{s}
 			}
 			r, err := relay.New(s, b.client, &relay.Options{Lease: 2 * time.Second, BatchSize: 20})
 			if err != nil {
@@ -368,6 +370,9 @@ func (s *dyingSource) Settle(ctx context.Context, sent, unsent []outbox.Pending)
 	}
 	return s.Source.Settle(ctx, sent, unsent)
 }
+
+// polling hides the Listen of a source: its relay polls.
+type polling struct{ relay.Source }
 
 // listening gives a source the Listen of w, a PostgreSQL outbox.
 type listening struct {
