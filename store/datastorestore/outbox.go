@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
 // outboxSuffix names the outbox kind after the records' kind: records of
@@ -108,10 +109,6 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 	}
 	return nil
 }
-
-// orderedBy returns what orders e among the messages: its topic and
-// ordering key.
-func (e *outboxEntity) orderedBy() string { return e.Topic + "\x00" + e.OrderingKey }
 
 // outboxKey returns the key of the outbox entity named childKey.
 func (s *Store) outboxKey(childKey string) *datastore.Key {
@@ -209,39 +206,27 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	if err != nil {
 		return nil, err
 	}
-	// An ordered candidate stands for its key's first messages, which may
-	// not be candidates themselves (one is leased, say).
-	chosen := map[string]*datastore.Key{} // by key name
-	var order []*datastore.Key
-	add := func(k *datastore.Key) {
-		if _, ok := chosen[k.Name]; !ok && len(order) < limit {
-			chosen[k.Name] = k
-			order = append(order, k)
-		}
-	}
-	seenKey := map[string]bool{}
+	heads := make([]outboxq.Head, len(ents))
 	for i, e := range ents {
-		if e.OrderingKey == "" {
-			add(keys[i])
-			continue
-		}
-		if seenKey[e.orderedBy()] {
-			continue
-		}
-		seenKey[e.orderedBy()] = true
-		oq := datastore.NewQuery(kind).Namespace(s.namespace).
-			FilterField(obOrdering, "=", e.OrderingKey).FilterField(obTopic, "=", e.Topic).
-			Order(obEnqueued).Limit(limit).KeysOnly()
-		first, err := s.client.GetAll(ctx, oq, nil)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range first {
-			add(k)
-		}
+		heads[i] = outboxq.Head{ID: keys[i].Name, Topic: e.Topic, OrderingKey: e.OrderingKey}
 	}
-	if len(order) == 0 {
-		return nil, nil
+	names, err := outboxq.Plan(heads, limit, func(topic, orderingKey string) ([]string, error) {
+		q := datastore.NewQuery(kind).Namespace(s.namespace).
+			FilterField(obOrdering, "=", orderingKey).FilterField(obTopic, "=", topic).
+			Order(obEnqueued).Limit(limit).KeysOnly()
+		first, err := s.client.GetAll(ctx, q, nil)
+		ids := make([]string, len(first))
+		for i, k := range first {
+			ids[i] = k.Name
+		}
+		return ids, err
+	})
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	order := make([]*datastore.Key, len(names))
+	for i, n := range names {
+		order[i] = s.outboxKey(n)
 	}
 	token := rand.Text()
 	type took struct {
@@ -261,30 +246,24 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		if err != nil && !errors.As(err, &merr) {
 			return err
 		}
-		now = s.now()
-		blocked := map[string]bool{} // ordering keys with an earlier message not taken
-		var putKeys []*datastore.Key
-		var putEnts []*outboxEntity
-		for i, k := range order {
+		msgs := make([]*outboxq.Msg, len(order))
+		for i, e := range got {
 			if merr != nil && merr[i] != nil {
 				if errors.Is(merr[i], datastore.ErrNoSuchEntity) {
 					continue // sent and deleted since the query
 				}
 				return merr[i]
 			}
+			msgs[i] = &outboxq.Msg{Topic: e.Topic, OrderingKey: e.OrderingKey, Due: e.Due}
+		}
+		now = s.now()
+		var putKeys []*datastore.Key
+		var putEnts []*outboxEntity
+		for _, i := range outboxq.Pick(msgs, now) {
 			e := got[i]
-			if blocked[e.orderedBy()] {
-				continue
-			}
-			if e.Due.After(now) {
-				if e.OrderingKey != "" {
-					blocked[e.orderedBy()] = true
-				}
-				continue
-			}
 			e.Due, e.Token = now.Add(lease), token
-			putKeys, putEnts = append(putKeys, k), append(putEnts, e)
-			taken = append(taken, took{k.Name, e})
+			putKeys, putEnts = append(putKeys, order[i]), append(putEnts, e)
+			taken = append(taken, took{order[i].Name, e})
 		}
 		if len(putKeys) == 0 {
 			return nil

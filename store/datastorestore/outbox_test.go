@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-
 	"cloud.google.com/go/datastore"
 
-	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/relay/relaytest"
@@ -57,19 +54,6 @@ func TestRelaytest(t *testing.T) {
 			})
 			return err
 		},
-		PubSub: pubsubClient(t),
+		PubSub: googletest.PubSubClient(t),
 	})
-}
-
-// pubsubClient returns a client on the Pub/Sub emulator, in a project of
-// t's own, closed when t ends.
-func pubsubClient(t *testing.T) *pubsub.Client {
-	t.Helper()
-	host := testenv.PubSubEmulatorHost(t)
-	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }

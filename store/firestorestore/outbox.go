@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
 // outboxSuffix names the outbox collection after the records' collection:
@@ -110,10 +111,6 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 	}
 	return d, nil
 }
-
-// orderedBy returns what orders d among the messages: its topic and
-// ordering key.
-func (d *outboxDoc) orderedBy() string { return d.Topic + "\x00" + d.OrderingKey }
 
 // outbox returns the outbox collection.
 func (s *Store) outbox() *firestore.CollectionRef {
@@ -219,41 +216,29 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	if err != nil {
 		return nil, err
 	}
-	// An ordered candidate stands for its key's first messages, which may
-	// not be candidates themselves (one is leased, say).
-	chosen := map[string]bool{}
-	var order []*firestore.DocumentRef
-	add := func(r *firestore.DocumentRef) {
-		if !chosen[r.ID] && len(order) < limit {
-			chosen[r.ID] = true
-			order = append(order, r)
-		}
-	}
-	seenKey := map[string]bool{}
-	for _, c := range cands {
+	heads := make([]outboxq.Head, len(cands))
+	for i, c := range cands {
 		d, err := parseOutbox(c.Data())
 		if err != nil {
 			return nil, fmt.Errorf("outbox document %q: %w", c.Ref.ID, err)
 		}
-		if d.OrderingKey == "" {
-			add(c.Ref)
-			continue
-		}
-		if seenKey[d.orderedBy()] {
-			continue
-		}
-		seenKey[d.orderedBy()] = true
-		first, err := ob.Where(obOrdering, "==", d.OrderingKey).Where(obTopic, "==", d.Topic).
-			OrderBy(obEnqueued, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range first {
-			add(f.Ref)
-		}
+		heads[i] = outboxq.Head{ID: c.Ref.ID, Topic: d.Topic, OrderingKey: d.OrderingKey}
 	}
-	if len(order) == 0 {
-		return nil, nil
+	ids, err := outboxq.Plan(heads, limit, func(topic, orderingKey string) ([]string, error) {
+		first, err := ob.Where(obOrdering, "==", orderingKey).Where(obTopic, "==", topic).
+			OrderBy(obEnqueued, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
+		ids := make([]string, len(first))
+		for i, f := range first {
+			ids[i] = f.Ref.ID
+		}
+		return ids, err
+	})
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	order := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		order[i] = ob.Doc(id)
 	}
 	token := rand.Text()
 	type took struct {
@@ -268,32 +253,25 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		if err != nil {
 			return err
 		}
-		now = s.now()
-		blocked := map[string]bool{} // ordering keys with an earlier message not taken
-		for _, snap := range snaps {
+		docs := make([]outboxDoc, len(snaps))
+		msgs := make([]*outboxq.Msg, len(snaps))
+		for i, snap := range snaps {
 			if !snap.Exists() {
 				continue // sent and deleted since the query
 			}
-			d, err := parseOutbox(snap.Data())
-			if err != nil {
+			if docs[i], err = parseOutbox(snap.Data()); err != nil {
 				return fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
 			}
-			if blocked[d.orderedBy()] {
-				continue
-			}
-			if d.Due.After(now) {
-				if d.OrderingKey != "" {
-					blocked[d.orderedBy()] = true
-				}
-				continue
-			}
-			d.Due, d.Token = now.Add(lease), token
-			taken = append(taken, took{snap.Ref.ID, d})
+			msgs[i] = &outboxq.Msg{Topic: docs[i].Topic, OrderingKey: docs[i].OrderingKey, Due: docs[i].Due}
 		}
-		for _, t := range taken {
-			if err := tx.Update(ob.Doc(t.id), []firestore.Update{{Path: obDue, Value: t.d.Due}, {Path: obToken, Value: token}}); err != nil {
+		now = s.now()
+		for _, i := range outboxq.Pick(msgs, now) {
+			d := docs[i]
+			d.Due, d.Token = now.Add(lease), token
+			if err := tx.Update(order[i], []firestore.Update{{Path: obDue, Value: d.Due}, {Path: obToken, Value: token}}); err != nil {
 				return err
 			}
+			taken = append(taken, took{ids[i], d})
 		}
 		return nil
 	}, firestore.MaxAttempts(1))

@@ -4,25 +4,22 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/idemgate/idemgate/internal/fakeclock"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store"
 )
-
-// Source is the outbox of a Google store, as a relay uses it.
-type Source interface {
-	Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error)
-	Settle(ctx context.Context, sent, unsent []outbox.Pending) error
-	Backlog(ctx context.Context) (int64, error)
-}
 
 // OutboxWorld is a store and its outbox for the outbox cases.
 type OutboxWorld struct {
 	Store  Store
-	Source Source
+	Source relay.Source
 	// Complete runs a transaction that calls the store's CompleteTx with c
 	// and msgs and then returns fail: nil commits, anything else rolls
 	// back. It returns the transaction's error.
@@ -33,32 +30,14 @@ type OutboxWorld struct {
 // store sees, on the clock now.
 type NewOutboxWorld func(t *testing.T, now func() time.Time) OutboxWorld
 
-// clock is a settable clock for the outbox cases.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // Outbox runs the outbox cases: messages commit with CompleteTx and only
 // then, carry their child keys, are handed to one Take at a time, in
 // order per ordering key, and leave the outbox once settled as sent.
 func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 	const lease = 10 * time.Second
-	setup := func(t *testing.T) (OutboxWorld, *clock, context.Context) {
-		clk := &clock{t: time.Now().Truncate(time.Millisecond)}
-		return newWorld(t, clk.now), clk, t.Context()
+	setup := func(t *testing.T) (OutboxWorld, *fakeclock.Clock, context.Context) {
+		clk := fakeclock.New()
+		return newWorld(t, clk.Now), clk, t.Context()
 	}
 	claim := func(t *testing.T, w OutboxWorld, key string) store.Claim {
 		t.Helper()
@@ -135,7 +114,7 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 	t.Run("fenced", func(t *testing.T) {
 		w, clk, ctx := setup(t)
 		old := claim(t, w, "order-3")
-		clk.advance(lease + time.Second)
+		clk.Advance(lease + time.Second)
 		claim(t, w, "order-3") // the zombie's claim is taken over
 		err := w.Complete(ctx, old, nil, outbox.Message{Topic: "shipments"})
 		if !errors.Is(err, store.ErrFenced) {
@@ -181,7 +160,7 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 		// The holder dies: after its lease the message goes to another
 		// Take, with the same child key, and the dead holder's give-back
 		// no longer applies.
-		clk.advance(lease + time.Second)
+		clk.Advance(lease + time.Second)
 		third := take(t, w, 10)
 		if len(third) != 1 || third[0].ChildKey != first[0].ChildKey || third[0].Token == second[0].Token {
 			t.Fatalf("Take after the lease lapsed = %v, want the message under a new token", third)
@@ -210,7 +189,7 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 		if err := w.Complete(ctx, claim(t, w, "a"), nil, m("k", "k1"), m("k", "k2"), m("", "free1")); err != nil {
 			t.Fatal(err)
 		}
-		clk.advance(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		if err := w.Complete(ctx, claim(t, w, "b"), nil, m("k", "k3"), m("j", "j1")); err != nil {
 			t.Fatal(err)
 		}
@@ -238,4 +217,17 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 			t.Fatalf("Take after k1 was sent = %v, want [k2 k3] in order", got)
 		}
 	})
+}
+
+// PubSubClient returns a client on the Pub/Sub emulator, in a project of
+// t's own, closed when t ends: relaytest.Config.PubSub.
+func PubSubClient(t *testing.T) *pubsub.Client {
+	t.Helper()
+	host := testenv.PubSubEmulatorHost(t)
+	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
