@@ -39,16 +39,7 @@ const (
 // outboxEntity is an outgoing message as Datastore loads and saves it. Its
 // entity name is the message's child key, so a message has one entity
 // however often its transaction is tried.
-type outboxEntity struct {
-	Name        string
-	Topic       string
-	Data        []byte
-	Attributes  map[string]string
-	OrderingKey string
-	Enqueued    time.Time
-	Due         time.Time
-	Token       string
-}
+type outboxEntity outboxq.Stored
 
 // Save implements datastore.PropertyLoadSaver.
 func (e *outboxEntity) Save() ([]datastore.Property, error) {
@@ -156,33 +147,13 @@ func (s *Store) enqueueTx(tx *datastore.Transaction, parent string, msgs []outbo
 	if err != nil {
 		return fmt.Errorf("datastorestore: %w", err)
 	}
-	now := s.now()
 	keys := make([]*datastore.Key, len(ps))
 	ents := make([]*outboxEntity, len(ps))
-	for i, p := range ps {
-		at := now.Add(time.Duration(i) * time.Microsecond) // the stores keep microseconds
-		keys[i] = s.outboxKey(p.ChildKey)
-		ents[i] = &outboxEntity{
-			Name: p.Name, Topic: p.Topic, Data: p.Data, Attributes: p.Attributes,
-			OrderingKey: p.OrderingKey, Enqueued: at, Due: now,
-		}
+	for i, q := range outboxq.Queued(ps, s.now()) {
+		keys[i], ents[i] = s.outboxKey(ps[i].ChildKey), (*outboxEntity)(&q)
 	}
 	_, err = tx.PutMulti(keys, ents)
 	return err
-}
-
-// pending returns e, the entity named childKey, as a relay takes it.
-func (e *outboxEntity) pending(childKey, token string, now time.Time) outbox.Pending {
-	return outbox.Pending{
-		Message: outbox.Message{
-			Topic: e.Topic, Data: e.Data, Attributes: e.Attributes,
-			OrderingKey: e.OrderingKey, Name: e.Name,
-		},
-		ChildKey: childKey,
-		ID:       childKey,
-		Token:    token,
-		Waited:   max(now.Sub(e.Enqueued), 0),
-	}
 }
 
 // Take implements relay.Source: it leases up to limit due messages to the
@@ -281,7 +252,7 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	slices.SortStableFunc(taken, func(a, b took) int { return a.e.Enqueued.Compare(b.e.Enqueued) })
 	out := make([]outbox.Pending, len(taken))
 	for i, t := range taken {
-		out[i] = t.e.pending(t.name, token, now)
+		out[i] = (*outboxq.Stored)(t.e).Pending(t.name, token, now)
 	}
 	return out, nil
 }

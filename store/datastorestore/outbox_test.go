@@ -2,6 +2,9 @@ package datastorestore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +59,52 @@ func TestRelaytest(t *testing.T) {
 		},
 		PubSub: googletest.PubSubClient(t),
 	})
+}
+
+// ExampleStore_Outbox books an order and enqueues its shipment in one
+// transaction; a relay (relay.New(st.Outbox(), pubsubClient, nil).Run)
+// then publishes it. Here the outbox is read directly, as a relay does.
+func ExampleStore_Outbox() {
+	ctx := context.Background()
+	client, err := datastore.NewClient(ctx, "my-project")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	st, err := datastorestore.New(client, &datastorestore.Options{Namespace: "shop-" + strings.ToLower(rand.Text()[:8])})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	c, err := st.Claim(ctx, "order_id:42", time.Minute) // the gateway does this
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		ship := outbox.Message{Topic: "shipments", Data: []byte(`{"order":42}`), Name: "shipment"}
+		if err := st.CompleteTx(tx, c, ship); err != nil {
+			return err // fenced out: neither the order nor its shipment commits
+		}
+		_, err := tx.Put(datastore.IncompleteKey("Order", nil), &struct{ ID int }{42})
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	ps, err := st.Outbox().Take(ctx, 10, 30*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range ps {
+		fmt.Println(p.Topic, string(p.Data), p.Attributes[outbox.ChildKeyAttribute] == outbox.ChildKey(c.Key, "shipment"))
+	}
+	// After publishing: st.Outbox().Settle(ctx, ps, nil) deletes them.
+	// Output:
+	// shipments {"order":42} true
 }

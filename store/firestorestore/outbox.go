@@ -35,16 +35,7 @@ const (
 // outboxDoc is an outgoing message as stored. Its document ID is the
 // message's child key, so a message has one document however often its
 // transaction is tried.
-type outboxDoc struct {
-	Name        string
-	Topic       string
-	Data        []byte
-	Attributes  map[string]string
-	OrderingKey string
-	Enqueued    time.Time
-	Due         time.Time
-	Token       string
-}
+type outboxDoc outboxq.Stored
 
 // fields returns the document of d.
 func (d *outboxDoc) fields() map[string]any {
@@ -170,32 +161,13 @@ func (s *Store) enqueueTx(tx *firestore.Transaction, parent string, msgs []outbo
 	if err != nil {
 		return fmt.Errorf("firestorestore: %w", err)
 	}
-	ob, now := s.outbox(), s.now()
-	for i, p := range ps {
-		at := now.Add(time.Duration(i) * time.Microsecond) // the stores keep microseconds
-		d := outboxDoc{
-			Name: p.Name, Topic: p.Topic, Data: p.Data, Attributes: p.Attributes,
-			OrderingKey: p.OrderingKey, Enqueued: at, Due: now,
-		}
-		if err := tx.Set(ob.Doc(p.ChildKey), d.fields()); err != nil {
+	ob := s.outbox()
+	for i, q := range outboxq.Queued(ps, s.now()) {
+		if err := tx.Set(ob.Doc(ps[i].ChildKey), (*outboxDoc)(&q).fields()); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// pending returns d, the document of ID childKey, as a relay takes it.
-func (d *outboxDoc) pending(childKey, token string, now time.Time) outbox.Pending {
-	return outbox.Pending{
-		Message: outbox.Message{
-			Topic: d.Topic, Data: d.Data, Attributes: d.Attributes,
-			OrderingKey: d.OrderingKey, Name: d.Name,
-		},
-		ChildKey: childKey,
-		ID:       childKey,
-		Token:    token,
-		Waited:   max(now.Sub(d.Enqueued), 0),
-	}
 }
 
 // Take implements relay.Source: it leases up to limit due messages to the
@@ -285,7 +257,7 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	slices.SortStableFunc(taken, func(a, b took) int { return a.d.Enqueued.Compare(b.d.Enqueued) })
 	out := make([]outbox.Pending, len(taken))
 	for i, t := range taken {
-		out[i] = t.d.pending(t.id, token, now)
+		out[i] = (*outboxq.Stored)(&t.d).Pending(t.id, token, now)
 	}
 	return out, nil
 }

@@ -3,7 +3,11 @@
 // takes. The stores keep the queries and the transactions.
 package outboxq
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemgate/idemgate/outbox"
+)
 
 // Head is a message as a Take's query found it.
 type Head struct {
@@ -76,4 +80,46 @@ func Pick(msgs []*Msg, now time.Time) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// Stored is an outgoing message as both stores keep it.
+type Stored struct {
+	Name        string // the name its child key was derived from
+	Topic       string
+	Data        []byte
+	Attributes  map[string]string // the child key's included
+	OrderingKey string
+	Enqueued    time.Time // when its transaction queued it, a microsecond apart per message
+	Due         time.Time // when a Take may take it
+	Token       string    // the Take that holds it; "" before any
+}
+
+// Queued returns the messages of ps, prepared by [outbox.Prepare], as a
+// transaction stores them at now: due at once, and enqueued a microsecond
+// apart (the stores keep microseconds), so that a relay publishes them in
+// their order.
+func Queued(ps []outbox.Pending, now time.Time) []Stored {
+	out := make([]Stored, len(ps))
+	for i, p := range ps {
+		out[i] = Stored{
+			Name: p.Name, Topic: p.Topic, Data: p.Data, Attributes: p.Attributes,
+			OrderingKey: p.OrderingKey, Enqueued: now.Add(time.Duration(i) * time.Microsecond), Due: now,
+		}
+	}
+	return out
+}
+
+// Pending returns m, stored under its child key, as a Take with token
+// hands it out at now.
+func (m *Stored) Pending(childKey, token string, now time.Time) outbox.Pending {
+	return outbox.Pending{
+		Message: outbox.Message{
+			Topic: m.Topic, Data: m.Data, Attributes: m.Attributes,
+			OrderingKey: m.OrderingKey, Name: m.Name,
+		},
+		ChildKey: childKey,
+		ID:       childKey,
+		Token:    token,
+		Waited:   max(now.Sub(m.Enqueued), 0),
+	}
 }
