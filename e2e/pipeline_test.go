@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -293,8 +295,8 @@ func runPipeline(t *testing.T, cfg pipelineRun) *pipelineResult {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	res.stats = fmt.Sprintf("stage A: %d SIGKILLs, %d freezes; relay killed mid-batch: %v; door A1: %s; door B: %s",
-		kills.Load(), freezes.Load(), diedOnce.Load(), fmtCounts(doorA1), fmtCounts(doorB))
+	res.stats = fmt.Sprintf("stage A: %d SIGKILLs, %d freezes, %d bodies that lost their claim (zombies); relay killed mid-batch: %v; door A1: %s; door B: %s",
+		kills.Load(), freezes.Load(), stageA.claimsLost(), diedOnce.Load(), fmtCounts(doorA1), fmtCounts(doorB))
 	t.Log(res.stats)
 	if cfg.chaos && !cfg.direct && !diedOnce.Load() {
 		t.Error("the first relay never died mid-batch: the storm missed a case")
@@ -395,4 +397,15 @@ func (in *instance) freeze(ctx context.Context, d time.Duration) bool {
 	pause(context.WithoutCancel(ctx), d)
 	cmd.Process.Signal(syscall.SIGCONT)
 	return true
+}
+
+// claimsLost counts the log lines of the fleet's processes that report a
+// body whose claim was lost while it ran.
+func (f *fleet) claimsLost() int {
+	n := 0
+	for _, in := range f.insts {
+		b, _ := os.ReadFile(in.logPath)
+		n += bytes.Count(b, []byte("idemgate: claim lost"))
+	}
+	return n
 }

@@ -101,10 +101,11 @@ func ExampleStore_Outbox() {
 		fmt.Println(err)
 		return
 	}
+	// A relay publishes them, then st.Outbox().Settle(ctx, ps, nil)
+	// deletes them.
 	for _, p := range ps {
 		fmt.Println(p.Topic, string(p.Data), p.Attributes[outbox.ChildKeyAttribute] == outbox.ChildKey(c.Key, "shipment"))
 	}
-	// After publishing: st.Outbox().Settle(ctx, ps, nil) deletes them.
 	// Output:
 	// shipments {"order":42} true
 }
