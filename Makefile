@@ -9,11 +9,15 @@ STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 demo:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/example-run ./cmd/pushstorm
-	LOG_LEVEL=error IDEMGATE_STORE=memory:// bin/pushstorm -spawn bin/example-run -path /orders \
+	LOG_LEVEL=debug IDEMGATE_STORE=memory:// bin/pushstorm -spawn bin/example-run -path /orders \
 		-supplier 127.0.0.1:0 -expect-once -n 500 -concurrency 32 \
 		-dup 0.2 -concurrent 0.1 -republish 0.1 -supplier-fail-first 1 -backoff-min 20ms -backoff-max 500ms \
-		2>bin/demo.log || { cat bin/demo.log; exit 1; }
-	@echo "(the server's JSON logs are in bin/demo.log)"
+		2>bin/demo.log || { tail -n 40 bin/demo.log; exit 1; }
+	@echo "bin/demo.log is the server's JSON log, every delivery's outcome (LOG_LEVEL=debug). Follow one order:"
+	@echo "  grep '\"order_id:o-000015\"' bin/demo.log"
+	@echo "its first try ends in \"handler failed\" (the planned refusal, logged as ERROR), its retry in"
+	@echo "\"order sent to supplier\" then \"delivery processed\"; a copy in \"duplicate delivery acknowledged\""
+	@echo "or, while the key is held, \"key held by another delivery\" (retried, not run twice)."
 
 ## test: every test, race detector on, against real backends (see docs/testing.md),
 ## then the proof that the simulator finds each planted bug

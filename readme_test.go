@@ -1,8 +1,10 @@
 package idemgate_test
 
 // The README's quickstarts are copied from the Example functions in this
-// file, and TestREADMESnippetsAreCompiled keeps them in step: each Go block
-// of README.md is an exact, contiguous part of one Example's body, and each
+// file and from the whole-file examples example_*_test.go (a quickstart
+// that shows its imports, init or main), and TestREADMESnippetsAreCompiled
+// keeps them in step: each Go block of README.md is an exact, contiguous
+// part of one Example's body or of one whole-file example, and each
 // Example is shown by a block.
 
 import (
@@ -18,28 +20,26 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"cloud.google.com/go/pubsub/v2"
-	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
-	"github.com/cloudevents/sdk-go/v2/event"
-
-	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
+// The quickstarts' business actions.
 func charge(context.Context) error             { return nil }
 func placeOrder(context.Context, []byte) error { return nil }
 
-var shipped int // shipOrder's runs
+var sent = map[string]int{} // sendToWarehouse's runs, by order
 
-func shipOrder(context.Context, event.Event) error { shipped++; return nil }
-func ship(context.Context, *pubsub.Message) error  { return nil }
+func sendToWarehouse(_ context.Context, orderID string, _ []byte) error {
+	sent[orderID]++
+	return nil
+}
 
 func Example_lock() {
 	ctx := context.Background()
@@ -51,7 +51,12 @@ func Example_lock() {
 	err = g.Lock(ctx, "payment-42", func(ctx context.Context) error {
 		return charge(ctx) // runs at most once for "payment-42"
 	})
-	// nil: done · gateway.ErrDuplicate: done before (ack) · gateway.ErrInProgress: retry later
+	switch {
+	case err == nil: // charged now
+	case errors.Is(err, gateway.ErrDuplicate): // charged before: ack
+	case errors.Is(err, gateway.ErrInProgress): // held by another caller (an *InProgressError): retry later
+	default: // charge or the store failed: retry
+	}
 	fmt.Println(err, errors.Is(g.Lock(ctx, "payment-42", charge), gateway.ErrDuplicate))
 	// Output: <nil> true
 }
@@ -77,39 +82,9 @@ func Example_push() {
 	// Output: 200 204
 }
 
-func Example_cloudFunction() {
-	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, nil)
-	// In your function package's init:
-	onOrder := cloudevent.Wrap(g, shipOrder, &cloudevent.Options{
-		Key: gateway.KeyFromAttribute("order_id"), // or the event id (= messageId), the default
-	})
-	functions.CloudEvent("OnOrder", onOrder)
-
-	// functions-framework calls it for each event; a redelivery does not ship again.
-	e := event.New()
-	e.SetID("m-1")
-	e.SetSource("//pubsub.googleapis.com/projects/p/topics/orders")
-	e.SetType(pushenvelope.MessagePublishedType)
-	e.SetData(event.ApplicationJSON, map[string]any{"message": map[string]any{"messageId": "m-1", "attributes": map[string]string{"order_id": "o-7"}}})
-	fmt.Println(onOrder(context.Background(), e), onOrder(context.Background(), e), shipped)
-	// Output: <nil> <nil> 1
-}
-
-// Example_pull needs a Pub/Sub server, so it is compiled but not run;
-// pull's tests run the same code against the emulator.
-func Example_pull() {
-	ctx := context.Background()
-	client, _ := pubsub.NewClient(ctx, "my-project")
-	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, nil)
-	sub := client.Subscriber("orders-sub")
-	err := sub.Receive(ctx, pull.Wrap(g, ship, nil)) // acks done and duplicate, nacks the rest
-	_ = err
-}
-
 // TestREADMESnippetsAreCompiled holds each Go block of README.md to the
-// body of one Example in this file: the block's lines must appear there,
+// body of one Example in this file, or to one whole-file example: the
+// block's lines must appear there,
 // contiguous and exact (one level of indentation removed), and every Example
 // must be shown by a block. So a README edit that the compiler has not seen
 // fails, and so does an Example changed without its README block.
@@ -119,9 +94,19 @@ func TestREADMESnippetsAreCompiled(t *testing.T) {
 		t.Fatal(err)
 	}
 	examples := exampleBodies(t, "readme_test.go")
+	files, err := filepath.Glob("example_*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name, lines := wholeFileExample(t, f)
+		examples[name] = lines
+	}
 	// A store's own feature is shown from that package's Example.
 	all := maps.Clone(examples)
 	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_test.go"))
+	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_outbox_test.go"))
+	maps.Copy(all, exampleBodies(t, "relay/example_test.go"))
 	blocks := goBlocks(string(readme))
 	if len(blocks) < 4 {
 		t.Fatalf("README has %d Go blocks; want the four quickstarts", len(blocks))
@@ -136,7 +121,7 @@ func TestREADMESnippetsAreCompiled(t *testing.T) {
 			}
 		}
 		if name == "" {
-			t.Errorf("README Go block %d is not a contiguous, exact part of any Example in readme_test.go:\n%s", i+1, strings.Join(b, "\n"))
+			t.Errorf("README Go block %d is not a contiguous, exact part of any Example in readme_test.go or example_*_test.go:\n%s", i+1, strings.Join(b, "\n"))
 		}
 		shown[name] = true
 	}
@@ -145,6 +130,25 @@ func TestREADMESnippetsAreCompiled(t *testing.T) {
 			t.Errorf("%s is shown by no Go block of README.md", n)
 		}
 	}
+}
+
+// wholeFileExample returns the name of the one Example of the Go file at
+// path, and the file's lines: as go doc does, the whole file is the
+// example.
+func wholeFileExample(t *testing.T, path string) (string, []string) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range exampleBodies(t, path) {
+		names = append(names, n)
+	}
+	if len(names) != 1 {
+		t.Fatalf("%s has Examples %v; a whole-file example has exactly one", path, names)
+	}
+	return names[0], strings.Split(strings.TrimRight(string(src), "\n"), "\n")
 }
 
 // goBlocks returns the lines of each ```go block of a Markdown text.

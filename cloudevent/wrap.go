@@ -42,7 +42,8 @@ type Options struct {
 
 	// Logger receives the guard's line for each event, the one every
 	// surface writes (see the gateway's docs/operations.md): DEBUG when the
-	// function ran or the event was a duplicate; WARN when a live holder
+	// function ran; INFO when the event was a duplicate (the gateway's
+	// Options.DuplicateLogLevel); WARN when a live holder
 	// owns the key, the event is malformed or runs unguarded; ERROR when
 	// the function failed or panicked, the store failed or no key could be
 	// resolved. The lines carry the event's identity (message id, type,

@@ -97,7 +97,7 @@ func TestWrapOutcomes(t *testing.T) {
 		wantLog  string
 	}{
 		{"fresh", pubsubEvent(t, "m-1", map[string]string{"order_id": "o-1"}), nil, 0, "DEBUG won"},
-		{"duplicate", pubsubEvent(t, "m-9", map[string]string{"order_id": "o-1"}), nil, 0, "DEBUG duplicate"},
+		{"duplicate", pubsubEvent(t, "m-9", map[string]string{"order_id": "o-1"}), nil, 0, "INFO duplicate"},
 		{"in progress", pubsubEvent(t, "m-2", map[string]string{"order_id": "o-2"}), gateway.ErrInProgress, http.StatusServiceUnavailable, "WARN in_progress"},
 		{"no key", pubsubEvent(t, "m-3", nil), gateway.ErrNoKey, http.StatusInternalServerError, "ERROR no_key"},
 		{"not a message", malformed, pushenvelope.ErrNotPush, http.StatusBadRequest, "WARN rejected"},
@@ -379,7 +379,7 @@ func TestWrapConflict(t *testing.T) {
 	if n := b.count("m-3") + b.count("m-4"); n != 0 {
 		t.Errorf("the function ran %d times for conflicting orders", n)
 	}
-	if diff := cmp.Diff([]string{"DEBUG won", "DEBUG duplicate", "ERROR conflict", "ERROR conflict"}, outcomes(logs.Take())); diff != "" {
+	if diff := cmp.Diff([]string{"DEBUG won", "INFO duplicate", "ERROR conflict", "ERROR conflict"}, outcomes(logs.Take())); diff != "" {
 		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
 }

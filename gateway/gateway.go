@@ -54,6 +54,15 @@ type Options struct {
 	// Logger receives the gateway's log lines. Default slog.Default().
 	Logger *slog.Logger
 
+	// DuplicateLogLevel is the level of the line of a delivery acknowledged
+	// as a duplicate ("idemgate: duplicate delivery acknowledged", with the
+	// record's fence). Default slog.LevelInfo, the zero Level: after an
+	// incident "was this message dropped as a duplicate?" comes first, and
+	// the line answers it at the level services log at. slog.LevelDebug
+	// moves it out of an INFO log (a line of about 370 bytes per duplicate:
+	// docs/operations.md). The line of a delivery that ran is at DEBUG.
+	DuplicateLogLevel slog.Level
+
 	// HideKeys logs a short digest of each key instead of the key itself,
 	// for keys that carry personal data, in every line, span and returned
 	// error where the work did not run (`idemgate digest KEY` prints a
@@ -204,20 +213,23 @@ func envTrue(v string) bool {
 
 // RouteOptions are the settings of one push route. A zero field means the
 // Gateway's own (Options.Key, AllowUnguarded, MaxBodyBytes, Fingerprint,
-// AcceptConflicts).
+// AcceptConflicts). The switches are pointers so that a route can turn off
+// what the Gateway turns on: nil inherits, new(false) turns it off for the
+// route, new(true) on.
 type RouteOptions struct {
 	// Key resolves the idempotency key of the route's deliveries.
 	Key KeyFunc
-	// AllowUnguarded runs the route's handler unguarded when no key can be
-	// resolved, instead of answering 500.
-	AllowUnguarded bool
+	// AllowUnguarded, when set, says whether the route's handler runs
+	// unguarded when no key can be resolved, instead of answering 500.
+	AllowUnguarded *bool
 	// MaxBodyBytes is the largest push body the route accepts; larger ones
 	// get 413.
 	MaxBodyBytes int64
 	// Fingerprint fingerprints the route's payloads (see FingerprintFunc).
 	Fingerprint FingerprintFunc
-	// AcceptConflicts acknowledges the route's conflicts as duplicates.
-	AcceptConflicts bool
+	// AcceptConflicts, when set, says whether the route acknowledges its
+	// conflicts as duplicates.
+	AcceptConflicts *bool
 }
 
 // Route returns a Gateway for one push route, for its Idempotent and Push:
@@ -231,8 +243,8 @@ func (g *Gateway) Route(o RouteOptions) *Gateway {
 	if o.Key != nil {
 		r.opts.Key = o.Key
 	}
-	if o.AllowUnguarded {
-		r.opts.AllowUnguarded = true
+	if o.AllowUnguarded != nil {
+		r.opts.AllowUnguarded = *o.AllowUnguarded
 	}
 	if o.MaxBodyBytes > 0 {
 		r.opts.MaxBodyBytes = o.MaxBodyBytes
@@ -240,8 +252,8 @@ func (g *Gateway) Route(o RouteOptions) *Gateway {
 	if o.Fingerprint != nil {
 		r.opts.Fingerprint = o.Fingerprint
 	}
-	if o.AcceptConflicts {
-		r.opts.AcceptConflicts = true
+	if o.AcceptConflicts != nil {
+		r.opts.AcceptConflicts = *o.AcceptConflicts
 	}
 	return &r
 }

@@ -46,16 +46,17 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 //     returned in the Result; the adapter answers it or panics again. A
 //     work that calls runtime.Goexit is logged; the guard cannot return.
 //
-// It writes the delivery's one log line (DEBUG when the work ran or was a
-// duplicate, WARN when a live holder owns the key, when the work failed on
-// a key of its own that a live holder owns (its Mutex), or the work ran
+// It writes the delivery's one log line (DEBUG when the work ran, INFO by
+// default when it was a duplicate (Options.DuplicateLogLevel), WARN when a
+// live holder owns the key, when the work failed on a key of its own that
+// a live holder owns (its Mutex) or answered 503 or 429, or the work ran
 // unguarded, ERROR otherwise; Complete's failures are logged where they
 // happen) and counts the outcome. An Err of a work that did not run never
 // holds the key when HideKeys is set.
 func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(context.Context) error) (res guard.Result) {
-	var start time.Time // for the DEBUG line's duration only
+	var start time.Time // for the duration of the won and duplicate lines only
 	lg := g.logFor(d)
-	if lg.Enabled(ctx, slog.LevelDebug) {
+	if lg.Enabled(ctx, slog.LevelDebug) || lg.Enabled(ctx, g.opts.DuplicateLogLevel) {
 		start = time.Now()
 	}
 	var fp []byte
@@ -93,6 +94,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	}
 	var (
 		outcome Outcome
+		fence   int64
 		err     error
 	)
 	switch {
@@ -111,29 +113,34 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		if len(fp) > 0 {
 			ctx = store.WithFingerprint(ctx, fp)
 		}
-		outcome, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
+		outcome, fence, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
 	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err}
-	g.logOutcome(ctx, lg, d, &res, keyErr, start)
+	g.logOutcome(ctx, lg, d, &res, fence, keyErr, start)
 	if !ran {
 		res.Err = g.hideKey(d.Key, err)
 	}
 	return res
 }
 
-// logOutcome writes the line of a delivery that returned. cause is why no
-// key was resolved, if none was.
-func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, cause error, start time.Time) {
+// logOutcome writes the line of a delivery that returned. fence is that of
+// the claim the delivery won or met (0 when none); cause is why no key was
+// resolved, if none was.
+func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, fence int64, cause error, start time.Time) {
 	outcome := Outcome(res.Outcome)
 	switch {
 	case outcome == OutcomeWon || outcome == OutcomeDuplicate:
-		if lg.Enabled(ctx, slog.LevelDebug) {
-			msg := "idemgate: delivery processed"
-			if outcome == OutcomeDuplicate {
-				msg = "idemgate: duplicate delivery acknowledged"
-			}
-			g.logDelivery(ctx, lg, d, slog.LevelDebug, msg, outcome, slog.Duration("duration", time.Since(start)))
+		// The first question after an incident is "was X dropped as a
+		// duplicate?": its line is at INFO by default
+		// (Options.DuplicateLogLevel). The fence is the claim's: on a
+		// duplicate, the record's, that of the delivery that did the work.
+		level, msg := slog.LevelDebug, "idemgate: delivery processed"
+		if outcome == OutcomeDuplicate {
+			level, msg = g.opts.DuplicateLogLevel, "idemgate: duplicate delivery acknowledged"
+		}
+		if lg.Enabled(ctx, level) { // spares the attributes' cost when off
+			g.logDelivery(ctx, lg, d, level, msg, outcome, slog.Int64("fence", fence), guard.Millis("duration", time.Since(start)))
 		}
 	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
@@ -162,7 +169,17 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: the handler met another caller's key; the claim was released for a retry", OutcomeFailed,
 			g.errorAttr(d.Key, res.Err), slog.Time("holder_lease_until", res.LeaseUntil))
 	case res.Ran:
-		g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler failed; the claim was released for a retry", OutcomeFailed, g.errorAttr(d.Key, res.Err))
+		level, msg := slog.LevelError, "idemgate: handler failed; the claim was released for a retry"
+		attrs := []slog.Attr{g.errorAttr(d.Key, res.Err)}
+		if se, ok := errors.AsType[statusError](res.Err); ok {
+			if se.busy() { // the handler's own contention, like the gateway's in-progress answer
+				level, msg = slog.LevelWarn, "idemgate: handler answered busy (503 or 429); the claim was released for a retry"
+			}
+			if len(se.body) > 0 {
+				attrs = append(attrs, slog.String("handler_body", g.bodyText(d.Key, se.body)))
+			}
+		}
+		g.logDelivery(ctx, lg, d, level, msg, OutcomeFailed, attrs...)
 	case outcome == OutcomeConflict:
 		msg := "idemgate: key reused for a different payload; refusing it"
 		if d.AcceptConflicts {
@@ -224,11 +241,14 @@ func (sc scope) logAttrs(ctx context.Context, level slog.Level, msg string, attr
 // deliveryAttr groups what identifies a delivery in a log line.
 func deliveryAttr(d *guard.Delivery) slog.Attr {
 	m := d.Message
-	attrs := make([]slog.Attr, 0, 6)
+	attrs := make([]slog.Attr, 0, 7)
 	if m != nil {
 		attrs = append(attrs, slog.String("message_id", m.ID))
 	}
 	attrs = append(attrs, slog.String("form", d.Form))
+	if d.Path != "" {
+		attrs = append(attrs, slog.String("path", d.Path))
+	}
 	if d.EventType != "" {
 		attrs = append(attrs, slog.String("type", d.EventType))
 	}

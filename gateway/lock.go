@@ -65,25 +65,26 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 	if fn == nil {
 		panic("gateway: Lock with a nil function")
 	}
-	outcome, err := g.lock(ctx, key, fn, scope{log: g.log})
+	outcome, _, err := g.lock(ctx, key, fn, scope{log: g.log})
 	if !outcome.ran() {
 		err = g.hideKey(key, err)
 	}
 	return err
 }
 
-// lock is Lock, with the outcome it counted. It logs to sc.
-func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error, sc scope) (outcome Outcome, err error) {
+// lock is Lock, with the outcome it counted and the fence of the claim it
+// met (0 when none). It logs to sc.
+func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error, sc scope) (outcome Outcome, fence int64, err error) {
 	if g.disabled {
-		return OutcomeUnguarded, g.passThrough(ctx, "lock", key, fn)
+		return OutcomeUnguarded, 0, g.passThrough(ctx, "lock", key, fn)
 	}
 	ctx, span := g.startSpan(ctx, "idemgate.Lock", key)
-	outcome, fence := OutcomeFailed, int64(0) // a panic leaves these
+	outcome = OutcomeFailed // a panic leaves it
 	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
-		return claimOutcome(ctx, err), err
+		return claimOutcome(ctx, err), 0, err
 	}
 	fence = c.Fence
 	if c.Status != store.Won {
@@ -93,17 +94,17 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts && !plant.On(1) {
 				// Only done work may be accepted in the conflict's place:
 				// the holder may yet fail and release the key.
-				return OutcomeInProgress, ce
+				return OutcomeInProgress, fence, ce
 			}
-			return OutcomeConflict, ce
+			return OutcomeConflict, fence, ce
 		}
 	}
 	switch c.Status {
 	case store.AlreadyDone:
 		g.duplicate(ctx, key, sc)
-		return OutcomeDuplicate, ErrDuplicate
+		return OutcomeDuplicate, fence, ErrDuplicate
 	case store.HeldByOther:
-		return OutcomeInProgress, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
+		return OutcomeInProgress, fence, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
 	}
 	// The body's context carries the claim, and not the route's
 	// fingerprint: that belongs to the route's key, not to the keys of
@@ -131,9 +132,10 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		r.end()
 		g.release(ctx, c, "error", sc)
 		if errors.Is(err, store.ErrFenced) {
-			return g.fenced(ctx, c, err, sc)
+			outcome, err = g.fenced(ctx, c, err, sc)
+			return outcome, fence, err
 		}
-		return OutcomeFailed, err
+		return OutcomeFailed, fence, err
 	}
 	if plant.On(9) {
 		r.end()
@@ -141,7 +143,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	// The claim stays renewed while Complete is tried: a Complete that
 	// fails for longer than a lease must not let a redelivery take the
 	// key over and run the work again.
-	return g.complete(ctx, c, sc), nil
+	return g.complete(ctx, c, sc), fence, nil
 }
 
 // fenced decides what becomes of a body whose transaction found its claim

@@ -3,8 +3,11 @@ package gateway
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"unicode"
 )
 
 // Outcome is what became of one guarded call or delivery. The constants
@@ -64,4 +67,40 @@ func (g *Gateway) keyAttr(key string) slog.Attr {
 		return slog.String("key_digest", g.keyText(key))
 	}
 	return slog.String("key", key)
+}
+
+// maxLoggedBody is how much of a failed handler's body its log line
+// carries.
+const maxLoggedBody = 256
+
+// bodyText is the first maxLoggedBody bytes of body, a failed handler's
+// answer, as a log line carries it: valid UTF-8, control characters
+// escaped (\n, \x1b), "…" when cut. When the gateway hides keys, key is
+// replaced by its digest first, as in errors; a body that spells the key
+// otherwise (escaped, split) is logged as written.
+func (g *Gateway) bodyText(key string, body []byte) string {
+	s := string(body)
+	if g.opts.HideKeys && key != "" {
+		s = strings.ReplaceAll(s, key, g.keyText(key))
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i >= maxLoggedBody {
+			b.WriteString("…")
+			break
+		}
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r) // an invalid byte ranges as utf8.RuneError: U+FFFD
+		}
+	}
+	return b.String()
 }

@@ -43,6 +43,9 @@ import (
 //	(with a Fingerprint on the route)
 //
 // h's status is the verdict: it should answer non-2xx when its work failed.
+// The failure's log line carries the first 256 bytes of what h wrote with
+// the failure (its cause; never what it wrote under a 2xx before), and is
+// a WARN, not an ERROR, for a 503 or 429: h is busy, as a live holder is.
 // It is held back with h's body until the claim is settled, so that a 2xx
 // reaches Pub/Sub only once the key is recorded done (flushes wait too),
 // and a handler that panics after writing a 2xx answers 500. Since nothing
@@ -68,7 +71,7 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 		g.serve(w, r, h, func(ctx context.Context, rec *recorder, _ *pushenvelope.Message) error {
 			h.ServeHTTP(rec, r.WithContext(ctx))
 			if rec.status != 0 && !is2xx(rec.status) {
-				return statusError{rec.status, rec.after}
+				return statusError{rec.status, rec.after, rec.body[rec.failedAt:]}
 			}
 			return nil
 		})
@@ -93,8 +96,20 @@ func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) err
 }
 
 // statusError is the error a wrapped handler's non-2xx answer becomes, so
-// that Lock releases the claim. after is the 2xx it set first, if it did.
-type statusError struct{ code, after int }
+// that Lock releases the claim. after is the 2xx it set first, if it did;
+// body is what it wrote with the failure (held, so at most maxHeldBody
+// bytes), the cause an operator needs: not what it wrote under a 2xx
+// before, which may be anything and is never logged.
+type statusError struct {
+	code, after int
+	body        []byte
+}
+
+// busy reports whether the handler asked for a retry because it is busy
+// (503, 429): contention, not an incident.
+func (e statusError) busy() bool {
+	return e.code == http.StatusServiceUnavailable || e.code == http.StatusTooManyRequests
+}
 
 func (e statusError) Error() string {
 	if e.after != 0 {
@@ -127,12 +142,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	d := guard.Delivery{Form: "push", AllowUnguarded: g.opts.AllowUnguarded,
+	d := guard.Delivery{Path: r.URL.Path, AllowUnguarded: g.opts.AllowUnguarded,
 		Fingerprint: g.opts.Fingerprint, AcceptConflicts: g.opts.AcceptConflicts}
 	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
-		d.Invalid = err
+		// The line of a refused request keeps what it still says of itself.
+		var body []byte
+		if errors.Is(err, pushenvelope.ErrNotPush) { // Decode put the body back, in memory
+			body, _ = io.ReadAll(r.Body)
+		}
+		d.Invalid, d.Message = err, pushenvelope.Identify(r.Header, body)
+		d.Form = d.Message.Form.String()
 	} else {
 		ctx = pushenvelope.NewContext(ctx, m)
 		d.Message, d.Form = m, m.Form.String()
@@ -164,7 +185,8 @@ func hasBody(r *http.Request) bool {
 // the handler unguarded: 405, logged as rejected.
 func (g *Gateway) refuseBody(w http.ResponseWriter, r *http.Request) {
 	err := fmt.Errorf("idemgate: a %s with a body is not a health check; push deliveries are POSTed", r.Method)
-	d := guard.Delivery{Form: "push", Invalid: err}
+	d := guard.Delivery{Message: pushenvelope.Identify(r.Header, nil), Path: r.URL.Path, Invalid: err}
+	d.Form = d.Message.Form.String()
 	g.guard(r.Context(), &d, func(context.Context) error { return err }) // rejected before it runs: logs and counts
 	w.Header().Set("Allow", http.MethodPost)
 	http.Error(w, err.Error(), http.StatusMethodNotAllowed)
@@ -242,6 +264,7 @@ type recorder struct {
 	status    int    // the status h answered (see WriteHeader); 0 until it does
 	after     int    // the 2xx a failure replaced, or 0
 	body      []byte // the first maxHeldBody bytes h wrote
+	failedAt  int    // where in body h's failure status began: 0, or past a 2xx's bytes
 	discarded int64  // how many it wrote past them
 }
 
@@ -265,6 +288,7 @@ func (rw *recorder) WriteHeader(code int) {
 		rw.status = code
 	case is2xx(rw.status) && !is2xx(code):
 		rw.status, rw.after = code, rw.status // a failure after progress is the verdict
+		rw.failedAt = len(rw.body)
 	}
 }
 

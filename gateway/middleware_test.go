@@ -129,6 +129,29 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// A route's switches are tri-state: nil inherits the gateway's, and a
+// route can turn off what the gateway turns on (and on what it leaves off).
+func TestRouteSwitchesOverrideTheGateway(t *testing.T) {
+	f := newFixture(t, gateway.Options{AllowUnguarded: true, AcceptConflicts: true})
+	h := &counting{}
+	inherit, strict := f.g.Idempotent(h), f.g.Route(gateway.RouteOptions{AllowUnguarded: new(false)}).Idempotent(h)
+	wantStatus(t, deliver(t, inherit, push("", nil, "x")), 200, "no key, the gateway's AllowUnguarded")
+	wantStatus(t, deliver(t, strict, push("", nil, "x")), 500, "no key, AllowUnguarded turned off on the route")
+
+	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
+	order := map[string]string{"order_id": "7"}
+	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("1", order, "2 chairs")), 200, "first order")
+	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("2", order, "9 tables")), 204, "conflict, the gateway's AcceptConflicts")
+	orders.AcceptConflicts = new(false)
+	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("3", order, "9 tables")), 409, "conflict, AcceptConflicts turned off on the route")
+
+	off := newFixture(t, gateway.Options{})
+	wantStatus(t, deliver(t, off.g.Route(gateway.RouteOptions{AllowUnguarded: new(true)}).Idempotent(h), push("", nil, "x")), 200, "no key, AllowUnguarded turned on on the route")
+	if n := h.runs.Load(); n != 3 {
+		t.Errorf("handler ran %d times, want 3", n)
+	}
+}
+
 func TestIdempotentTooLarge(t *testing.T) {
 	f := newFixture(t, gateway.Options{MaxBodyBytes: 1024})
 	h := &counting{}
@@ -469,7 +492,7 @@ func TestIdempotentConflict(t *testing.T) {
 	wantStatus(t, deliver(t, srv, push("1", order, "2 chairs")), 200, "first order")
 	wantStatus(t, deliver(t, srv, push("2", order, "2 chairs")), 204, "the same order republished")
 	wantStatus(t, deliver(t, srv, push("3", order, "9 tables")), 409, "another order under the same order_id")
-	byOrder.AcceptConflicts = true
+	byOrder.AcceptConflicts = new(true)
 	wantStatus(t, deliver(t, f.g.Route(byOrder).Idempotent(h), push("4", order, "9 tables")), 204, "the same, AcceptConflicts")
 	if n := h.runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
@@ -557,10 +580,10 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			w.WriteHeader(http.StatusInternalServerError)
 		}, http.StatusInternalServerError, true},
-		{"Flush then 503", func(w http.ResponseWriter) {
+		{"Flush then 502", func(w http.ResponseWriter) {
 			w.(http.Flusher).Flush()
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}, http.StatusServiceUnavailable, true},
+			w.WriteHeader(http.StatusBadGateway)
+		}, http.StatusBadGateway, true},
 		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
 			io.WriteString(w, "done\n")
 			w.WriteHeader(http.StatusOK)

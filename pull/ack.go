@@ -79,7 +79,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Deliver
 			msg = "idemgate: ack not confirmed; if it was lost, Pub/Sub redelivers the message: " + redelivery(acked)
 			attrs = append(attrs, slog.String("acked_outcome", string(acked)))
 		}
-		guard.Log(h.g, ctx, d, level, msg, append(attrs, slog.String("reason", why), slog.Duration("ack_timeout", h.opts.AckTimeout))...)
+		guard.Log(h.g, ctx, d, level, msg, append(attrs, slog.String("reason", why), guard.Millis("ack_timeout", h.opts.AckTimeout))...)
 		return
 	}
 	status, err := r.Get(context.Background()) // ready: does not block

@@ -152,7 +152,7 @@ func TestExactlyOnceAckTimeout(t *testing.T) {
 	stop()
 
 	r := ackLines(f.logs.Records())[0]
-	if r.Level != slog.LevelWarn || r.Attrs["reason"] != "no result within AckTimeout" || r.Attrs["ack_timeout"] != "50ms" {
+	if r.Level != slog.LevelWarn || r.Attrs["reason"] != "no result within AckTimeout" || r.Attrs["ack_timeout_ms"] != "50" {
 		t.Errorf("unconfirmed ack line = %v %q %v", r.Level, r.Message, r.Attrs)
 	}
 }

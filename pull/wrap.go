@@ -92,7 +92,8 @@ type Options struct {
 	InProgressDelay time.Duration
 
 	// Logger receives the guard's line for each message, the one every
-	// surface writes (DEBUG when it was processed or a duplicate), and the
+	// surface writes (DEBUG when it was processed, INFO when a duplicate:
+	// the gateway's Options.DuplicateLogLevel), and the
 	// lines about failed acks. Default: the gateway's logger. Keys are logged as the gateway logs them (hidden
 	// behind a digest when its Options.HideKeys is set).
 	Logger *slog.Logger

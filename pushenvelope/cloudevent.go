@@ -31,11 +31,31 @@ func FromMessagePublishedData(id, source string, data []byte) (*Message, error) 
 	return fromEvent(m, CloudEventBinary, id, source), nil
 }
 
+// checkEvent refuses an event without the attributes the CloudEvents spec
+// requires (specversion, id, source, type), as functions-framework's SDK
+// does before a function runs, or of a type other than messagePublished.
+// Spec versions 1.0 and 0.3, the two the SDK reads, require the same four.
+func checkEvent(spec, id, source, typ string) error {
+	switch {
+	case spec == "":
+		return notPush("CloudEvent has no specversion")
+	case spec != "1.0" && spec != "0.3":
+		return notPush("CloudEvent specversion %q is not 1.0 (or 0.3)", spec)
+	case typ != MessagePublishedType:
+		return notPush("CloudEvent type %q is not %s", typ, MessagePublishedType)
+	case id == "":
+		return notPush("CloudEvent has no id")
+	case source == "":
+		return notPush("CloudEvent has no source")
+	}
+	return nil
+}
+
 // parseBinaryEvent decodes a binary-mode CloudEvent: attributes in ce-*
 // headers, the messagePublished data as the body.
 func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
-	if t := h.Get(headerType); t != MessagePublishedType {
-		return nil, notPush("CloudEvent type %q is not %s", t, MessagePublishedType)
+	if err := checkEvent(h.Get(headerSpecVersion), h.Get(headerID), h.Get(headerSource), h.Get(headerType)); err != nil {
+		return nil, err
 	}
 	return FromMessagePublishedData(h.Get(headerID), h.Get(headerSource), body)
 }
@@ -58,11 +78,10 @@ func parseStructuredEvent(body []byte) (*Message, error) {
 	if err := decodeJSON(body, &ev, "CloudEvent"); err != nil {
 		return nil, err
 	}
+	if err := checkEvent(ev.SpecVersion, ev.ID, ev.Source, ev.Type); err != nil {
+		return nil, err
+	}
 	switch {
-	case ev.SpecVersion == "":
-		return nil, notPush("CloudEvent has no specversion")
-	case ev.Type != MessagePublishedType:
-		return nil, notPush("CloudEvent type %q is not %s", ev.Type, MessagePublishedType)
 	case ev.Data != nil && ev.DataBase64 != nil:
 		return nil, notPush("CloudEvent has both data and data_base64")
 	}

@@ -39,7 +39,17 @@ func TestFromMessagePublishedData(t *testing.T) {
 func TestParseCloudEventReasons(t *testing.T) {
 	const typ = `"type":"google.cloud.pubsub.topic.v1.messagePublished"`
 	structured := http.Header{"Content-Type": {"Application/CloudEvents+JSON ; charset=utf-8"}}
-	binary := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Type": {pushenvelope.MessagePublishedType}, "Ce-Id": {"e"}}
+	binary := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Type": {pushenvelope.MessagePublishedType}, "Ce-Id": {"e"}, "Ce-Source": {"//s"}}
+	without := func(name string) http.Header {
+		h := binary.Clone()
+		h.Del(name)
+		return h
+	}
+	version := func(v string) http.Header {
+		h := binary.Clone()
+		h.Set("Ce-Specversion", v)
+		return h
+	}
 	tests := []struct {
 		name    string
 		header  http.Header
@@ -48,19 +58,25 @@ func TestParseCloudEventReasons(t *testing.T) {
 	}{
 		{"binary without type", http.Header{"Ce-Specversion": {"1.0"}}, `{"message":{}}`, `CloudEvent type "" is not`},
 		{"binary empty body", binary, ``, "empty CloudEvent data"},
+		{"binary without id", without("Ce-Id"), `{"message":{"messageId":"1"}}`, "CloudEvent has no id"},
+		{"binary without source", without("Ce-Source"), `{"message":{"messageId":"1"}}`, "CloudEvent has no source"},
+		{"binary spec 2.0", version("2.0"), `{"message":{"messageId":"1"}}`, `CloudEvent specversion "2.0" is not 1.0 (or 0.3)`},
+		{"structured without id", structured, `{"specversion":"1.0","source":"//s",` + typ + `,"data":{"message":{}}}`, "CloudEvent has no id"},
+		{"structured without source", structured, `{"specversion":"1.0","id":"e",` + typ + `,"data":{"message":{}}}`, "CloudEvent has no source"},
+		{"structured spec 1.1", structured, `{"specversion":"1.1","id":"e","source":"//s",` + typ + `,"data":{"message":{}}}`, `CloudEvent specversion "1.1" is not`},
 		{"binary data not JSON", binary, `hello`, "CloudEvent data is not JSON"},
 		{"binary null message", binary, `{"message":null}`, "message is null"},
 		{"structured not JSON", structured, `{`, "CloudEvent is not JSON"},
 		{"structured no specversion", structured, `{` + typ + `,"data":{"message":{}}}`, "CloudEvent has no specversion"},
 		{"structured wrong type", structured, `{"specversion":"1.0","type":"x.y","data":{"message":{}}}`, `CloudEvent type "x.y" is not`},
-		{"structured both data forms", structured, `{"specversion":"1.0",` + typ + `,"data":{"message":{}},"data_base64":"e30="}`, "both data and data_base64"},
-		{"structured data is a string", structured, `{"specversion":"1.0",` + typ + `,"data":"{}"}`, "data is a JSON string, want object"},
-		{"structured data without message", structured, `{"specversion":"1.0",` + typ + `,"data":{}}`, "CloudEvent data has no message object"},
-		{"structured null message", structured, `{"specversion":"1.0",` + typ + `,"data":{"message":null}}`, "data.message is null"},
-		{"structured bad inner base64", structured, `{"specversion":"1.0",` + typ + `,"data":{"message":{"data":"%%"}}}`, "message.data is not base64"},
-		{"structured ids disagree", structured, `{"specversion":"1.0",` + typ + `,"data":{"message":{"messageId":"1","message_id":"2"}}}`, "data.message.messageId and data.message.message_id disagree"},
-		{"structured bad data_base64", structured, `{"specversion":"1.0",` + typ + `,"data_base64":"%%"}`, "CloudEvent data_base64 is not base64"},
-		{"structured data_base64 not JSON", structured, `{"specversion":"1.0",` + typ + `,"data_base64":"aGk="}`, "CloudEvent data_base64 is not JSON"},
+		{"structured both data forms", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{}},"data_base64":"e30="}`, "both data and data_base64"},
+		{"structured data is a string", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":"{}"}`, "data is a JSON string, want object"},
+		{"structured data without message", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{}}`, "CloudEvent data has no message object"},
+		{"structured null message", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":null}}`, "data.message is null"},
+		{"structured bad inner base64", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{"data":"%%"}}}`, "message.data is not base64"},
+		{"structured ids disagree", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{"messageId":"1","message_id":"2"}}}`, "data.message.messageId and data.message.message_id disagree"},
+		{"structured bad data_base64", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data_base64":"%%"}`, "CloudEvent data_base64 is not base64"},
+		{"structured data_base64 not JSON", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data_base64":"aGk="}`, "CloudEvent data_base64 is not JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +86,17 @@ func TestParseCloudEventReasons(t *testing.T) {
 				t.Fatalf("Parse = %v, want ErrNotPush saying %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// The push path reads spec version 0.3 as functions-framework's SDK does:
+// its required attributes are those of 1.0.
+func TestParseCloudEventSpecVersions(t *testing.T) {
+	for _, v := range []string{"1.0", "0.3"} {
+		h := http.Header{"Ce-Specversion": {v}, "Ce-Type": {pushenvelope.MessagePublishedType}, "Ce-Id": {"e"}, "Ce-Source": {"//s"}}
+		if m, err := pushenvelope.Parse(h, []byte(`{"message":{"messageId":"1"}}`)); err != nil || m.ID != "1" {
+			t.Errorf("binary %s: Parse = %+v, %v; want message 1", v, m, err)
+		}
 	}
 }
 

@@ -37,9 +37,13 @@
 //     ce-specversion, or content-type application/cloudevents+json, is still
 //     an unwrapped message, and Pub/Sub's metadata header says so;
 //  2. a Ce-Specversion header: binary CloudEvent. Its Ce-Type must be
-//     [MessagePublishedType];
+//     [MessagePublishedType], and it must carry the other attributes the
+//     CloudEvents spec requires, as functions-framework does: a spec
+//     version 1.0 (or 0.3, whose required attributes are the same), a
+//     Ce-Id and a Ce-Source;
 //  3. Content-Type application/cloudevents+json (parameters ignored):
-//     structured CloudEvent, same type rule;
+//     structured CloudEvent, same rules on specversion, type, id and
+//     source;
 //  4. otherwise the body must be a JSON object with a "message" object:
 //     wrapped.
 //

@@ -296,7 +296,7 @@ func (r *Relay) publish(ctx context.Context, pubs map[string]*pubsub.Publisher, 
 		if ctx.Err() == nil {
 			r.tel.failed(ctx, opPublish)
 			r.opts.Logger.WarnContext(ctx, "relay: publish failed; the message will be published again",
-				"topic", p.Topic, "ordering_key", p.OrderingKey, "child_key", p.ChildKey, "error", err)
+				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
 		}
 	}
 	for k := range paused {

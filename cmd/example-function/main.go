@@ -30,7 +30,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -39,7 +38,8 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/idemgate/idemgate/internal/example"
-	"github.com/idemgate/idemgate/internal/storeurl"
+	"github.com/idemgate/idemgate/store/memstore"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 // target is the name OnOrder is registered under.
@@ -51,10 +51,18 @@ func main() {
 	if os.Getenv("FUNCTION_TARGET") == "" {
 		os.Setenv("FUNCTION_TARGET", target)
 	}
-	if err := run(context.Background(), os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "example-function:", err)
-		os.Exit(1)
+	os.Exit(runMain(context.Background(), os.Getenv, os.Stdout))
+}
+
+// runMain is main without the exit: it serves, and returns the exit status
+// once serving failed, having logged the failure as a JSON line like every
+// other.
+func runMain(ctx context.Context, getenv func(string) string, logOut io.Writer) int {
+	if err := run(ctx, getenv, logOut); err != nil {
+		example.LogFailure(logOut, "example-function failed", err)
+		return 1
 	}
+	return 0
 }
 
 // run configures OnOrder, registers it and serves until the process ends:
@@ -71,6 +79,8 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		return err
 	}
 	defer st.Close()
+	_, isMemory := st.Store.(*memstore.Store)
+	example.WarnSingleInstance(log, isMemory)
 	onOrder, err := newOnOrder(st.Store, cfg, log)
 	if err != nil {
 		return err

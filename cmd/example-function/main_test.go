@@ -270,3 +270,21 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A start-up failure is a JSON line in the function's log format.
+func TestRunMainLogsFailureAsJSON(t *testing.T) {
+	var out lockedBuffer
+	code := runMain(context.Background(), func(k string) string {
+		if k == "IDEMGATE_STORE" {
+			return "nosuch://x"
+		}
+		return ""
+	}, &out)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &line); err != nil {
+		t.Fatalf("not one JSON line: %q (%v)", out.String(), err)
+	}
+	if code != 1 || line["severity"] != "ERROR" || line["message"] != "example-function failed" || !strings.Contains(line["error"].(string), "nosuch") {
+		t.Errorf("exit %d, line %v; want 1 and an ERROR line naming the store", code, line)
+	}
+}

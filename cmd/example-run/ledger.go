@@ -84,7 +84,16 @@ func (l *ledger) record(ctx context.Context, m *pushenvelope.Message) error {
 	return nil
 }
 
-// noLedger answers POST /ledger when the store is not SQL.
-func noLedger(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, "POST /ledger needs a SQL store (IDEMGATE_STORE=postgres://…, mysql://… or sqlite://…)", http.StatusNotImplemented)
+// noLedger answers POST /ledger when the store is not SQL: 501, and an
+// ERROR line, since every such delivery ends in the dead-letter topic.
+func noLedger(log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, _ := pushenvelope.Decode(r, 0) // for the line only: the message id, when there is one
+		attrs := []slog.Attr{slog.String("path", r.URL.Path)}
+		if m != nil {
+			attrs = append(attrs, slog.String("message_id", m.ID))
+		}
+		log.LogAttrs(r.Context(), slog.LevelError, "POST /ledger needs a SQL store; answered 501 (Pub/Sub retries, then dead-letters)", attrs...)
+		http.Error(w, "POST /ledger needs a SQL store (IDEMGATE_STORE=postgres://…, mysql://… or sqlite://…)", http.StatusNotImplemented)
+	}
 }

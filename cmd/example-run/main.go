@@ -62,7 +62,9 @@
 //	                  publishes twice runs once, and sends it to the supplier
 //	GET  /healthz     200 when serving
 //
-// Logs are JSON lines with Cloud Logging's "severity" field. SIGTERM (Cloud
+// Logs are JSON lines with Cloud Logging's "severity" field, a start-up
+// failure included; on memory:// the first is a WARN that the service must
+// run as one instance. SIGTERM (Cloud
 // Run's shutdown signal) drains in-flight deliveries before exiting.
 package main
 
@@ -82,16 +84,26 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/example"
-	"github.com/idemgate/idemgate/internal/storeurl"
+	"github.com/idemgate/idemgate/store/memstore"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "example-run:", err)
-		os.Exit(1)
+	code := runMain(ctx, os.Getenv, os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// runMain is main without the exit: it runs the service and returns the
+// exit status, having logged a failure as a JSON line like every other.
+func runMain(ctx context.Context, getenv func(string) string, logOut io.Writer) int {
+	if err := run(ctx, getenv, logOut, nil); err != nil {
+		example.LogFailure(logOut, "example-run failed", err)
+		return 1
 	}
+	return 0
 }
 
 // run serves until ctx is done. If ready is not nil it receives the
@@ -115,6 +127,8 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 		return err
 	}
 	defer st.Close()
+	_, isMemory := st.Store.(*memstore.Store)
+	example.WarnSingleInstance(log, isMemory)
 	h, err := newServer(ctx, st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
 	if err != nil {
 		return err

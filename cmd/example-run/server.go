@@ -37,7 +37,7 @@ func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slo
 	byMessage := g.Route(gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
 	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}
 	if cfg.OrdersFingerprint != "" {
-		orders.Fingerprint, orders.AcceptConflicts = gateway.FingerprintPayload, cfg.OrdersFingerprint == "accept"
+		orders.Fingerprint, orders.AcceptConflicts = gateway.FingerprintPayload, new(cfg.OrdersFingerprint == "accept")
 	}
 	byOrder := g.Route(orders)
 	byUpdate := g.Route(gateway.RouteOptions{Key: prefixed("po-update:", gateway.KeyFromMessageID)})
@@ -75,7 +75,7 @@ func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slo
 		return nil, err
 	}
 	if l == nil {
-		mux.HandleFunc("POST /ledger", noLedger)
+		mux.Handle("POST /ledger", noLedger(log))
 		return mux, nil
 	}
 	byLedger := g.Route(gateway.RouteOptions{Key: prefixed("ledger:", gateway.KeyFromMessageID)})

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 // backend is a real store the commands run against.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 const forgetHelp = `Forget frees each KEY at once, whatever its state, so that the next

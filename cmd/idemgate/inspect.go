@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 const inspectHelp = `Inspect shows the record of each KEY as the store holds it, read in one

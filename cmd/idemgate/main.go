@@ -43,8 +43,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 func main() {

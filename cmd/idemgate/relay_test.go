@@ -94,7 +94,9 @@ func TestRelayCommand(t *testing.T) {
 
 	cctx, interrupt := context.WithCancel(ctx)
 	res := make(chan result, 1)
-	go func() { res <- idemgateCtx(cctx, "", "relay", "-store", "sqlite://"+path, "-project", project, "-poll", "50ms") }()
+	go func() {
+		res <- idemgateCtx(cctx, "", "relay", "-store", "sqlite://"+path, "-project", project, "-poll", "50ms")
+	}()
 	select {
 	case m := <-got:
 		if string(m.Data) != "ship order-1" || m.Attributes[outbox.ChildKeyAttribute] != outbox.ChildKey("order-1", "0") {

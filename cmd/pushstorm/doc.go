@@ -68,7 +68,10 @@
 // returns its counts as JSON (?keys=1 adds every key). The report shows raw
 // requests, distinct keys, keys accepted more than once and keys never
 // accepted, and the most requests of one key — and of one Po-Id header, when
-// the endpoint sends one — in flight at once.
+// the endpoint sends one — in flight at once. Under the table, the text
+// report says which figures are the storm's plan rather than failures: the
+// 5xx of the supplier's refusals, the 503 of copies that found their key
+// held, the keys hit more than once because they were retried.
 //
 // How many distinct keys are right depends on what the endpoint dedupes on.
 // A route keyed on order_id runs the action once per order, republishes

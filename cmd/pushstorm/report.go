@@ -41,8 +41,9 @@ type report struct {
 	LatencyP99Millis    float64 `json:"latency_p99_ms"`
 
 	Supplier    *supplierStats `json:"supplier,omitempty"`
-	Expected    *expectation   `json:"expected,omitempty"` // with a supplier
-	ExactlyOnce bool           `json:"exactly_once"`       // the supplier accepted each expected key once
+	FailFirst   int            `json:"supplier_fail_first,omitempty"` // -supplier-fail-first
+	Expected    *expectation   `json:"expected,omitempty"`            // with a supplier
+	ExactlyOnce bool           `json:"exactly_once"`                  // the supplier accepted each expected key once
 
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"` // why OK is false, one line each
@@ -71,6 +72,7 @@ func newReport(cfg config, seed int64, res *runResult, sup *supplierStats) *repo
 		Interrupted:         res.interrupted,
 		DurationSeconds:     res.elapsed.Seconds(),
 		Supplier:            sup,
+		FailFirst:           cfg.SupplierFailFirst,
 	}
 	for code, n := range t.status {
 		r.Status[strconv.Itoa(code)] = n
@@ -199,6 +201,9 @@ func (r *report) writeText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, l := range r.legend() {
+		fmt.Fprintln(w, l)
+	}
 	if line := r.onceLine(); line != "" {
 		fmt.Fprintln(w, line)
 	}
@@ -210,6 +215,35 @@ func (r *report) writeText(w io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// legend explains the figures of the table that look like failures but
+// are the storm's plan: the supplier's refusals on purpose, the copies
+// that find their key held, the duplicates answered unrun.
+func (r *report) legend() []string {
+	var ls []string
+	s := r.Supplier
+	if n := r.NacksBy.Server; n > 0 && s != nil && s.Refused > 0 {
+		first := "the first"
+		if r.FailFirst > 1 {
+			first = fmt.Sprintf("the first %d", r.FailFirst)
+		}
+		ls = append(ls, fmt.Sprintf("  5xx %d: planned: the supplier refused %d requests (-supplier-fail-first %d: %s of each key), so the endpoint answered 500 and the message was redelivered",
+			n, s.Refused, r.FailFirst, first))
+	}
+	if n := r.NacksBy.Unavailable; n > 0 {
+		ls = append(ls, fmt.Sprintf("  503 %d: a copy came while another delivery held its key; redelivered later, not run twice", n))
+	}
+	if d := r.TransportDuplicates + r.ConcurrentCopies + r.Republishes; d > 0 {
+		ls = append(ls, fmt.Sprintf("  duplicates sent + concurrent copies + republishes = %d: sent on purpose; a copy of a done key is acked unrun (204)", d))
+	}
+	if s != nil && s.KeysHitMoreThanOnce > 0 && s.Refused > 0 {
+		ls = append(ls, fmt.Sprintf("  keys hit more than once %d: the keys retried after a refusal; \"keys accepted more than once\" is the figure that must be 0", s.KeysHitMoreThanOnce))
+	}
+	if len(ls) > 0 {
+		ls = append([]string{"what the figures mean:"}, ls...)
+	}
+	return ls
 }
 
 // onceLine is the headline about the supplier: every expected key accepted

@@ -151,3 +151,42 @@ func TestDescribeIDsTruncates(t *testing.T) {
 		t.Errorf("describeIDs = %q, want 10 ids then \"and 3 more\"", got)
 	}
 }
+
+// TestReportLegend: the figures a demo reader takes for failures (the
+// 5xx of the planned refusals, keys hit more than once) are explained in
+// the text report, with the counts and the flag that plans them; a run
+// without refusals gets no such line.
+func TestReportLegend(t *testing.T) {
+	res := fakeResult(acked, acked)
+	for _, o := range []outcome{{status: 500}, {status: 500}, {status: 503}, {status: 200}, {status: 200}} {
+		res.tally.record(o, 1)
+	}
+	c := testConfig("http://h/orders")
+	c.N = 2
+	c.SupplierFailFirst = 1
+	r := newReport(c, 1, res, &supplierStats{DistinctKeys: 2, Hits: 4, Accepted: 2, Refused: 2, KeysHitMoreThanOnce: 2, MaxInFlightPerKey: 1})
+	var buf bytes.Buffer
+	if err := r.writeText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"what the figures mean:",
+		"5xx 2: planned: the supplier refused 2 requests (-supplier-fail-first 1: the first of each key)",
+		"503 1: a copy came while another delivery held its key",
+		`keys hit more than once 2: the keys retried after a refusal; "keys accepted more than once" is the figure that must be 0`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+
+	plain := newReport(testConfig("http://h/orders"), 1, fakeResult(acked), &supplierStats{DistinctKeys: 1, Hits: 1, Accepted: 1})
+	buf.Reset()
+	if err := plain.writeText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "what the figures mean") {
+		t.Errorf("a run with nothing to explain has a legend:\n%s", buf.String())
+	}
+}

@@ -27,3 +27,19 @@ func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 		},
 	}))
 }
+
+// LogFailure writes err, which stopped a command, as one ERROR line msg in
+// the format of NewLogger, so that a JSON log stays JSON to its last line
+// (even when the configuration, the log level included, was refused).
+func LogFailure(w io.Writer, msg string, err error) {
+	NewLogger(w, slog.LevelInfo).Error(msg, slog.String("error", err.Error()))
+}
+
+// WarnSingleInstance logs, when the store is the process's own memory,
+// that the service must run as one instance: another instance sees none of
+// its records, so a redelivery that reaches it runs the work again.
+func WarnSingleInstance(log *slog.Logger, isMemory bool) {
+	if isMemory {
+		log.Warn("memory:// store: one instance only; another instance sees none of its records, so a redelivery there runs the work again (set IDEMGATE_STORE to a shared store)")
+	}
+}

@@ -28,9 +28,12 @@ type Delivery struct {
 	// Subscription and DeliveryAttempt identify the delivery in log lines.
 	// It may be nil only with Invalid.
 	Message *pushenvelope.Message
-	// Form names the surface in log lines: a push form, "cloudevent" or
-	// "pull".
+	// Form names the surface in log lines: a push form (as
+	// pushenvelope.Form names it), "cloudevent" or "pull".
 	Form string
+	// Path is the HTTP request's path on the push surface, logged so that
+	// a line names its route; empty elsewhere.
+	Path string
 	// EventType is a CloudEvent's type, logged with the delivery; empty
 	// elsewhere. (Its source is the Message's.)
 	EventType string
@@ -66,6 +69,12 @@ type Result struct {
 	Panic any
 	// LeaseUntil is when the holder's lease ends (Outcome in_progress).
 	LeaseUntil time.Time
+}
+
+// Millis is d as the log attribute name_ms, in milliseconds: every
+// duration a line carries names its unit the same way.
+func Millis(name string, d time.Duration) slog.Attr {
+	return slog.Float64(name+"_ms", float64(d)/float64(time.Millisecond))
 }
 
 // Run runs work for d under g's guard. Package gateway sets it; g must be a

@@ -42,7 +42,7 @@ type sink struct {
 
 // newSink creates a topic and its subscription of unique names and
 // receives until t ends.
-func newSink(t *testing.T, c *pubsub.Client, name string) *sink {
+func newSink(t testing.TB, c *pubsub.Client, name string) *sink {
 	t.Helper()
 	ctx := t.Context()
 	project := strings.Split(c.Publisher("x").String(), "/")[1]
@@ -98,7 +98,7 @@ func (s *sink) publishes() map[string]map[string]bool {
 }
 
 // await waits until every child key of want arrived.
-func (s *sink) await(t *testing.T, want []string) {
+func (s *sink) await(t testing.TB, want []string) {
 	t.Helper()
 	if !until(waitFor, func() bool {
 		got := s.publishes()
@@ -122,7 +122,7 @@ func (s *sink) await(t *testing.T, want []string) {
 
 // runRelay runs a relay on src until the returned stop is called (or t
 // ends).
-func (e *env) runRelay(t *testing.T, src relay.Source, opts relay.Options) (stop func()) {
+func (e *env) runRelay(t testing.TB, src relay.Source, opts relay.Options) (stop func()) {
 	t.Helper()
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 20 * time.Millisecond
@@ -151,7 +151,7 @@ func (e *env) runRelay(t *testing.T, src relay.Source, opts relay.Options) (stop
 // enqueueMany commits n messages to topic in transactions of perTx, with
 // ordering keys from keyOf (nil: unordered), and returns their child keys
 // in enqueue order.
-func (e *env) enqueueMany(t *testing.T, topic string, n, perTx int, keyOf func(i int) string) []string {
+func (e *env) enqueueMany(t testing.TB, topic string, n, perTx int, keyOf func(i int) string) []string {
 	t.Helper()
 	var keys []string
 	for i := 0; i < n; i += perTx {
@@ -172,7 +172,7 @@ func (e *env) enqueueMany(t *testing.T, topic string, n, perTx int, keyOf func(i
 }
 
 // drained waits until the outbox is empty.
-func (e *env) drained(t *testing.T) {
+func (e *env) drained(t testing.TB) {
 	t.Helper()
 	if !until(waitFor, func() bool {
 		n, err := e.src.Backlog(e.ctx)
@@ -182,7 +182,7 @@ func (e *env) drained(t *testing.T) {
 	}
 }
 
-func twoRelaysPublishOnce(t *testing.T, e *env) {
+func twoRelaysPublishOnce(t testing.TB, e *env) {
 	s := newSink(t, e.cfg.PubSub, "once")
 	want := e.enqueueMany(t, s.topic, 40, 4, nil)
 	stopA := e.runRelay(t, e.src, relay.Options{BatchSize: 3, Lease: time.Minute})
@@ -226,7 +226,7 @@ func (d *dyingSource) Settle(ctx context.Context, sent, unsent []outbox.Pending)
 	return d.Source.Settle(ctx, sent, unsent)
 }
 
-func deadRelayRepublished(t *testing.T, e *env) {
+func deadRelayRepublished(t testing.TB, e *env) {
 	s := newSink(t, e.cfg.PubSub, "dead")
 	want := e.enqueueMany(t, s.topic, 12, 3, nil)
 	died := make(chan struct{})
@@ -281,7 +281,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func orderingKeysKeepOrder(t *testing.T, e *env) {
+func orderingKeysKeepOrder(t testing.TB, e *env) {
 	s := newSink(t, e.cfg.PubSub, "order")
 	const n = 30
 	keyOf := func(i int) string { return fmt.Sprint("key-", i%3) }
@@ -308,7 +308,7 @@ func orderingKeysKeepOrder(t *testing.T, e *env) {
 
 // listenWakesRelay checks that a relay that polls once an hour publishes
 // a committed message within seconds: the source woke it.
-func listenWakesRelay(t *testing.T, e *env) {
+func listenWakesRelay(t testing.TB, e *env) {
 	s := newSink(t, e.cfg.PubSub, "wake")
 	e.runRelay(t, e.src, relay.Options{PollInterval: time.Hour, Lease: time.Minute})
 	var lags []time.Duration

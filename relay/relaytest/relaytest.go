@@ -27,6 +27,12 @@
 // while both live, a relay that dies between publishing and marking sent
 // leaves its messages to the other, which republishes them with the same
 // child keys, and the messages of an ordering key arrive in order.
+//
+// The source cases are themselves tested against a small model source
+// with one deliberate bug at a time (a Take that ignores holds or
+// ordering, a Settle that keeps sent messages or frees another Take's,
+// messages that commit on rollback or for a fenced-out claim, …): each
+// bug fails at least one case.
 package relaytest
 
 import (
@@ -49,8 +55,8 @@ type CompleteFunc func(c store.Claim, msgs ...outbox.Message) error
 // Config is what the suite needs of a store.
 type Config struct {
 	// New returns a store and its outbox, both fresh for the test and
-	// empty (a table, kind or collection of its own), with a ttl of at
-	// least a minute. Required.
+	// empty (a table, kind or collection of its own), with a ttl over a
+	// minute: the cases claim with one-minute leases. Required.
 	New func(t testing.TB) (store.Store, relay.Source)
 
 	// InTx runs fn in a new transaction of st's database, which commits
@@ -109,7 +115,7 @@ func Run(t *testing.T, cfg Config) {
 // testCase is one case of the suite.
 type testCase struct {
 	name string
-	run  func(t *testing.T, e *env)
+	run  func(t testing.TB, e *env)
 }
 
 // env is one case's store and outbox.
@@ -121,7 +127,7 @@ type env struct {
 	n   int // keys claimed so far
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	st, src := cfg.New(t)
 	return &env{cfg: cfg, ctx: t.Context(), st: st, src: src}
 }

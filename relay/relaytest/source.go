@@ -26,7 +26,7 @@ var sourceCases = []testCase{
 	{"ConcurrentTakesKeepOrder", concurrentTakesKeepOrder},
 }
 
-func commitCarriesMessages(t *testing.T, e *env) {
+func commitCarriesMessages(t testing.TB, e *env) {
 	msgs := []outbox.Message{
 		{Topic: "orders-out", Data: []byte("one"), Attributes: map[string]string{"a": "1"}, OrderingKey: "k1"},
 		{Topic: "projects/p-1/topics/other", Data: nil, Name: "named"},
@@ -73,7 +73,7 @@ func commitCarriesMessages(t *testing.T, e *env) {
 
 var errRollback = errors.New("relaytest: the transaction fails after CompleteTx")
 
-func rollbackLeavesNothing(t *testing.T, e *env) {
+func rollbackLeavesNothing(t testing.TB, e *env) {
 	c := e.claim(t)
 	err := e.cfg.InTx(e.ctx, e.st, func(complete CompleteFunc) error {
 		if err := complete(c, outbox.Message{Topic: "orders-out", Data: []byte("x")}); err != nil {
@@ -103,7 +103,7 @@ func (e *env) enqueueWith(t testing.TB, c store.Claim, msgs ...outbox.Message) {
 	}
 }
 
-func fencedOutLeavesNothing(t *testing.T, e *env) {
+func fencedOutLeavesNothing(t testing.TB, e *env) {
 	c := e.claim(t)
 	if err := e.st.Release(e.ctx, c); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func fencedOutLeavesNothing(t *testing.T, e *env) {
 	}
 }
 
-func refusedMessageSendsNothing(t *testing.T, e *env) {
+func refusedMessageSendsNothing(t testing.TB, e *env) {
 	bad := [][]outbox.Message{
 		{{Topic: ""}},
 		{{Topic: "ok-topic", Attributes: map[string]string{"googfoo": "x"}}},
@@ -156,7 +156,7 @@ func refusedMessageSendsNothing(t *testing.T, e *env) {
 	e.backlog(t, 0, "refused messages must enqueue nothing")
 }
 
-func takeHoldsUntilSettled(t *testing.T, e *env) {
+func takeHoldsUntilSettled(t testing.TB, e *env) {
 	e.enqueue(t, outbox.Message{Topic: "t-a", Data: []byte("1")}, outbox.Message{Topic: "t-a", Data: []byte("2")})
 	first := e.take(t, 10, time.Minute)
 	if len(first) != 2 {
@@ -184,7 +184,7 @@ func takeHoldsUntilSettled(t *testing.T, e *env) {
 	e.backlog(t, 0, "all sent")
 }
 
-func lapsedLeaseHandsOutAgain(t *testing.T, e *env) {
+func lapsedLeaseHandsOutAgain(t testing.TB, e *env) {
 	e.enqueue(t, outbox.Message{Topic: "t-a", Data: []byte("1")})
 	first := e.take(t, 10, e.cfg.Lease)
 	if len(first) != 1 {
@@ -206,7 +206,7 @@ func lapsedLeaseHandsOutAgain(t *testing.T, e *env) {
 	e.settle(t, again, nil) // the second one's mark finds nothing: no error
 }
 
-func orderingKeyWaitsForHeld(t *testing.T, e *env) {
+func orderingKeyWaitsForHeld(t testing.TB, e *env) {
 	msg := func(key, data string) outbox.Message {
 		return outbox.Message{Topic: "t-o", OrderingKey: key, Data: []byte(data)}
 	}
@@ -242,7 +242,7 @@ func orderingKeyWaitsForHeld(t *testing.T, e *env) {
 // concurrentTakesKeepOrder runs takers at once on messages of a few
 // ordering keys and checks that each message is handed out once and the
 // messages of a key in their order.
-func concurrentTakesKeepOrder(t *testing.T, e *env) {
+func concurrentTakesKeepOrder(t testing.TB, e *env) {
 	const keys, perKey, perTx = 4, 12, 3
 	for round := range perKey / perTx {
 		var msgs []outbox.Message
@@ -272,7 +272,7 @@ func concurrentTakesKeepOrder(t *testing.T, e *env) {
 				}
 				got, err := e.src.Take(e.ctx, 5, time.Minute)
 				if err != nil {
-					errs <- fmt.Errorf("Take: %w", err)
+					errs <- fmt.Errorf("a concurrent Take: %w", err)
 					return
 				}
 				mu.Lock()
@@ -283,7 +283,7 @@ func concurrentTakesKeepOrder(t *testing.T, e *env) {
 				// Publishing happens here; the next Take of another
 				// taker runs meanwhile.
 				if err := e.src.Settle(e.ctx, got, nil); err != nil {
-					errs <- fmt.Errorf("Settle: %w", err)
+					errs <- fmt.Errorf("a concurrent Settle: %w", err)
 					return
 				}
 				mu.Lock()

@@ -106,6 +106,61 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("Ratio", func(b *testing.B) { compare(b, benchWorkers, benchWorkers*64, idemgate, baseline) })
 }
 
+// BenchmarkFloor compares idemgate with the floor, the raw commands on
+// the same client, alternated in rounds (benchratio.Compare), at 1 and 32
+// workers: Fresh is a message on a new key (Claim and Complete against SET
+// NX PX and SET XX PX); Duplicate a Claim of a key already DONE against
+// SET NX PX of a key already there, which writes nothing either.
+func BenchmarkFloor(b *testing.B) {
+	idemgate, baseline := benchSetup(b)
+	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: benchWorkers})
+	b.Cleanup(func() { client.Close() })
+	prefix := uniquePrefix(b)
+	s, err := redisstore.New(b.Context(), client, &redisstore.Options{Prefix: prefix, TTL: benchTTL, Grace: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const keys = 1024
+	value := "D1:1795998054625:1799598054625:"
+	for i := range keys {
+		c, err := s.Claim(b.Context(), "d"+strconv.Itoa(i), time.Minute)
+		if err == nil {
+			_, err = s.Complete(b.Context(), c)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := client.Set(b.Context(), prefix+"floor:d"+strconv.Itoa(i), value, benchTTL).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dupIdemgate := func(ctx context.Context, i int64) error {
+		c, err := s.Claim(ctx, "d"+strconv.FormatInt(i%keys, 10), time.Minute)
+		if err == nil && c.Status != store.AlreadyDone {
+			err = fmt.Errorf("duplicate Claim = %v, want already done", c.Status)
+		}
+		return err
+	}
+	dupBaseline := func(ctx context.Context, i int64) error {
+		err := client.SetArgs(ctx, prefix+"floor:d"+strconv.FormatInt(i%keys, 10), value, redis.SetArgs{Mode: "NX", TTL: benchTTL}).Err()
+		if err == nil {
+			return errors.New("SET NX of a key already there succeeded")
+		}
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	}
+	for _, workers := range []int{1, 32} {
+		b.Run(fmt.Sprintf("Fresh/Workers=%d/Ratio", workers), func(b *testing.B) {
+			compare(b, workers, 32*workers, idemgate, baseline)
+		})
+		b.Run(fmt.Sprintf("Duplicate/Workers=%d/Ratio", workers), func(b *testing.B) {
+			benchratio.Compare(b, workers, 32*workers, dupIdemgate, dupBaseline)
+		})
+	}
+}
+
 // compare runs benchratio.Compare on the two ways to handle a message,
 // with workers goroutines in rounds of round messages.
 func compare(b *testing.B, workers, round int, idemgate, baseline message) {

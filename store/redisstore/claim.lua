@@ -5,6 +5,12 @@
 --        {2, fence, fingerprint}              already done
 --        {3, fence, leaseUntil, fingerprint}  held by another live claim
 -- where fingerprint is the one the record keeps, '' for none.
+-- A duplicate (a DONE, unexpired record) is answered from the GET alone:
+-- the script returns before any write, so it moves no dirty counter, sends
+-- nothing to replicas or the AOF and leaves the record's expiry as it was
+-- (TestDuplicateClaimWritesNothing). The script cannot declare no-writes
+-- (nor run as EVALSHA_RO) to say so to the server: the same script writes
+-- when it wins, and Redis refuses any write from a no-writes script.
 local now = now_ms()
 local fence = 0
 local rec = redis.call('GET', KEYS[1])

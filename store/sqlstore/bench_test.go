@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,6 +66,93 @@ func benchmarkMessagesOn(b *testing.B, be backend, db *sql.DB, workers, round in
 		}
 		_, err := db.ExecContext(ctx, base.update, key)
 		return err
+	}
+	b.Run("Ratio", func(b *testing.B) {
+		benchratio.Compare(b, workers, round, idemgate, baseline)
+	})
+}
+
+// BenchmarkFloor compares idemgate with the floor, the raw statements of
+// a hand-written guard on the same driver and pool, alternated in rounds
+// (benchratio.Compare), per dialect, at 1 and 32 workers:
+//
+//   - Fresh: Claim and Complete of a new key, against INSERT … ON CONFLICT
+//     DO NOTHING (MySQL family: INSERT IGNORE) and UPDATE, as in
+//     BenchmarkPostgreSQL.
+//   - Duplicate: a Claim of a key already DONE, against the same INSERT
+//     on a key already there, which writes nothing either.
+//
+// SQLite runs on one connection, as the package documentation advises.
+func BenchmarkFloor(b *testing.B) {
+	for _, be := range []backend{postgresBackend, mariadbBackend, sqliteBackend} {
+		b.Run(be.name, func(b *testing.B) {
+			conns := benchWorkers
+			if be.dialect == sqlstore.SQLite {
+				conns = 1
+			}
+			db := be.open(b, conns)
+			for _, workers := range []int{1, benchWorkers} {
+				b.Run(fmt.Sprintf("Fresh/Workers=%d", workers), func(b *testing.B) {
+					benchmarkMessagesOn(b, be, db, workers, 32*workers)
+				})
+				b.Run(fmt.Sprintf("Duplicate/Workers=%d", workers), func(b *testing.B) {
+					benchmarkDuplicatesOn(b, be, db, workers, 32*workers)
+				})
+			}
+		})
+	}
+}
+
+// duplicateKeys is how many DONE keys the duplicate benchmarks cycle
+// through: enough that 32 workers rarely meet on one row.
+const duplicateKeys = 1024
+
+// benchmarkDuplicatesOn compares a duplicate's Claim with the floor's
+// INSERT of a key already there, with workers goroutines in rounds of
+// round messages.
+func benchmarkDuplicatesOn(b *testing.B, be backend, db *sql.DB, workers, round int) {
+	ctx := testenv.Context(b)
+	s := newStore(b, db, be.dialect, nil)
+	base := newBaseline(b, db, be.dialect)
+	prefix := rand.Text()[:10] + "-"
+	// Make the DONE keys, and the floor's rows, 32 at a time.
+	errs := make([]error, benchWorkers)
+	var wg sync.WaitGroup
+	for w := range benchWorkers {
+		wg.Go(func() {
+			for i := w; i < duplicateKeys && errs[w] == nil; i += benchWorkers {
+				key := prefix + strconv.Itoa(i)
+				c, err := s.Claim(ctx, key, time.Minute)
+				if err == nil {
+					_, err = s.Complete(ctx, c)
+				}
+				if err == nil {
+					_, err = db.ExecContext(ctx, base.insert, key, rand.Text())
+				}
+				errs[w] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	idemgate := func(ctx context.Context, i int64) error {
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i%duplicateKeys, 10), time.Minute)
+		if err == nil && c.Status != store.AlreadyDone {
+			err = fmt.Errorf("duplicate message: Claim = %v", c.Status)
+		}
+		return err
+	}
+	baseline := func(ctx context.Context, i int64) error {
+		res, err := db.ExecContext(ctx, base.insert, prefix+strconv.FormatInt(i%duplicateKeys, 10), rand.Text())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 0 {
+			return fmt.Errorf("duplicate message: INSERT affected %d rows, %v", n, err)
+		}
+		return nil
 	}
 	b.Run("Ratio", func(b *testing.B) {
 		benchratio.Compare(b, workers, round, idemgate, baseline)

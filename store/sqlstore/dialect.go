@@ -29,7 +29,9 @@ const (
 	MariaDB
 
 	// SQLite 3.37 or later, for example through modernc.org/sqlite (driver
-	// name "sqlite", pure Go). Every operation is one statement. See the
+	// name "sqlite", pure Go). Every operation is one statement, but a
+	// Claim that does not find the record DONE, which reads first and then
+	// upserts (in process). See the
 	// package documentation for the connection settings it wants.
 	SQLite
 )
@@ -89,6 +91,10 @@ type statements struct {
 	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
 	// once it meets a serialization failure (pgClaimNoWrite).
 	claimNoWrite query
+	// claimDone, for SQLite only, runs before claim and answers a DONE,
+	// unexpired record without writing (doneRead in postgres.go); it takes
+	// $1 the key hash and yields what claim would, or no row.
+	claimDone query
 	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
 	// the token.
 	claimRead query

@@ -34,9 +34,13 @@
 // SQLite, INSERT … ON DUPLICATE KEY UPDATE on MySQL and MariaDB) that
 // returns the record as it leaves it, and Complete, Release and Extend are
 // single-row UPDATEs guarded by the fence. A fresh message therefore costs
-// two statements (Claim, Complete) and a duplicate one. MySQL, which lacks
-// INSERT … RETURNING, needs a second statement per Claim to read the answer
-// back. Deadlocks, serialization failures and SQLITE_BUSY are retried
+// two statements (Claim, Complete) and a duplicate one. A Claim that finds
+// the record DONE answers from a read and writes nothing: on PostgreSQL in
+// the same statement, on SQLite, which has no INSERT inside WITH, in a read
+// of its own that runs before the upsert (in process, so a fresh message's
+// third statement costs microseconds); MariaDB's upsert writes nothing on a
+// DONE record already. MySQL, which lacks INSERT … RETURNING, needs a second
+// statement per Claim to read the answer back. Deadlocks, serialization failures and SQLITE_BUSY are retried
 // inside the store a bounded number of times, with the Claim's token kept,
 // so that contention on a key does not surface as errors. On PostgreSQL, a
 // store that meets a serialization failure (the database runs above READ
@@ -70,8 +74,8 @@
 //	db, err := sql.Open("sqlite", "/var/lib/app/idemgate.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 //	db.SetMaxOpenConns(1)
 //
-// Every operation of the store writes, and SQLite admits one writer at a
-// time; with several connections, the waiting happens in SQLite's busy
+// Every operation of the store but a duplicate's Claim writes, and SQLite
+// admits one writer at a time; with several connections, the waiting happens in SQLite's busy
 // handler, which polls with sleeps. One connection makes database/sql queue
 // the callers instead, which is fair and wastes no time. The store is still
 // correct with more connections.

@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -141,48 +140,40 @@ var _ = purgeEvery // shown by ExampleStore_PurgeExpired's documentation
 // done in one transaction, on the database of the store's table. A holder
 // that stalled past its lease and lost the key to another delivery gets
 // store.ErrFenced from CompleteTx, and its transaction rolls back: the
-// payment is written once, however the deliveries race.
+// payment is written once, however the deliveries race. The code is the
+// same on every dialect but for the placeholder: TestCompleteTxQuickstart
+// runs it on PostgreSQL and MariaDB too.
 func ExampleStore_CompleteTx() {
-	dir, err := os.MkdirTemp("", "idemgate-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE payments (id TEXT NOT NULL, cents INTEGER NOT NULL)"); err != nil {
-		log.Fatal(err)
-	}
-	s, err := sqlstore.New(db, sqlstore.SQLite, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := s.CreateTable(ctx); err != nil {
-		log.Fatal(err)
-	}
+	s, closeDB := openPayments(ctx) // SQLite here
+	defer closeDB()
 	g, err := gateway.New(s, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 
+	insert := "INSERT INTO payments (id, cents) VALUES (?, 1250)" // MariaDB, MySQL, SQLite
+	if s.Dialect() == sqlstore.PostgreSQL {
+		insert = "INSERT INTO payments (id, cents) VALUES ($1, 1250)"
+	}
 	err = g.Lock(ctx, "payment-42", func(ctx context.Context) error {
 		c, _ := gateway.ClaimFromContext(ctx)
-		return withTx(ctx, db, func(tx *sql.Tx) error {
-			if err := s.CompleteTx(ctx, tx, c); err != nil {
-				return err // first: a holder that lost its key gets store.ErrFenced, writes nothing
-			}
-			_, err := tx.ExecContext(ctx, "INSERT INTO payments (id, cents) VALUES (?, 1250)", c.Key)
+		tx, err := s.DB().BeginTx(ctx, nil)
+		if err != nil {
 			return err
-		}) // the payment and DONE commit together, or neither does
+		}
+		defer tx.Rollback() // unless Commit ran: neither the payment nor DONE
+		if err := s.CompleteTx(ctx, tx, c); err != nil {
+			return err // first: a holder that lost its key gets store.ErrFenced, writes nothing
+		}
+		if _, err := tx.ExecContext(ctx, insert, c.Key); err != nil {
+			return err
+		}
+		return tx.Commit() // the payment and DONE commit together
 	})
 
 	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n); err != nil {
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
 	dup, err2 := s.Claim(ctx, "payment-42", time.Minute)
@@ -190,15 +181,28 @@ func ExampleStore_CompleteTx() {
 	// Output: <nil> 1 already_done <nil>
 }
 
-// withTx runs fn in a transaction of db, which commits when fn returns nil
-// and rolls back otherwise.
-func withTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
+// openPayments returns a store whose database holds the application's
+// payments table, and the function that closes it: ExampleStore_CompleteTx
+// runs on a fresh SQLite file, TestCompleteTxQuickstart on each server.
+var openPayments = func(ctx context.Context) (*sqlstore.Store, func()) {
+	dir, err := os.MkdirTemp("", "idemgate-example-")
 	if err != nil {
-		return err
+		log.Fatal(err)
 	}
-	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+	db, err := sql.Open("sqlite", filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
 	}
-	return tx.Commit()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE payments (id TEXT NOT NULL, cents INTEGER NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+	s, err := sqlstore.New(db, sqlstore.SQLite, nil)
+	if err == nil {
+		err = s.CreateTable(ctx)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	return s, func() { db.Close(); os.RemoveAll(dir) }
 }

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -147,29 +148,28 @@ func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) 
 		return nil, err
 	}
 	defer rows.Close()
-	var out []outbox.Pending
-	var ids []int64
+	type taken struct {
+		id int64
+		p  outbox.Pending
+	}
+	var got []taken
 	for rows.Next() {
-		var (
-			id int64
-			p  outbox.Pending
-		)
-		if err := o.scan(rows, &id, &p); err != nil {
+		var t taken
+		if err := o.scan(rows, &t.id, &t.p); err != nil {
 			return nil, err
 		}
-		p.Token = token
-		out = append(out, p)
-		ids = append(ids, id)
+		t.p.Token = token
+		got = append(got, t)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	// RETURNING follows no ORDER BY.
-	slices.SortFunc(out, func(a, b outbox.Pending) int {
-		x, _ := strconv.ParseInt(a.ID, 10, 64)
-		y, _ := strconv.ParseInt(b.ID, 10, 64)
-		return int(min(max(x-y, -1), 1))
-	})
+	slices.SortFunc(got, func(a, b taken) int { return cmp.Compare(a.id, b.id) })
+	out := make([]outbox.Pending, len(got))
+	for i, t := range got {
+		out[i] = t.p
+	}
 	return out, nil
 }
 
@@ -265,7 +265,8 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 // the channel that CompleteTx notifies (pg_notify, which PostgreSQL
 // delivers when the transaction commits). Elsewhere it returns an error
 // matching errors.ErrUnsupported, and the relay polls. The connection is
-// closed when Listen returns, never handed back to the pool.
+// closed when Listen returns, never handed back to the pool; the relay's
+// Take and Settle need another, so give the store's *sql.DB at least two.
 func (o *Outbox) Listen(ctx context.Context, wake func()) error {
 	s := o.s
 	if s.dialect != PostgreSQL {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 // pubsubClient returns a client on the Pub/Sub emulator, in a project of
 // t's own, closed when t ends.
-func pubsubClient(t *testing.T) *pubsub.Client {
+func pubsubClient(t testing.TB) *pubsub.Client {
 	t.Helper()
 	host := testenv.PubSubEmulatorHost(t)
 	c, err := pubsub.NewClient(t.Context(), testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
@@ -105,6 +106,56 @@ func TestOutbox(t *testing.T) {
 				PubSub: ps,
 				Wakes:  b.dialect == sqlstore.PostgreSQL,
 			})
+		})
+	}
+}
+
+// CreateTable creates the outbox with Options.Outbox, TableExists checks
+// it, and a store without the option refuses messages before it sends
+// anything.
+func TestOutboxSchema(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := b.open(t, 2)
+			st := outboxStore(t, db, b.dialect)
+			if ok, err := st.TableExists(ctx); err != nil || !ok {
+				t.Fatalf("TableExists after CreateTable = %v, %v; want true", ok, err)
+			}
+			table := strings.TrimSuffix(sqlstore.OutboxTable(st), "_outbox")
+			if _, err := db.ExecContext(ctx, "DROP TABLE "+table+"_outbox"); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := st.TableExists(ctx); err != nil || ok {
+				t.Fatalf("TableExists without the outbox table = %v, %v; want false", ok, err)
+			}
+			if err := st.CreateTable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := st.TableExists(ctx); err != nil || !ok {
+				t.Fatalf("TableExists after CreateTable made the outbox again = %v, %v; want true", ok, err)
+			}
+
+			plain, err := sqlstore.New(db, b.dialect, &sqlstore.Options{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := plain.TableExists(ctx); err != nil || !ok {
+				t.Fatalf("a store without Options.Outbox needs no outbox: TableExists = %v, %v", ok, err)
+			}
+			c, err := plain.Claim(ctx, "k", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if err := plain.CompleteTx(ctx, tx, c, outbox.Message{Topic: "orders"}); err == nil || !strings.Contains(err.Error(), "Options.Outbox") {
+				t.Errorf("CompleteTx with messages on a store without Options.Outbox = %v, want an error naming the option", err)
+			}
 		})
 	}
 }

@@ -3,7 +3,8 @@ package sqlstore
 import "strconv"
 
 // PostgreSQL and SQLite share the statements below (PostgreSQL has a second
-// Claim, pgClaimNoWrite); they also differ in their clock, in the name of
+// Claim, pgClaimNoWrite, and SQLite runs doneRead and claimUpsert as two
+// statements where PostgreSQL joins them in pgClaim); they also differ in their clock, in the name of
 // the two-argument maximum, in the DDL and in how a purge picks its batch.
 //
 // {NOW} is the database clock in epoch milliseconds, read when the
@@ -42,10 +43,23 @@ import "strconv"
 // PostgreSQL's throughput, measured (docs/benchmarks.md).
 const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint`
 
+// doneRead finds the record of key $1 when it is DONE and has not expired,
+// and answers as claimResult does for it (fence, 0, fingerprint). A DONE
+// record is final until it expires or an operator forgets it, so a Claim
+// that finds one needs no lock and writes nothing: PostgreSQL's Claims read
+// it first in the same statement (pgClaim, pgClaimNoWrite), SQLite's as a
+// statement of its own (Store.claimOnce). The clock is read after the
+// snapshot, so a record unexpired at that reading was unexpired when the
+// snapshot was taken: the answer is the record as the snapshot shows it,
+// and a Forget that committed before the statement began is in that
+// snapshot (TestDuplicateClaimWritesNothing, and the conformance suite's
+// linearizability check).
+const doneRead = `SELECT fence, 0 AS until, fingerprint FROM {T} WHERE key_hash = $1 AND state = 2 AND expires_at > {NOW}`
+
 // claimUpsert claims a key in one statement that returns a row in every
-// case (PostgreSQL and SQLite; MariaDB's ON DUPLICATE KEY form in mysql.go
-// is the same idea). The INSERT creates an absent record at fence
-// clock.ms * 1000 with
+// case it runs ({FIRST} holds; on PostgreSQL see pgClaim, on SQLite it
+// always holds; MariaDB's ON DUPLICATE KEY form in mysql.go is the same
+// idea). The INSERT creates an absent record at fence clock.ms * 1000 with
 // the caller's fingerprint ($5, NULL for none), its lease and expiry from
 // one reading of the clock. On a conflict, the DO
 // UPDATE always updates the existing row, and decides once: the sub-select
@@ -68,16 +82,17 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // the planner evaluates it once per row rather than inlining it into each
 // column.
 //
-// On PostgreSQL the update of a duplicate writes a row version that
+// On PostgreSQL the update of a held record writes a row version that
 // changes nothing (a heap-only one: no indexed column changes). Under READ
 // COMMITTED, the default, that is the whole cost, and the statement needs
 // neither a snapshot of its own nor a retry. Under REPEATABLE READ or
-// SERIALIZABLE it is not: see pgClaimNoWrite. SQLite runs one writer at a
-// time, so there the update costs no more than the read it replaces.
-// (SQLite needs the WHERE of the INSERT's SELECT to parse ON CONFLICT as
-// the upsert's.)
+// SERIALIZABLE it is not: see pgClaimNoWrite. A DONE record never gets
+// here: doneRead answers for it first. SQLite runs one writer at a time,
+// so there the update of a held record costs no more than the read it
+// replaces. (SQLite needs the WHERE of the INSERT's SELECT to parse ON
+// CONFLICT as the upsert's.)
 const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE true
+SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE {FIRST}
 ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
 	SELECT
 		CASE WHEN {WIN} THEN 1 ELSE r.state END,
@@ -89,6 +104,24 @@ ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_
 	FROM (SELECT {NOW} AS ms) AS clock
 )
 RETURNING ` + claimResult
+
+// pgClaim is PostgreSQL's Claim under READ COMMITTED: doneRead, and only
+// when it finds no DONE record, claimUpsert. A data-modifying WITH runs
+// whether or not the query reads it, so the condition sits in the INSERT's
+// own SELECT: on a duplicate it yields no row, the INSERT attempts nothing,
+// and the statement takes no row lock, writes no row version and no WAL,
+// and commits without an xid. A record that became DONE after the snapshot
+// (a Complete that committed while the statement started) is invisible to
+// doneRead; the upsert then meets it on its conflict and answers as before,
+// with a version that changes nothing.
+const pgClaim = `WITH seen AS (
+	` + doneRead + `
+), claimed AS (
+	` + claimUpsert + `
+)
+SELECT * FROM seen
+UNION ALL
+SELECT * FROM claimed`
 
 // claimWins is {WIN}: the claim in excluded takes over the record r at the
 // instant clock.ms.
@@ -105,9 +138,11 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // for good at its first serialization failure, which the other isolation
 // levels never raise (see Store.claimOnce).
 //
-// When the caller does not win, ON CONFLICT has still locked the row's
-// latest version, and kept returns that row so that the statement answers
-// in every case. kept must not read the statement's snapshot, which under
+// A DONE record is answered by doneRead first, as in pgClaim: the INSERT
+// then attempts nothing, and kept reads nothing, so a duplicate takes no
+// lock and writes nothing. Otherwise, when the caller does not win, ON
+// CONFLICT has still locked the row's latest version, and kept returns
+// that row so that the statement answers in every case. kept must not read the statement's snapshot, which under
 // READ COMMITTED was taken when the statement began: it would show an older
 // version of a row that another Claim has since updated (and, say, report a
 // takeover's CLAIMED record as the DONE one it replaced). FOR UPDATE makes
@@ -126,9 +161,12 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // takeover allowed at the first is allowed at any later one (a lapsed lease
 // stays lapsed, an expired record stays expired) and the row is locked in
 // between.
-const pgClaimNoWrite = `WITH claimed AS (
+const pgClaimNoWrite = `WITH seen AS (
+	` + doneRead + `
+), claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
 	SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock
+	WHERE NOT EXISTS (SELECT FROM seen)
 	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
 		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint FROM (SELECT {NOW} AS ms) AS clock
 	)
@@ -136,9 +174,11 @@ const pgClaimNoWrite = `WITH claimed AS (
 	RETURNING state, fence, token, lease_until, fingerprint
 ), kept AS (
 	SELECT state, fence, token, lease_until, fingerprint FROM {T}
-	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM claimed)
+	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM seen) AND NOT EXISTS (SELECT FROM claimed)
 	FOR UPDATE
 )
+SELECT * FROM seen
+UNION ALL
 SELECT ` + claimResult + ` FROM claimed
 UNION ALL
 SELECT ` + claimResult + ` FROM kept`
@@ -197,7 +237,6 @@ func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(str
 		return numbered(expand(tmpl, "WIN", claimWins, "T", tbl, "NOW", now, "TTL", strconv.FormatInt(ttl, 10), "MAX", maxFunc))
 	}
 	return statements{
-		claim:       x(claimUpsert),
 		complete:    x(completeUpdate),
 		completeTx:  x(completeTxUpdate),
 		recordState: x(recordStateSelect),
@@ -212,6 +251,7 @@ const pgNow = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
 func postgresStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
 	s, x := upsertStatements(tbl, pgNow, "GREATEST", ttl)
+	s.claim = x(expand(pgClaim, "FIRST", "NOT EXISTS (SELECT FROM seen)"))
 	s.claimNoWrite = x(pgClaimNoWrite)
 	// A purge locks its batch with SKIP LOCKED, so it never waits for (or
 	// blocks) a Claim in flight on a record it picked. The outer condition

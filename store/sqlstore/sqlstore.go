@@ -124,7 +124,9 @@ func keyHash(key string) []byte {
 }
 
 // Claim implements [store.Store]. One statement decides and writes, on the
-// database's clock (two on MySQL; see [MySQL]).
+// database's clock (two on MySQL; see [MySQL]); a record found DONE is
+// answered from a read that writes nothing (on SQLite a statement of its
+// own, before the upsert).
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
@@ -183,6 +185,12 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 // fingerprint.
 func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64, fp any) (fence, until int64, kept []byte, err error) {
 	dest := []any{&fence, &until, &kept}
+	if s.q.claimDone.text != "" {
+		err = s.queryRow(ctx, s.q.claimDone, dest, hash)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fence, until, kept, err // DONE, or an error
+		}
+	}
 	if s.q.claimRead.text == "" {
 		q := s.q.claim
 		if s.noWrite.Load() {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 func TestOpenFirestore(t *testing.T) {

@@ -1,19 +1,58 @@
-// Package storeurl opens a store from the URL the examples take in
-// IDEMGATE_STORE:
+// Package storeurl opens any idemgate store from one URL, so that a
+// service can take its store from configuration (the examples read
+// IDEMGATE_STORE) and an operator's tool can point at the same records:
 //
-//	memory://                                      in-process (the default)
-//	redis://[user:pass@]host:port/db[?prefix=…&ttl=…&allow_eviction=true]
-//	                                               Redis (rediss:// for TLS)
-//	redis+cluster://host1:port,host2:port          Redis Cluster (rediss+cluster:// for TLS)
-//	postgres://user@host:port/db?…[&table=…]       PostgreSQL
-//	mysql://user:pass@host:port/db[?table=…]       MySQL / MariaDB (or the driver's
-//	mysql://user:pass@tcp(host:port)/db[?table=…]  DSN form, after mysql://)
-//	sqlite:///path/to/file.db[?table=…]            SQLite
-//	datastore://project[?database=…&namespace=…&kind=…]
-//	                                               Firestore in Datastore mode
-//	firestore://project[?database=…&collection=…]  Firestore native mode
+//	o, err := storeurl.Open(ctx, os.Getenv("IDEMGATE_STORE"))
+//	if err != nil { … }
+//	defer o.Close()
+//	g, err := gateway.New(o.Store, nil)
 //
-// The Google stores honour DATASTORE_EMULATOR_HOST and FIRESTORE_EMULATOR_HOST.
+// The URL forms, by scheme:
+//
+//	memory://                                        memstore, this process only (Open's default for "")
+//	redis://[user:pass@]host:port[/db][?…]           one Redis server or Memorystore (rediss:// for TLS)
+//	redis+cluster://[user:pass@]host:port,host:port[?…]
+//	                                                 Redis Cluster (rediss+cluster:// for TLS)
+//	postgres://user:pass@host:port/db[?…]            PostgreSQL through pgx (postgresql:// too)
+//	mysql://user:pass@host:port/db[?…]               MySQL or MariaDB (port 3306 by default)
+//	mysql://user:pass@tcp(host:port)/db[?…]          the same, in go-sql-driver/mysql's DSN form
+//	sqlite:///absolute/path/file.db[?…]              SQLite through modernc.org/sqlite
+//	datastore://[project][?…]                        Firestore in Datastore mode
+//	firestore://[project][?…]                        Firestore native mode
+//
+// The query parameters:
+//
+//   - Redis: prefix (the key namespace, redisstore.Options.Prefix), ttl (a
+//     Go duration such as 24h, redisstore.Options.TTL) and allow_eviction
+//     (a boolean, redisstore.Options.AllowEviction). Every other parameter
+//     is a go-redis client option as redis.ParseURL and
+//     redis.ParseClusterURL read it: dial_timeout, read_timeout,
+//     write_timeout, pool_size, protocol, …
+//   - SQL (postgres, mysql, sqlite): table ("name" or "schema.name",
+//     sqlstore.Options.Table, default idemgate_records). Every other
+//     parameter goes to the driver: pgx's connection parameters
+//     (sslmode, …), go-sql-driver/mysql's DSN parameters (tls, …; a MySQL
+//     URL interpolates parameters unless it sets interpolateParams, which
+//     saves a round trip per statement) and modernc.org/sqlite's _pragma
+//     (without one, SQLite gets busy_timeout(5000), journal_mode(WAL) and
+//     synchronous(NORMAL)). A mysql URL gets sqlstore.MariaDB on MariaDB
+//     10.5 or later and sqlstore.MySQL otherwise; SQLite gets one
+//     connection.
+//   - datastore: database (a named database; the default one when
+//     omitted), namespace and kind (datastorestore.Options). An empty
+//     project is detected from the credentials or DATASTORE_PROJECT_ID.
+//   - firestore: database and collection (firestorestore.Options). An
+//     empty project is detected from the credentials.
+//
+// The Google stores honour DATASTORE_EMULATOR_HOST and
+// FIRESTORE_EMULATOR_HOST. A Google URL refuses a parameter it does not
+// know; a store's own parameter given twice is refused everywhere.
+//
+// Open pings a Redis or SQL server (and checks Redis's maxmemory-policy,
+// as redisstore.New does) before it returns, and creates a missing SQL
+// table; the Google clients connect on their first call.
+// OpenExisting, for tools, creates nothing. A URL that cannot be opened as
+// written is a *URLError; passwords never appear in errors.
 package storeurl
 
 import (
@@ -29,6 +68,9 @@ import (
 // Opened is a store, what it is, and the function that releases its
 // connections.
 type Opened struct {
+	// Store is the store's own type, *memstore.Store, *redisstore.Store,
+	// *sqlstore.Store, *datastorestore.Store or *firestorestore.Store, for
+	// a caller that needs its methods (CompleteTx): assert it.
 	Store store.Store
 	Name  string // the scheme, for logs
 	// Addr is the store's address as a URL without credentials or

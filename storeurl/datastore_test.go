@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/storeurl"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 // useEmulator points env at an emulator for the duration of t: the one it

@@ -1,0 +1,194 @@
+package gateway_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/gateway"
+)
+
+// deliverTo posts body to path through h.
+func deliverTo(t testing.TB, h http.Handler, path, body string, hdr http.Header) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	for k, v := range hdr {
+		r.Header[k] = v
+	}
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// A refused request's line keeps what could still be read of it: its
+// message id, subscription and route, and the form it was read as, one of
+// the documented forms.
+func TestRejectedLineKeepsWhatWasDecoded(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		hdr        http.Header
+		status     int
+		form, id   string
+		sub        string
+	}{
+		{name: "wrapped, data not base64", body: `{"message":{"messageId":"42","data":"%%%"},"subscription":"projects/p/subscriptions/s"}`,
+			status: 400, form: "wrapped", id: "42", sub: "projects/p/subscriptions/s"},
+		{name: "wrapped, over the limit", body: push("43", nil, strings.Repeat("x", 2048)), status: 413, form: "wrapped"},
+		{name: "unwrapped, bad publish time", body: "raw", hdr: http.Header{"X-Goog-Pubsub-Message-Id": {"44"},
+			"X-Goog-Pubsub-Subscription-Name": {"projects/p/subscriptions/u"}, "X-Goog-Pubsub-Publish-Time": {"yesterday"}},
+			status: 400, form: "unwrapped", id: "44", sub: "projects/p/subscriptions/u"},
+		{name: "binary CloudEvent of another type", hdr: http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"45"}, "Ce-Source": {"//src"}, "Ce-Type": {"other"}},
+			status: 400, form: "cloudevent-binary", id: "45"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{MaxBodyBytes: 1024})
+			h := &counting{}
+			wantStatus(t, deliverTo(t, f.g.Idempotent(h), "/orders", tc.body, tc.hdr), tc.status, tc.name)
+			lines := f.logs.Records().Outcome(gateway.OutcomeRejected).Level(slog.LevelWarn)
+			if len(lines) != 1 {
+				t.Fatalf("want one WARN rejected line, got:\n%s", f.logs.Records())
+			}
+			got := lines[0].Attrs
+			if got["delivery.form"] != tc.form || got["delivery.message_id"] != tc.id || got["delivery.subscription"] != tc.sub || got["delivery.path"] != "/orders" {
+				t.Errorf("rejected line %v; want form %q, message_id %q, subscription %q, path /orders", got, tc.form, tc.id, tc.sub)
+			}
+		})
+	}
+}
+
+// Every delivery line names its route.
+func TestDeliveryLinesNameThePath(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := &counting{}
+	srv := f.g.Idempotent(h)
+	deliverTo(t, srv, "/po-updates", push("1", nil, "x"), nil)
+	deliverTo(t, srv, "/po-updates", push("1", nil, "x"), nil)
+	h.status.Store(500)
+	deliverTo(t, srv, "/po-updates", push("2", nil, "x"), nil)
+	recs := f.logs.Records()
+	for _, o := range []gateway.Outcome{gateway.OutcomeWon, gateway.OutcomeDuplicate, gateway.OutcomeFailed} {
+		if lines := recs.Outcome(o); len(lines) != 1 || lines[0].Attrs["delivery.path"] != "/po-updates" {
+			t.Errorf("%s: want one line with delivery.path /po-updates, got:\n%s", o, lines)
+		}
+	}
+}
+
+// On Idempotent routes a failure's line carries the start of what the
+// handler answered with it: the cause, bounded and escaped. Not what it
+// wrote under a 2xx before.
+func TestHandlerFailureLogsItsBody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   gateway.Options
+		handle func(w http.ResponseWriter)
+		want   string
+	}{
+		{"http.Error", gateway.Options{}, func(w http.ResponseWriter) {
+			http.Error(w, "card declined\x1b[31m for 1", http.StatusPaymentRequired)
+		}, `card declined\x1b[31m for 1\n`},
+		{"progress, then a failure", gateway.Options{}, func(w http.ResponseWriter) {
+			w.Write([]byte("card 4111 charged"))
+			http.Error(w, "supplier down", http.StatusBadGateway)
+		}, `supplier down\n`},
+		{"long", gateway.Options{}, func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(strings.Repeat("é", 200) + "\xff"))
+		}, strings.Repeat("é", 128) + "…"},
+		{"HideKeys", gateway.Options{HideKeys: true}, func(w http.ResponseWriter) {
+			http.Error(w, "order 1 refused", http.StatusConflict)
+		}, "order " + digestOf("1") + ` refused\n`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.opts)
+			srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.handle(w) }))
+			deliver(t, srv, push("1", nil, "x"))
+			lines := f.logs.Records().Outcome(gateway.OutcomeFailed).Level(slog.LevelError).Containing("handler failed")
+			if len(lines) != 1 {
+				t.Fatalf("want one ERROR handler failed line, got:\n%s", f.logs.Records())
+			}
+			if got := lines[0].Attrs["handler_body"]; got != tc.want {
+				t.Errorf("handler_body = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A handler's own 503 or 429 is contention, like the gateway's in-progress
+// answer: WARN, not ERROR.
+func TestHandlerBusyIsAWarning(t *testing.T) {
+	for _, code := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			h := &counting{}
+			h.status.Store(int32(code))
+			wantStatus(t, deliver(t, f.g.Idempotent(h), push("1", nil, "x")), code, "a busy handler")
+			recs := f.logs.Records()
+			if n := len(recs.Level(slog.LevelError)); n != 0 {
+				t.Errorf("%d ERROR lines for a busy handler:\n%s", n, recs)
+			}
+			if n := len(recs.Level(slog.LevelWarn).Outcome(gateway.OutcomeFailed).Containing("handler answered busy")); n != 1 {
+				t.Errorf("want one WARN busy line, got:\n%s", recs)
+			}
+		})
+	}
+}
+
+// A duplicate acknowledged leaves a line at INFO by default, with the fence
+// of the delivery that did the work (whose own line, at DEBUG, carries it
+// too); DuplicateLogLevel moves it.
+func TestDuplicateLine(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		level slog.Level
+	}{{"default", slog.LevelInfo}, {"DuplicateLogLevel debug", slog.LevelDebug}, {"DuplicateLogLevel warn", slog.LevelWarn}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{DuplicateLogLevel: tc.level})
+			srv := f.g.Idempotent(&counting{})
+			deliver(t, srv, push("1", nil, "x"))
+			deliver(t, srv, push("1", nil, "x"))
+			recs := f.logs.Records()
+			won, dup := recs.Outcome(gateway.OutcomeWon), recs.Outcome(gateway.OutcomeDuplicate)
+			if len(won) != 1 || len(dup) != 1 {
+				t.Fatalf("want one won and one duplicate line, got:\n%s", recs)
+			}
+			if won[0].Level != slog.LevelDebug || dup[0].Level != tc.level {
+				t.Errorf("won at %v, duplicate at %v; want DEBUG and %v", won[0].Level, dup[0].Level, tc.level)
+			}
+			if fw, fd := won[0].Attrs["fence"], dup[0].Attrs["fence"]; fw == "" || fw == "0" || fw != fd {
+				t.Errorf("fence of the won line %q, of the duplicate %q: want the same, set", fw, fd)
+			}
+		})
+	}
+}
+
+// Durations in lines name their unit: duration_ms, a number of
+// milliseconds, in the JSON a log collector reads.
+func TestDurationNamesItsUnit(t *testing.T) {
+	var buf bytes.Buffer
+	f := newFixture(t, gateway.Options{})
+	g, err := gateway.New(f.st, &gateway.Options{NoRenew: true, Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, g.Idempotent(&counting{}), push("1", nil, "x"))
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, buf.Bytes())
+	}
+	if ms, ok := line["duration_ms"].(float64); !ok || ms < 0 || line["duration"] != nil {
+		t.Errorf("line %s: want a duration_ms number and no duration", buf.Bytes())
+	}
+}
+
+// digestOf is key as a gateway with HideKeys logs it.
+func digestOf(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,108 @@
+package pushenvelope
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxIdentity bounds each string Identify returns, so that a refused
+// request cannot put a megabyte into a log line.
+const maxIdentity = 256
+
+// Identify returns what a log line may say about a request that Decode
+// refused: the Form that Parse's rules choose from the headers (Wrapped
+// when none applies, as Parse decides), and the message id, subscription
+// and CloudEvent source where the headers or body still carry them. It
+// never fails and never panics; fields it cannot read stay empty, and each
+// is valid UTF-8, cut after 256 bytes. body may be nil (a body over the size
+// limit is never read). The Message is for logs only: its Data and
+// Attributes are nil.
+func Identify(h http.Header, body []byte) *Message {
+	m := &Message{Form: formOf(h)}
+	switch m.Form {
+	case Unwrapped:
+		m.ID, m.Subscription = h.Get(headerMessageID), h.Get(headerSubscription)
+	case CloudEventBinary:
+		m.ID, m.Source = h.Get(headerID), h.Get(headerSource)
+		var w looseWire
+		_ = json.Unmarshal(body, &w) // best effort: whatever was read is kept
+		w.fill(m)
+	case CloudEventStructured:
+		var ev struct {
+			ID     any       `json:"id"`
+			Source any       `json:"source"`
+			Data   looseWire `json:"data"`
+		}
+		_ = json.Unmarshal(body, &ev) // best effort: whatever was read is kept
+		m.ID, m.Source = text(ev.ID), text(ev.Source)
+		ev.Data.fill(m)
+	default:
+		var w looseWire
+		_ = json.Unmarshal(body, &w) // best effort, as above
+		w.fill(m)
+	}
+	m.ID, m.Subscription, m.Source = bounded(m.ID), bounded(m.Subscription), bounded(m.Source)
+	return m
+}
+
+// formOf is the form Parse's rules choose from the headers alone.
+func formOf(h http.Header) Form {
+	if _, ok := h[headerMessageID]; ok {
+		return Unwrapped
+	}
+	if _, ok := h[headerSpecVersion]; ok {
+		return CloudEventBinary
+	}
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	if strings.EqualFold(strings.TrimSpace(ct), structuredMediaType) {
+		return CloudEventStructured
+	}
+	return Wrapped
+}
+
+// looseWire is a wrapped body read for its identity only: fields of any
+// JSON type, so that one of the wrong type spoils none of the others.
+type looseWire struct {
+	Message *struct {
+		MessageID      any `json:"messageId"`
+		MessageIDSnake any `json:"message_id"`
+	} `json:"message"`
+	Subscription any `json:"subscription"`
+}
+
+// fill sets m's ID (unless the event's already stands) and Subscription
+// from w.
+func (w *looseWire) fill(m *Message) {
+	if w.Message != nil {
+		if id := text(w.Message.MessageID); id != "" {
+			m.ID = id
+		} else if id := text(w.Message.MessageIDSnake); id != "" {
+			m.ID = id
+		}
+	}
+	if s := text(w.Subscription); s != "" {
+		m.Subscription = s
+	}
+}
+
+// text is v when it is a JSON string, and empty otherwise.
+func text(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// bounded cuts s to maxIdentity bytes, at a rune boundary, with invalid
+// UTF-8 replaced.
+func bounded(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxIdentity {
+		return s
+	}
+	cut := maxIdentity
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,231 @@
+package relaytest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// bugs switches on one deliberate violation of the source contract each.
+type bugs struct {
+	ignoresHold       bool // Take hands out held messages
+	ignoresOrder      bool // Take hands out a key's message past a held earlier one
+	keepsSent         bool // Settle does not delete the sent messages
+	givesBackAny      bool // Settle gives back messages another Take holds now
+	enqueuesRollback  bool // messages are written at once, not on commit
+	enqueuesFenced    bool // messages commit even when the claim was fenced out
+	noChildKeyAttr    bool // the child key is not among the attributes
+	leaseNeverLapses  bool // a dead relay's messages are never handed out again
+	settleKeepsLapsed bool // Settle of a message whose lease lapsed deletes nothing
+}
+
+// model is a small, obviously correct outbox (one mutex) over memstore,
+// with switchable bugs.
+type model struct {
+	mu     sync.Mutex // guards rows, nextID
+	rows   []*row     // in id order
+	nextID int64
+	bugs   bugs
+}
+
+type row struct {
+	id         int64
+	p          outbox.Pending
+	enqueued   time.Time
+	leaseUntil time.Time
+	taker      string
+}
+
+func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	token := rand.Text()
+	type okey struct{ topic, key string }
+	blocked := map[okey]bool{}
+	var out []outbox.Pending
+	for _, r := range m.rows {
+		if len(out) == n {
+			break
+		}
+		k := okey{r.p.Topic, r.p.OrderingKey}
+		held := now.Before(r.leaseUntil) && !m.bugs.leaseNeverLapses || m.bugs.leaseNeverLapses && r.taker != ""
+		if held && !m.bugs.ignoresHold || r.p.OrderingKey != "" && blocked[k] && !m.bugs.ignoresOrder {
+			if r.p.OrderingKey != "" {
+				blocked[k] = true
+			}
+			continue
+		}
+		r.leaseUntil, r.taker = now.Add(lease), token
+		p := r.p
+		p.Token, p.Waited = token, now.Sub(r.enqueued)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (m *model) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for _, p := range sent {
+		for i, r := range m.rows {
+			if r.p.ID == p.ID && !m.bugs.keepsSent && (!m.bugs.settleKeepsLapsed || r.taker == p.Token && now.Before(r.leaseUntil)) {
+				m.rows = append(m.rows[:i], m.rows[i+1:]...)
+				break
+			}
+		}
+	}
+	for _, p := range unsent {
+		for _, r := range m.rows {
+			if r.p.ID == p.ID && (r.taker == p.Token || m.bugs.givesBackAny) {
+				r.leaseUntil, r.taker = time.Time{}, ""
+			}
+		}
+	}
+	return nil
+}
+
+func (m *model) Backlog(ctx context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.rows)), nil
+}
+
+// add commits prepared messages.
+func (m *model) add(ps []outbox.Pending) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		m.nextID++
+		p.ID = strconv.FormatInt(m.nextID, 10)
+		if m.bugs.noChildKeyAttr {
+			delete(p.Attributes, outbox.ChildKeyAttribute)
+		}
+		m.rows = append(m.rows, &row{id: m.nextID, p: p, enqueued: time.Now()})
+	}
+}
+
+var _ relay.Source = (*model)(nil)
+
+// modelEnv returns an env on a model with b; its InTx completes on commit
+// with memstore's Complete, the model's stand-in for CompleteTx.
+func modelEnv(t testing.TB, b bugs) *env {
+	st, err := memstore.New(&memstore.Options{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model{bugs: b}
+	cfg := Config{Lease: 100 * time.Millisecond}
+	cfg.InTx = func(ctx context.Context, _ store.Store, fn func(complete CompleteFunc) error) error {
+		type pending struct {
+			c  store.Claim
+			ps []outbox.Pending
+		}
+		var buf []pending
+		err := fn(func(c store.Claim, msgs ...outbox.Message) error {
+			ps, err := outbox.Prepare(c.Key, msgs)
+			if err != nil {
+				return err
+			}
+			if b.enqueuesRollback {
+				m.add(ps)
+				ps = nil
+			}
+			buf = append(buf, pending{c, ps})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range buf {
+			ok, err := st.Complete(ctx, p.c)
+			if err != nil {
+				return err
+			}
+			if !ok && !b.enqueuesFenced {
+				return fmt.Errorf("model: %w", store.ErrFenced)
+			}
+			m.add(p.ps)
+		}
+		return nil
+	}
+	return &env{cfg: cfg, ctx: t.Context(), st: st, src: m}
+}
+
+// recorder is a testing.TB that records failures instead of failing the
+// test; FailNow ends the case's goroutine.
+type recorder struct {
+	testing.TB
+	mu     sync.Mutex // guards failed
+	failed bool
+}
+
+func (r *recorder) Errorf(format string, args ...any) { r.fail() }
+func (r *recorder) Error(args ...any)                 { r.fail() }
+func (r *recorder) Fatalf(format string, args ...any) { r.fail(); runtime.Goexit() }
+func (r *recorder) Fatal(args ...any)                 { r.fail(); runtime.Goexit() }
+func (r *recorder) FailNow()                          { r.fail(); runtime.Goexit() }
+func (r *recorder) Fail()                             { r.fail() }
+func (r *recorder) Failed() bool                      { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }
+func (r *recorder) Helper()                           {}
+func (r *recorder) Logf(format string, args ...any)   {}
+func (r *recorder) Log(args ...any)                   {}
+func (r *recorder) fail()                             { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
+
+// failures runs the source cases on a model with b and returns the names
+// of those that failed.
+func failures(t *testing.T, b bugs) []string {
+	var failed []string
+	for _, c := range sourceCases {
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.run(r, modelEnv(r, b))
+		}()
+		<-done
+		if r.Failed() {
+			failed = append(failed, c.name)
+		}
+	}
+	return failed
+}
+
+// TestSuiteCatchesBrokenSources runs the source cases on a correct model,
+// which must pass them all, and on models with one bug each, which must
+// fail at least one.
+func TestSuiteCatchesBrokenSources(t *testing.T) {
+	if got := failures(t, bugs{}); len(got) > 0 {
+		t.Fatalf("the correct model fails %v", got)
+	}
+	for name, b := range map[string]bugs{
+		"ignoresHold":       {ignoresHold: true},
+		"ignoresOrder":      {ignoresOrder: true},
+		"keepsSent":         {keepsSent: true},
+		"givesBackAny":      {givesBackAny: true},
+		"enqueuesRollback":  {enqueuesRollback: true},
+		"enqueuesFenced":    {enqueuesFenced: true},
+		"noChildKeyAttr":    {noChildKeyAttr: true},
+		"leaseNeverLapses":  {leaseNeverLapses: true},
+		"settleKeepsLapsed": {settleKeepsLapsed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := failures(t, b); len(got) == 0 {
+				t.Errorf("no source case catches %s", name)
+			} else {
+				t.Logf("caught by %v", got)
+			}
+		})
+	}
+}
