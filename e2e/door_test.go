@@ -165,6 +165,8 @@ func (d *door) key(dl delivery) string {
 		return "order_id:" + dl.Attrs["order_id"]
 	case "/po-updates":
 		return "po-update:" + dl.ID
+	case "/pipeline/shipments":
+		return shipmentKey(dl)
 	default:
 		return "msg:" + dl.ID
 	}

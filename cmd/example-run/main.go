@@ -16,6 +16,14 @@
 //	                 see docs/security.md); unset: no verification in-app
 //	IDEMGATE_METRICS stdout: write OpenTelemetry metrics as JSON to stderr
 //	                 every minute (and at exit); empty: none
+//	IDEMGATE_PIPELINE_TABLE
+//	                 the records table of POST /pipeline/orders (default
+//	                 example_pipeline), with its outbox <table>_outbox and
+//	                 its orders <table>_orders beside it, created at start-up
+//	PIPELINE_TOPIC   the topic POST /pipeline/orders ships to (default shipments)
+//	PIPELINE_PUBLISH outbox (default) or direct: publish the shipment from the
+//	                 body, before the transaction, with GOOGLE_CLOUD_PROJECT;
+//	                 the anti-pattern the e2e proof compares with
 //	IDEMGATE_ORDERS_FINGERPRINT
 //	                 reject or accept: fingerprint the payloads of /orders, so
 //	                 that an order_id reused for a different order is a
@@ -38,6 +46,20 @@
 //	                  (sqlstore's CompleteTx), so a delivery that lost its
 //	                  claim writes nothing; with any other store it answers
 //	                  501 (Pub/Sub retries, then dead-letters)
+//	POST /pipeline/orders
+//	                  stage A of a pipeline, on a SQL store: de-duplicates on
+//	                  the order_id attribute and, in one transaction, records
+//	                  the order done, writes its row and enqueues its shipment
+//	                  (one message to PIPELINE_TOPIC, child key named
+//	                  "shipment") in the outbox, so they commit together or not
+//	                  at all; an order whose amount attribute is not a positive
+//	                  integer is rolled back and acknowledged as rejected. A
+//	                  relay publishes the outbox (cmd/idemgate relay). With
+//	                  any other store it answers 501
+//	POST /pipeline/shipments
+//	                  stage B: de-duplicates on the child key attribute
+//	                  (gateway.KeyFromChildKey), so a shipment the relay
+//	                  publishes twice runs once, and sends it to the supplier
 //	GET  /healthz     200 when serving
 //
 // Logs are JSON lines with Cloud Logging's "severity" field, a start-up
@@ -109,6 +131,9 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	example.WarnSingleInstance(log, isMemory)
 	h, err := newServer(ctx, st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
 	if err != nil {
+		return err
+	}
+	if h, err = withPipeline(ctx, h, st.Store, cfg, getenv, log); err != nil {
 		return err
 	}
 	if h, err = withPushAuth(ctx, h, getenv("PUSH_AUDIENCE"), getenv("PUSH_SERVICE_ACCOUNT"), log); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"cloud.google.com/go/datastore"
 
+	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 )
@@ -55,12 +56,21 @@ import (
 //
 // The gateway still calls Complete after the body returns; on a record
 // already DONE with the same fence it answers true and writes nothing.
-func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim) error {
+//
+// msgs are outgoing messages, queued in tx after the record (see
+// [Store.Outbox]): they commit if and only if the completion does, and a
+// relay publishes them afterwards, each with its child key. An invalid
+// message fails CompleteTx (see [outbox.Prepare]).
+func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("datastorestore: CompleteTx: nil transaction")
 	}
-	return s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+	err := s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
 		_, err := s.step(tx, key, decide)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return s.enqueueTx(tx, c.Key, msgs)
 }

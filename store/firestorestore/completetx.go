@@ -5,6 +5,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 )
@@ -58,11 +59,16 @@ import (
 //
 // The gateway still calls Complete after the body returns; on a record
 // already DONE with the same fence it answers true and writes nothing.
-func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim) error {
+//
+// msgs are outgoing messages, written in tx after the record (see
+// [Store.Outbox]): they commit if and only if the completion does, and a
+// relay publishes them afterwards, each with its child key. An invalid
+// message fails CompleteTx (see [outbox.Prepare]).
+func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("firestorestore: CompleteTx: nil transaction")
 	}
-	return s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+	err := s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
 		s.versions.drop(key) // tx may change the document: the next write reads it
 		ref, hashed := s.docRef(key)
 		snap, err := tx.Get(ref)
@@ -75,4 +81,8 @@ func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return s.enqueueTx(tx, c.Key, msgs)
 }

@@ -52,6 +52,8 @@ type Store struct {
 	ops      record.Ops
 	now      func() time.Time
 	versions versions
+
+	client *firestore.Client // the outbox's queries and transactions
 }
 
 var (
@@ -98,7 +100,7 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	if coll == nil { // unreachable after checkCollection
 		return nil, fmt.Errorf("firestorestore: invalid collection path %q", o.Collection)
 	}
-	s := &Store{coll: coll, now: o.Now}
+	s := &Store{coll: coll, now: o.Now, client: client}
 	s.ops = record.Ops{
 		Name:  "firestorestore",
 		Rules: record.Rules{TTL: o.TTL, Skew: o.SkewMargin},

@@ -1,0 +1,111 @@
+package datastorestore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/datastore"
+
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/relay/relaytest"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/datastorestore"
+	"github.com/idemgate/idemgate/store/internal/googletest"
+)
+
+// TestOutbox: messages given to CompleteTx commit with it, and only then;
+// the outbox hands each to one Take at a time, in order per ordering key.
+func TestOutbox(t *testing.T) {
+	client := newClient(t)
+	googletest.Outbox(t, func(t *testing.T, now func() time.Time) googletest.OutboxWorld {
+		st := newStore(t, client, datastorestore.Options{Now: now})
+		return googletest.OutboxWorld{
+			Store:  st,
+			Source: st.Outbox(),
+			Complete: func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+				_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+					if err := st.CompleteTx(tx, c, msgs...); err != nil {
+						return err
+					}
+					return fail
+				})
+				return err
+			},
+		}
+	})
+}
+
+// TestRelaytest runs the outbox conformance suite, its relay cases on the
+// Pub/Sub emulator.
+func TestRelaytest(t *testing.T) {
+	client := newClient(t)
+	relaytest.Run(t, relaytest.Config{
+		New: func(t testing.TB) (store.Store, relay.Source) {
+			st := newStore(t, client, datastorestore.Options{})
+			return st, st.Outbox()
+		},
+		InTx: func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+			_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+				return fn(func(c store.Claim, msgs ...outbox.Message) error {
+					return st.(*datastorestore.Store).CompleteTx(tx, c, msgs...)
+				})
+			})
+			return err
+		},
+		PubSub: googletest.PubSubClient(t),
+	})
+}
+
+// ExampleStore_Outbox books an order and enqueues its shipment in one
+// transaction; a relay (relay.New(st.Outbox(), pubsubClient, nil).Run)
+// then publishes it. Here the outbox is read directly, as a relay does.
+func ExampleStore_Outbox() {
+	ctx := context.Background()
+	client, err := datastore.NewClient(ctx, "my-project")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	st, err := datastorestore.New(client, &datastorestore.Options{Namespace: "shop-" + strings.ToLower(rand.Text()[:8])})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	c, err := st.Claim(ctx, "order_id:42", time.Minute) // the gateway does this
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		ship := outbox.Message{Topic: "shipments", Data: []byte(`{"order":42}`), Name: "shipment"}
+		if err := st.CompleteTx(tx, c, ship); err != nil {
+			return err // fenced out: neither the order nor its shipment commits
+		}
+		_, err := tx.Put(datastore.IncompleteKey("Order", nil), &struct{ ID int }{42})
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	ps, err := st.Outbox().Take(ctx, 10, 30*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// A relay publishes them, then st.Outbox().Settle(ctx, ps, nil)
+	// deletes them.
+	for _, p := range ps {
+		fmt.Println(p.Topic, string(p.Data), p.Attributes[outbox.ChildKeyAttribute] == outbox.ChildKey(c.Key, "shipment"))
+	}
+	// Output:
+	// shipments {"order":42} true
+}

@@ -1,0 +1,57 @@
+package firestorestore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/relay/relaytest"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/firestorestore"
+	"github.com/idemgate/idemgate/store/internal/googletest"
+)
+
+// TestOutbox: messages given to CompleteTx commit with it, and only then;
+// the outbox hands each to one Take at a time, in order per ordering key.
+func TestOutbox(t *testing.T) {
+	client := newClient(t)
+	googletest.Outbox(t, func(t *testing.T, now func() time.Time) googletest.OutboxWorld {
+		st := newStore(t, client, firestorestore.Options{Now: now})
+		return googletest.OutboxWorld{
+			Store:  st,
+			Source: st.Outbox(),
+			Complete: func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+				return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+					if err := st.CompleteTx(tx, c, msgs...); err != nil {
+						return err
+					}
+					return fail
+				})
+			},
+		}
+	})
+}
+
+// TestRelaytest runs the outbox conformance suite, its relay cases on the
+// Pub/Sub emulator.
+func TestRelaytest(t *testing.T) {
+	client := newClient(t)
+	relaytest.Run(t, relaytest.Config{
+		New: func(t testing.TB) (store.Store, relay.Source) {
+			st := newStore(t, client, firestorestore.Options{})
+			return st, st.Outbox()
+		},
+		InTx: func(ctx context.Context, st store.Store, fn func(complete relaytest.CompleteFunc) error) error {
+			return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+				return fn(func(c store.Claim, msgs ...outbox.Message) error {
+					return st.(*firestorestore.Store).CompleteTx(tx, c, msgs...)
+				})
+			})
+		},
+		PubSub: googletest.PubSubClient(t),
+	})
+}
