@@ -11,20 +11,31 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/store/datastorestore"
+	"github.com/idemgate/idemgate/store/firestorestore"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
 const relayHelp = `Relay publishes the messages that guarded bodies enqueued in a SQL store's
-outbox (CompleteTx with messages) to Pub/Sub, each with its child key, and
+outbox (CompleteTx with messages; SQL, Datastore or Firestore) to Pub/Sub, each with its child key, and
 deletes them once Pub/Sub acknowledged them. It runs until interrupted
 (SIGINT, SIGTERM). Several relays may run on one outbox at once. Topic IDs
 resolve in -project; PUBSUB_EMULATOR_HOST points the client at an emulator.
 -timeout bounds opening the store only. Log lines go to stderr.
 `
 
-// outboxStore is a store with an outbox to relay (sqlstore).
-type outboxStore interface {
-	Outbox() *sqlstore.Outbox
+// outboxOf returns the outbox of a store that has one: the SQL stores',
+// Datastore's and Firestore's.
+func outboxOf(st any) (relay.Source, bool) {
+	switch st := st.(type) {
+	case *sqlstore.Store:
+		return st.Outbox(), true
+	case *datastorestore.Store:
+		return st.Outbox(), true
+	case *firestorestore.Store:
+		return st.Outbox(), true
+	}
+	return nil, false
 }
 
 func (c *cli) relay(ctx context.Context, args []string) int {
@@ -48,13 +59,12 @@ func (c *cli) relay(ctx context.Context, args []string) int {
 		return c.fail(octx, cm, err)
 	}
 	defer o.Close()
-	ob, ok := o.Store.(outboxStore)
+	src, ok := outboxOf(o.Store)
 	if !ok {
-		return c.fail(octx, cm, fmt.Errorf("%w: the %s store has no outbox to relay (SQL stores do)", errUsage, o.Name))
+		return c.fail(octx, cm, fmt.Errorf("%w: the %s store has no outbox to relay (the SQL, Datastore and Firestore stores do)", errUsage, o.Name))
 	}
-	src := ob.Outbox()
 	if _, err := src.Backlog(octx); err != nil {
-		return c.fail(octx, cm, fmt.Errorf("the outbox of %s cannot be read (the service's store creates it with Options.Outbox and CreateTable): %w", o.Where(), err))
+		return c.fail(octx, cm, fmt.Errorf("the outbox of %s cannot be read (a SQL store creates it with Options.Outbox and CreateTable): %w", o.Where(), err))
 	}
 	client, err := pubsub.NewClient(ctx, *project)
 	if err != nil {

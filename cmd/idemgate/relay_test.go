@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/datastorestore"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -28,9 +30,21 @@ func TestRelayUsage(t *testing.T) {
 	}
 }
 
-// The relay command publishes what a service committed to its SQLite
-// store's outbox, and stops cleanly on interrupt.
+// The relay command publishes what a service committed to its store's
+// outbox (SQLite, Datastore), and stops cleanly on interrupt.
 func TestRelayCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		enqueue func(t *testing.T, msg outbox.Message) (url string)
+	}{
+		{"SQLite", enqueueSQLite},
+		{"Datastore", enqueueDatastore},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRelayCommand(t, tc.enqueue) })
+	}
+}
+
+func testRelayCommand(t *testing.T, enqueue func(t *testing.T, msg outbox.Message) string) {
 	host := testenv.PubSubEmulatorHost(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", host)
 	ctx := t.Context()
@@ -40,18 +54,58 @@ func TestRelayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	topic, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/shipments"})
+	topic, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/shipments-" + unique()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + project + "/subscriptions/shipments", Topic: topic.Name, AckDeadlineSeconds: 30,
+		Name: "projects/" + project + "/subscriptions/shipments-" + unique(), Topic: topic.Name, AckDeadlineSeconds: 30,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	// The service: a store with an outbox, one completed order.
+	// The service committed one order with its shipment; a topic ID is
+	// resolved in -project.
+	url := enqueue(t, outbox.Message{Topic: topic.Name[strings.LastIndex(topic.Name, "/")+1:], Data: []byte("ship order-1")})
+
+	got := make(chan *pubsub.Message, 10)
+	rctx, stopRecv := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		client.Subscriber(sub.Name).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+			m.Ack()
+			got <- m
+		})
+	})
+	defer func() { stopRecv(); wg.Wait() }()
+
+	cctx, interrupt := context.WithCancel(ctx)
+	res := make(chan result, 1)
+	go func() {
+		res <- idemgateCtx(cctx, "", "relay", "-store", url, "-project", project, "-poll", "50ms")
+	}()
+	select {
+	case m := <-got:
+		if string(m.Data) != "ship order-1" || m.Attributes[outbox.ChildKeyAttribute] != outbox.ChildKey("order-1", "0") {
+			t.Errorf("received %q with child key %q; want the enqueued message with its child key", m.Data, m.Attributes[outbox.ChildKeyAttribute])
+		}
+	case r := <-res:
+		t.Fatalf("relay ended before publishing: %d, %s", r.code, r.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay command published nothing")
+	}
+	interrupt()
+	r := <-res
+	if r.code != exitOK || !strings.Contains(r.stderr, "relay: started") || !strings.Contains(r.stderr, "relay: stopped") {
+		t.Errorf("relay = %d, stderr %q; want 0 and its start and stop lines", r.code, r.stderr)
+	}
+}
+
+// enqueueSQLite completes order-1 in a SQLite store's transaction with msg
+// in its outbox, and returns the store's URL.
+func enqueueSQLite(t *testing.T, msg outbox.Message) string {
+	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "records.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -73,43 +127,38 @@ func TestRelayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A topic ID: resolved in -project.
-	if err := st.CompleteTx(ctx, tx, c, outbox.Message{Topic: "shipments", Data: []byte("ship order-1")}); err != nil {
+	if err := st.CompleteTx(ctx, tx, c, msg); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	return "sqlite://" + path
+}
 
-	got := make(chan *pubsub.Message, 10)
-	rctx, stopRecv := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		client.Subscriber(sub.Name).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
-			m.Ack()
-			got <- m
-		})
-	})
-	defer func() { stopRecv(); wg.Wait() }()
-
-	cctx, interrupt := context.WithCancel(ctx)
-	res := make(chan result, 1)
-	go func() {
-		res <- idemgateCtx(cctx, "", "relay", "-store", "sqlite://"+path, "-project", project, "-poll", "50ms")
-	}()
-	select {
-	case m := <-got:
-		if string(m.Data) != "ship order-1" || m.Attributes[outbox.ChildKeyAttribute] != outbox.ChildKey("order-1", "0") {
-			t.Errorf("received %q with child key %q; want the enqueued message with its child key", m.Data, m.Attributes[outbox.ChildKeyAttribute])
-		}
-	case r := <-res:
-		t.Fatalf("relay ended before publishing: %d, %s", r.code, r.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the relay command published nothing")
+// enqueueDatastore does what enqueueSQLite does on the Datastore emulator,
+// in a namespace of its own.
+func enqueueDatastore(t *testing.T, msg outbox.Message) string {
+	ctx := t.Context()
+	t.Setenv("DATASTORE_EMULATOR_HOST", testenv.DatastoreEmulatorHost(t))
+	client, err := datastore.NewClient(ctx, "idemgate-test")
+	if err != nil {
+		t.Fatal(err)
 	}
-	interrupt()
-	r := <-res
-	if r.code != exitOK || !strings.Contains(r.stderr, "relay: started") || !strings.Contains(r.stderr, "relay: stopped") {
-		t.Errorf("relay = %d, stderr %q; want 0 and its start and stop lines", r.code, r.stderr)
+	defer client.Close()
+	ns := unique()
+	st, err := datastorestore.New(client, &datastorestore.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
 	}
+	c, err := st.Claim(ctx, "order-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		return st.CompleteTx(tx, c, msg)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return "datastore://idemgate-test?namespace=" + ns
 }
