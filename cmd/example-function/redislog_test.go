@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/logtest"
 )
 
 // TestRedisClientLogsInJSON: go-redis's own lines (its pool failing to
@@ -26,20 +25,5 @@ func TestRedisClientLogsInJSON(t *testing.T) {
 	if err := run(ctx, func(k string) string { return env[k] }, &logs); err == nil {
 		t.Fatal("run with an unreachable Redis succeeded")
 	}
-	var fromRedis int
-	for line := range strings.Lines(logs.String()) {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Errorf("a log line is not JSON: %q", line)
-		}
-		if l["component"] == "go-redis" {
-			fromRedis++
-			if l["severity"] != "WARNING" || !strings.Contains(fmt.Sprint(l["message"]), "connection pool") {
-				t.Errorf("go-redis line = %s, want a WARNING about its connection pool", line)
-			}
-		}
-	}
-	if fromRedis == 0 {
-		t.Errorf("no go-redis line in the JSON log:\n%s", logs.String())
-	}
+	logtest.CheckGoRedisJSON(t, logs.String())
 }

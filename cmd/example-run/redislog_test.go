@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/logtest"
 )
 
 // lockedBuffer is a log destination safe for go-redis's goroutines.
@@ -45,20 +45,5 @@ func TestRedisClientLogsInJSON(t *testing.T) {
 	if err := run(ctx, func(k string) string { return env[k] }, &logs, nil); err == nil {
 		t.Fatal("run with an unreachable Redis succeeded")
 	}
-	var fromRedis int
-	for line := range strings.Lines(logs.String()) {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Errorf("a log line is not JSON: %q", line)
-		}
-		if l["component"] == "go-redis" {
-			fromRedis++
-			if l["severity"] != "WARNING" || !strings.Contains(fmt.Sprint(l["message"]), "connection pool") {
-				t.Errorf("go-redis line = %s, want a WARNING about its connection pool", line)
-			}
-		}
-	}
-	if fromRedis == 0 {
-		t.Errorf("no go-redis line in the JSON log:\n%s", logs.String())
-	}
+	logtest.CheckGoRedisJSON(t, logs.String())
 }

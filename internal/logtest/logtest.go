@@ -234,3 +234,27 @@ func flatten(dst map[string]string, prefix string, a slog.Attr) {
 	}
 	dst[prefix+a.Key] = v.String()
 }
+
+// CheckGoRedisJSON fails t unless every line of out is JSON and at least
+// one is go-redis's own line (component "go-redis", a WARNING about its
+// connection pool), as a service's logger writes it after routing go-redis
+// through slog (storeurl.RedisLogger).
+func CheckGoRedisJSON(t testing.TB, out string) {
+	t.Helper()
+	var fromRedis int
+	for line := range strings.Lines(out) {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Errorf("a log line is not JSON: %q", line)
+		}
+		if l["component"] == "go-redis" {
+			fromRedis++
+			if l["severity"] != "WARNING" || !strings.Contains(fmt.Sprint(l["message"]), "connection pool") {
+				t.Errorf("go-redis line = %s, want a WARNING about its connection pool", line)
+			}
+		}
+	}
+	if fromRedis == 0 {
+		t.Errorf("no go-redis line in the JSON log:\n%s", out)
+	}
+}
