@@ -104,9 +104,9 @@ type ledgerEntry struct {
 const ledgerKind = "Ledger"
 
 // TestZombiesCannotRepeatTransactionalWrites is the point of CompleteTx.
-// Each message is delivered four times at once to a gateway with a 100 ms
-// lease that is never renewed, and a third of the bodies stall for 150 to
-// 250 ms, so that their claims are taken over while they still mean to
+// Each message is delivered four times at once to a gateway with a 1.5 s
+// lease that is never renewed, and a third of the bodies stall for 2 to
+// 3 s, so that their claims are taken over while they still mean to
 // write (see googletest.Storm). Each body books its message in a ledger
 // kind, in the store's database.
 //
