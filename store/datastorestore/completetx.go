@@ -2,6 +2,7 @@ package datastorestore
 
 import (
 	"errors"
+	"fmt"
 
 	"cloud.google.com/go/datastore"
 
@@ -9,6 +10,11 @@ import (
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 )
+
+// MaxMessagesPerCompleteTx is the most outgoing messages one CompleteTx
+// takes: a Datastore commit holds at most 500 entities, one of them the
+// record.
+const MaxMessagesPerCompleteTx = 499
 
 // CompleteTx records c as done inside tx, the caller's own transaction, so
 // that the completion and the caller's business writes commit together or
@@ -60,10 +66,15 @@ import (
 // msgs are outgoing messages, queued in tx after the record (see
 // [Store.Outbox]): they commit if and only if the completion does, and a
 // relay publishes them afterwards, each with its child key. An invalid
-// message fails CompleteTx (see [outbox.Prepare]).
+// message fails CompleteTx (see [outbox.Prepare]), and so do more than
+// MaxMessagesPerCompleteTx: Datastore commits at most 500 entities at
+// once, the record among them (the body's own writes count too).
 func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("datastorestore: CompleteTx: nil transaction")
+	}
+	if len(msgs) > MaxMessagesPerCompleteTx {
+		return fmt.Errorf("datastorestore: CompleteTx: %d messages, more than the %d a commit can hold beside the record", len(msgs), MaxMessagesPerCompleteTx)
 	}
 	err := s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
 		_, err := s.step(tx, key, decide)

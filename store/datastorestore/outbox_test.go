@@ -109,3 +109,33 @@ func ExampleStore_Outbox() {
 	// Output:
 	// shipments {"order":42} true
 }
+
+// TestCompleteTxRefusesMoreMessagesThanACommitHolds: past
+// MaxMessagesPerCompleteTx, CompleteTx fails before writing anything, so
+// the record stays the claim's and the outbox empty.
+func TestCompleteTxRefusesMoreMessagesThanACommitHolds(t *testing.T) {
+	ctx := t.Context()
+	client := newClient(t)
+	st := newStore(t, client, datastorestore.Options{})
+	c, err := st.Claim(ctx, "order-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, datastorestore.MaxMessagesPerCompleteTx+1)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "shipments", Data: []byte("x")}
+	}
+	_, err = client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		return st.CompleteTx(tx, c, msgs...)
+	})
+	if err == nil || !strings.Contains(err.Error(), "more than the 499") {
+		t.Fatalf("CompleteTx with %d messages = %v, want the commit limit named", len(msgs), err)
+	}
+	rec, live, err := st.Inspect(ctx, c.Key)
+	if err != nil || !live || rec.State != store.Claimed || rec.Fence != c.Fence {
+		t.Errorf("record after the refusal = %+v (live %v, %v), want the claim's, CLAIMED", rec, live, err)
+	}
+	if n, err := st.Outbox().Backlog(ctx); err != nil || n != 0 {
+		t.Errorf("outbox backlog = %d, %v; want 0", n, err)
+	}
+}
