@@ -11,11 +11,7 @@ func (s *Store) outboxLookup() string {
 	t, idx := s.ob.table, s.ob.table.name+"_order"
 	switch {
 	case s.spec.mysql:
-		schema := "DATABASE()"
-		if t.schema != "" {
-			schema = "'" + t.schema + "'"
-		}
-		where := `table_schema = ` + schema + ` AND table_name = '` + t.name + `'`
+		where := t.mysqlWhere()
 		return `SELECT
 	(SELECT COUNT(*) FROM information_schema.tables WHERE ` + where + `),
 	(SELECT COUNT(*) FROM information_schema.statistics WHERE ` + where + ` AND index_name = '` + idx + `' AND seq_in_index = 1)`
@@ -24,10 +20,7 @@ func (s *Store) outboxLookup() string {
 	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'table' AND name = '` + t.name + `' COLLATE NOCASE),
 	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'index' AND name = '` + idx + `' COLLATE NOCASE)`
 	}
-	schema := "current_schema()"
-	if t.schema != "" {
-		schema = "'" + t.schema + "'"
-	}
+	schema := t.schemaOr("current_schema()")
 	return `SELECT
 	(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = ` + schema + ` AND c.relname = '` + t.name + `' AND c.relkind IN ('r', 'p')),

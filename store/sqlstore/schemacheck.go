@@ -77,11 +77,7 @@ func (s *Store) schemaLookup() string {
 	t := s.table
 	switch {
 	case s.spec.mysql:
-		schema := "DATABASE()"
-		if t.schema != "" {
-			schema = "'" + t.schema + "'"
-		}
-		where := `table_schema = ` + schema + ` AND table_name = '` + t.name + `'`
+		where := t.mysqlWhere()
 		return `SELECT
 	(SELECT COUNT(*) FROM information_schema.tables WHERE ` + where + `),
 	(SELECT COUNT(*) FROM information_schema.columns WHERE ` + where + ` AND column_name = 'fingerprint'),
@@ -105,10 +101,7 @@ func (s *Store) schemaLookup() string {
 		AND (SELECT count(*) FROM pragma_index_info(l.name, '` + schema + `')) = 1
 		AND (SELECT count(*) FROM pragma_index_info(l.name, '` + schema + `') AS i WHERE i.name = 'key_hash' COLLATE NOCASE) = 1)`
 	}
-	schema := "current_schema()"
-	if t.schema != "" {
-		schema = "'" + t.schema + "'"
-	}
+	schema := t.schemaOr("current_schema()")
 	return `WITH t AS (
 	SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 	WHERE n.nspname = ` + schema + ` AND c.relname = '` + t.name + `' AND c.relkind IN ('r', 'p')

@@ -42,6 +42,21 @@ func (t table) String() string {
 // index is the name of the index on expires_at.
 func (t table) index() string { return t.name + "_expires_at" }
 
+// schemaOr returns t's schema as a SQL string literal, or current, the
+// expression of the session's own schema, when t names none. Names are
+// validated identifiers, safe to write into the text.
+func (t table) schemaOr(current string) string {
+	if t.schema == "" {
+		return current
+	}
+	return "'" + t.schema + "'"
+}
+
+// mysqlWhere selects t's rows of an information_schema view.
+func (t table) mysqlWhere() string {
+	return `table_schema = ` + t.schemaOr("DATABASE()") + ` AND table_name = '` + t.name + `'`
+}
+
 // quoter quotes one identifier for a dialect. Validated identifiers contain
 // no quote characters, so wrapping is enough.
 type quoter func(ident string) string
