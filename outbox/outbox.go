@@ -28,6 +28,10 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // ChildKeyAttribute is the Pub/Sub attribute that carries a message's
@@ -91,6 +95,10 @@ type Pending struct {
 	// taken, on the store's clock: the relay adds the time it then takes
 	// to publish it to measure the publish lag without clock skew.
 	Waited time.Duration
+
+	// Attempts is how many publishes of the message failed before this
+	// Take (Pub/Sub refused them); 0 for a message never tried.
+	Attempts int
 }
 
 // ChildKey returns the child key of the message called name among those
@@ -116,15 +124,21 @@ const (
 	maxAttributeKey   = 256
 	maxAttributeValue = 1024
 	maxOrderingKey    = 1024
-	maxData           = 10 << 20
+	// maxProjectID is the longest project ID: a topic given by its ID is
+	// counted in the longest name the relay could resolve it to.
+	maxProjectID = 30
+	// MaxPublishRequestBytes is the Pub/Sub client's limit on a publish
+	// request (pubsub.MaxPublishRequestBytes).
+	MaxPublishRequestBytes = 10_000_000
 )
 
 // Prepare checks msgs, the messages a body enqueues under the claim key
 // parent, and returns them as a store writes them: copies, each with its
 // Name set (its position when empty) and its child key in Attributes. It
 // returns an error, for the body's transaction to fail, when a message
-// could not be published (no topic, an attribute Pub/Sub refuses, data or
-// an ordering key over Pub/Sub's limits) or when two messages share a
+// could not be published (no topic, an attribute Pub/Sub refuses, an
+// ordering key over Pub/Sub's limit, a message the Pub/Sub client would
+// refuse as oversized: see [PublishSize]) or when two messages share a
 // name. The caller's messages and maps are not modified.
 func Prepare(parent string, msgs []Message) ([]Pending, error) {
 	if parent == "" {
@@ -150,6 +164,9 @@ func Prepare(parent string, msgs []Message) ([]Pending, error) {
 		}
 		attrs[ChildKeyAttribute] = ck
 		m.Attributes = attrs
+		if n, limit := PublishSize(m), publishLimit(m.Topic); n > limit {
+			return nil, fmt.Errorf("outbox: message %d (%.80q): %d bytes as the Pub/Sub client counts it (data, attributes with the child key, ordering key), over the %d it publishes to topic %.80q", i, m.Name, n, limit, m.Topic)
+		}
 		out[i] = Pending{Message: m, ChildKey: ck}
 	}
 	return out, nil
@@ -161,8 +178,6 @@ func check(m Message) error {
 		return err
 	}
 	switch {
-	case len(m.Data) > maxData:
-		return fmt.Errorf("data of %d bytes is over Pub/Sub's %d", len(m.Data), maxData)
 	case len(m.OrderingKey) > maxOrderingKey:
 		return fmt.Errorf("ordering key of %d bytes is over Pub/Sub's %d", len(m.OrderingKey), maxOrderingKey)
 	case len(m.Attributes) >= maxAttributes:
@@ -206,4 +221,55 @@ func checkTopic(t string) error {
 		return fmt.Errorf("topic %.80q: an ID is a letter and 2 to 254 letters, digits or -_.~+%%, not starting with \"goog\"", t)
 	}
 	return nil
+}
+
+// PublishSize is the size of m as the Pub/Sub client counts it against
+// its limit on a publish request ([MaxPublishRequestBytes]): the
+// encoded message, with its data, attributes and ordering key. Prepare
+// counts the child key's attribute in, since the relay publishes it.
+func PublishSize(m Message) int {
+	return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey})
+}
+
+// publishLimit is the largest PublishSize the client publishes to topic:
+// a request holds the topic's full name and one message, whose length
+// prefix the client reserves 5 bytes for. A topic ID is counted as the
+// longest full name it could resolve to.
+func publishLimit(topic string) int {
+	name := topic
+	if !strings.HasPrefix(topic, "projects/") {
+		name = "projects/" + strings.Repeat("p", maxProjectID) + "/topics/" + topic
+	}
+	return MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(len(name))) + len(name)) - 5
+}
+
+// TopicID returns the ID of topic, given as an ID or as a full name
+// "projects/P/topics/T".
+func TopicID(topic string) string {
+	if strings.HasPrefix(topic, "projects/") {
+		return topic[strings.LastIndexByte(topic, '/')+1:]
+	}
+	return topic
+}
+
+// OrderKey returns what orders m among the messages of an outbox: "" when
+// m has no ordering key, else a SHA-256, in hex, of its topic's ID and
+// its ordering key. A topic's two spellings, "t" and "projects/P/topics/t",
+// give one order key, so that a key's messages keep their order however a
+// body names the topic. The project is left out because an outbox does
+// not know which one a topic ID resolves to; two topics of one ID in two
+// projects then share an order, which orders more than Pub/Sub needs and
+// never less.
+func OrderKey(topic, orderingKey string) string {
+	if orderingKey == "" {
+		return ""
+	}
+	id := TopicID(topic)
+	h := sha256.New()
+	h.Write([]byte("idemgate order key v1\x00"))
+	h.Write([]byte(strconv.Itoa(len(id))))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	h.Write([]byte(orderingKey))
+	return hex.EncodeToString(h.Sum(nil))
 }

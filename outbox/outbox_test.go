@@ -1,9 +1,15 @@
 package outbox_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -90,5 +96,82 @@ func TestPrepareRefuses(t *testing.T) {
 	many["b"] = "v"
 	if _, err := outbox.Prepare("p", []outbox.Message{{Topic: "orders", Attributes: many}}); err == nil {
 		t.Error("100 attributes and the child key's are over Pub/Sub's limit: must be refused")
+	}
+}
+
+// TestPrepareRefusesWhatTheClientRefuses holds Prepare's size check to the
+// Pub/Sub client's own: a message Prepare admits is published, and one a
+// byte larger, which the client would refuse on every try, fails the
+// body's transaction instead of blocking its ordering key in the outbox.
+func TestPrepareRefusesWhatTheClientRefuses(t *testing.T) {
+	ctx := t.Context()
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	const project = "a-project-id-of-thirty-chars-x" // the longest a project ID is
+	client, err := pubsub.NewClient(ctx, project, testenv.PubSubClientOptions(srv.Addr)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if outbox.MaxPublishRequestBytes != pubsub.MaxPublishRequestBytes {
+		t.Fatalf("outbox.MaxPublishRequestBytes = %d, the client's is %d", outbox.MaxPublishRequestBytes, int(pubsub.MaxPublishRequestBytes))
+	}
+	buf := make([]byte, pubsub.MaxPublishRequestBytes)
+	for _, topic := range []string{"orders", "projects/" + project + "/topics/orders"} {
+		msg := func(n int) outbox.Message {
+			return outbox.Message{Topic: topic, Data: buf[:n], Attributes: map[string]string{"kind": "invoice"}, OrderingKey: "customer-7"}
+		}
+		// The old check admitted data up to 10 MiB: this one must be refused.
+		if _, err := outbox.Prepare("parent", []outbox.Message{msg(len(buf))}); err == nil {
+			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, len(buf))
+		}
+		// The largest message Prepare admits.
+		largest := len(buf)
+		for ; largest > len(buf)-300; largest-- {
+			if _, err := outbox.Prepare("parent", []outbox.Message{msg(largest)}); err == nil {
+				break
+			}
+		}
+		ps, err := outbox.Prepare("parent", []outbox.Message{msg(largest)})
+		if err != nil {
+			t.Fatalf("topic %q: Prepare refuses every message within 300 bytes of the limit: %v", topic, err)
+		}
+		pub := client.Publisher("projects/" + project + "/topics/orders")
+		pub.EnableMessageOrdering = true
+		// pstest takes no request over gRPC's 4 MiB: only whether the
+		// client refused the message itself matters here.
+		pub.PublishSettings.Timeout = time.Second
+		for _, n := range []int{largest, largest + 1} {
+			_, err = pub.Publish(ctx, &pubsub.Message{Data: buf[:n], Attributes: ps[0].Attributes, OrderingKey: "customer-7"}).Get(ctx)
+			oversized := errors.Is(err, pubsub.ErrOversizedMessage)
+			if n == largest && oversized {
+				t.Errorf("topic %q: the client refuses as oversized a message of %d data bytes that Prepare admits", topic, n)
+			}
+			if n > largest && !oversized {
+				t.Errorf("topic %q: the client publishes %d data bytes (%v) but Prepare refuses them: the check is stricter than the client", topic, n, err)
+			}
+			pub.ResumePublish("customer-7")
+		}
+		pub.Stop()
+	}
+}
+
+// TestOrderKey: one topic spelled two ways is one order; the ordering key
+// and the topic ID both count.
+func TestOrderKey(t *testing.T) {
+	k := outbox.OrderKey("orders", "customer-7")
+	if k != outbox.OrderKey("projects/p-1/topics/orders", "customer-7") {
+		t.Error("a topic ID and its full name must give one order key")
+	}
+	if outbox.OrderKey("orders", "") != "" {
+		t.Error("a message without an ordering key has no order key")
+	}
+	for _, other := range [][2]string{{"orders", "customer-8"}, {"order", "scustomer-7"}, {"projects/p-1/topics/invoices", "customer-7"}} {
+		if outbox.OrderKey(other[0], other[1]) == k {
+			t.Errorf("OrderKey%q equals the key of (orders, customer-7)", other)
+		}
+	}
+	if got := outbox.TopicID("projects/p-1/topics/orders"); got != "orders" {
+		t.Errorf("TopicID = %q, want orders", got)
 	}
 }

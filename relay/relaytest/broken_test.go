@@ -74,7 +74,7 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	return out, nil
 }
 
-func (m *model) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+func (m *model) Settle(ctx context.Context, sent []outbox.Pending, unsent []relay.Failure) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()

@@ -211,7 +211,7 @@ type dyingSource struct {
 	sent []outbox.Pending
 }
 
-func (d *dyingSource) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+func (d *dyingSource) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
 	killed := false
 	d.once.Do(func() {
 		d.mu.Lock()
@@ -223,7 +223,7 @@ func (d *dyingSource) Settle(ctx context.Context, sent, unsent []outbox.Pending)
 	if killed {
 		return errors.New("relaytest: the relay died before marking its batch")
 	}
-	return d.Source.Settle(ctx, sent, unsent)
+	return d.Source.Settle(ctx, sent, failed)
 }
 
 func deadRelayRepublished(t testing.TB, e *env) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -264,9 +265,13 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 
 // Settle implements relay.Source: it deletes sent and makes unsent due
 // again at once, those of them the same Take still holds.
-func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
 	if err := o.s.markSent(ctx, sent); err != nil {
 		return err
+	}
+	unsent := make([]outbox.Pending, len(failed))
+	for i, f := range failed {
+		unsent[i] = f.Pending
 	}
 	return o.s.releaseOutbox(ctx, unsent, o.s.now())
 }

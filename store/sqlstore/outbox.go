@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 )
 
 // Outbox is the outbox of a Store with Options.Outbox: the source a relay
@@ -198,9 +199,9 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 
 // Settle implements relay.Source: it deletes sent and gives back unsent
 // in one transaction.
-func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) error {
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
 	s := o.s
-	if len(sent) == 0 && len(unsent) == 0 {
+	if len(sent) == 0 && len(failed) == 0 {
 		return nil
 	}
 	var del []any
@@ -212,7 +213,8 @@ func (o *Outbox) Settle(ctx context.Context, sent, unsent []outbox.Pending) erro
 		del = append(del, id, p.ChildKey)
 	}
 	back := map[string][]any{} // by token
-	for _, p := range unsent {
+	for _, f := range failed {
+		p := f.Pending
 		id, err := strconv.ParseInt(p.ID, 10, 64)
 		if err != nil {
 			return fmt.Errorf("sqlstore: outbox settle: message id %.40q is not this store's", p.ID)
