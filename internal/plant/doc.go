@@ -12,6 +12,12 @@
 // ordering key overtakes it; and 229: pushauth's middleware lets a request
 // without a token through.
 //
+// Issue 29 ("The pipeline's promise, second pass") plants its defects as
+// 290 + the item: 291, outbox.Prepare admits data up to 10 MiB, which the
+// Pub/Sub client then refuses on every try; 295, outbox.OrderKey counts
+// the topic as spelled, so that "t" and "projects/P/topics/t" are two
+// orders.
+//
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other
 // build On is the constant false and the branches compile away.
