@@ -116,18 +116,18 @@ func TestPrepareRefusesWhatTheClientRefuses(t *testing.T) {
 	if outbox.MaxPublishRequestBytes != pubsub.MaxPublishRequestBytes {
 		t.Fatalf("outbox.MaxPublishRequestBytes = %d, the client's is %d", outbox.MaxPublishRequestBytes, int(pubsub.MaxPublishRequestBytes))
 	}
-	buf := make([]byte, pubsub.MaxPublishRequestBytes)
+	buf := make([]byte, pubsub.MaxPublishRequestBytes+1)
 	for _, topic := range []string{"orders", "projects/" + project + "/topics/orders"} {
 		msg := func(n int) outbox.Message {
 			return outbox.Message{Topic: topic, Data: buf[:n], Attributes: map[string]string{"kind": "invoice"}, OrderingKey: "customer-7"}
 		}
 		// The old check admitted data up to 10 MiB: this one must be refused.
-		if _, err := outbox.Prepare("parent", []outbox.Message{msg(len(buf))}); err == nil {
-			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, len(buf))
+		if _, err := outbox.Prepare("parent", []outbox.Message{msg(pubsub.MaxPublishRequestBytes)}); err == nil {
+			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, pubsub.MaxPublishRequestBytes)
 		}
 		// The largest message Prepare admits.
-		largest := len(buf)
-		for ; largest > len(buf)-300; largest-- {
+		largest := pubsub.MaxPublishRequestBytes
+		for ; largest > pubsub.MaxPublishRequestBytes-300; largest-- {
 			if _, err := outbox.Prepare("parent", []outbox.Message{msg(largest)}); err == nil {
 				break
 			}
