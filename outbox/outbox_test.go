@@ -126,7 +126,7 @@ func TestPrepareRefusesWhatTheClientRefuses(t *testing.T) {
 			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, pubsub.MaxPublishRequestBytes)
 		}
 		// The largest message Prepare admits.
-		largest := pubsub.MaxPublishRequestBytes
+		largest := int(pubsub.MaxPublishRequestBytes)
 		for ; largest > pubsub.MaxPublishRequestBytes-300; largest-- {
 			if _, err := outbox.Prepare("parent", []outbox.Message{msg(largest)}); err == nil {
 				break
