@@ -123,7 +123,7 @@ func TestPrepareRefusesWhatTheClientRefuses(t *testing.T) {
 		}
 		// The old check admitted data up to 10 MiB: this one must be refused.
 		if _, err := outbox.Prepare("parent", []outbox.Message{msg(pubsub.MaxPublishRequestBytes)}); err == nil {
-			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, pubsub.MaxPublishRequestBytes)
+			t.Errorf("topic %q: a message of %d data bytes is over the client's request limit and must be refused", topic, int(pubsub.MaxPublishRequestBytes))
 		}
 		// The largest message Prepare admits.
 		largest := int(pubsub.MaxPublishRequestBytes)
