@@ -38,19 +38,21 @@
 // optimistic form of a single-document transaction, and it needs no
 // BeginTransaction or Rollback round trip.
 //
-// The store also remembers the last version it wrote or read of each key
-// whose record is CLAIMED (the record and its update time; a few thousand
-// keys at most). The next operation that would write that key decides on
-// the remembered version and writes on the condition that the update time
-// is still the remembered one, without reading first: Firestore raises a
-// document's update time on every change, so the condition holds exactly
-// when the document is still what the store decided on. Complete after a
-// winning Claim is thus one commit. Outcomes that write nothing always
-// read, so a duplicate sees every other process's writes. A fresh message
-// (Claim, Complete) costs three round trips (read, commit, commit) and a
-// duplicate one (read). Conflicts and transient failures are retried a few
-// times with jittered backoff; the operation is then returned as an error
-// that wraps the last failure.
+// The store also remembers, per key, the live claim it last wrote (the
+// record and its update time; a few thousand keys at most): what a won
+// Claim or an Extend left. The holder's next write of that key (Complete,
+// Release, Extend) decides on the remembered version and writes on the
+// condition that the update time is still the remembered one, without
+// reading first: Firestore raises a document's update time on every
+// change, so the condition holds exactly when the document is still what
+// the store decided on. Complete after a winning Claim is thus one commit.
+// A Claim always reads first, and nothing read is remembered: a Claim may
+// be a duplicate of a message another process completed since this store
+// last saw the key, and a duplicate must be one read that writes nothing.
+// A fresh message (Claim, Complete) costs three round trips (read, commit,
+// commit) and a duplicate one (read). Conflicts and transient failures are
+// retried a few times with jittered backoff; the operation is then
+// returned as an error that wraps the last failure.
 //
 // A Claim keeps its token (see [store.ClaimToken]) across those retries, so
 // a write whose reply was lost, or that the transport sent twice, is

@@ -49,7 +49,8 @@ const (
 // It is safe for concurrent use.
 type Store struct {
 	coll     *firestore.CollectionRef
-	ops      record.Ops
+	ops      record.Ops // Complete, Release, Extend, Inspect, Forget: round
+	claims   record.Ops // Claim: readRound
 	now      func() time.Time
 	versions versions
 
@@ -107,6 +108,8 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 		Round: s.round,
 		Retry: retryable,
 	}
+	s.claims = s.ops
+	s.claims.Round = s.readRound // a Claim may be a duplicate: it reads first
 	return s, nil
 }
 
@@ -126,9 +129,10 @@ func checkCollection(path string) error {
 }
 
 // Claim implements [store.Store]. It reads and, when it wins, writes the
-// key's record in one atomic round.
+// key's record in one atomic round. It always reads first, so that a
+// duplicate costs one read and writes nothing.
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	return s.ops.Claim(ctx, key, lease)
+	return s.claims.Claim(ctx, key, lease)
 }
 
 // Complete implements [store.Store].

@@ -22,35 +22,35 @@ type version struct {
 	at  time.Time
 }
 
-// versions remembers, per key, the last version of a CLAIMED record the
-// Store wrote or read, so that the next write of that key (a Complete, a
-// Release, an Extend, a Claim after a Release) can skip the read. It
-// never answers an outcome that writes nothing: those always read, so a
-// duplicate sees what every other process committed. It is safe for
-// concurrent use.
+// versions remembers, per key, the live claim (CLAIMED, with a token) the
+// Store last wrote: the one its holder may Complete, Release or Extend
+// next, which are then one conditioned write without a read. It remembers
+// nothing it only read, and no released claim: what those could save is
+// the read of a Claim, and a Claim may be a duplicate of a message another
+// process completed meanwhile, which must be answered by one read and no
+// write. It is safe for concurrent use.
 type versions struct {
 	mu sync.Mutex // guards m
 	m  map[string]version
 }
 
-// take returns key's version and forgets it: a round that uses it either
-// writes a new one or reads the document.
-func (v *versions) take(key string) (version, bool) {
+// get returns key's version.
+func (v *versions) get(key string) (version, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	ver, ok := v.m[key]
-	delete(v.m, key)
 	ver.rec.Fingerprint = bytes.Clone(ver.rec.Fingerprint) // the caller's to keep
 	return ver, ok
 }
 
-// put remembers r as key's document at update time at, when r is CLAIMED;
-// any other record (DONE, or none) is final or unknown, and key is
-// forgotten. Times are kept at the microsecond, as Firestore stores them.
+// put remembers r, which the Store wrote, as key's document at update time
+// at, when r is a live claim; after any other write (DONE, a released
+// claim) no write by a holder can follow, and key is forgotten. Times are
+// kept at the microsecond, as Firestore stores them.
 func (v *versions) put(key string, r *record.Record, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if r == nil || r.State != record.StateClaimed || at.IsZero() {
+	if r == nil || r.State != record.StateClaimed || r.Token == "" || at.IsZero() {
 		delete(v.m, key)
 		return
 	}
@@ -68,6 +68,18 @@ func (v *versions) put(key string, r *record.Record, at time.Time) {
 	rec.LeaseUntil = r.LeaseUntil.Truncate(time.Microsecond)
 	rec.ExpiresAt = r.ExpiresAt.Truncate(time.Microsecond)
 	v.m[key] = version{rec: rec, at: at}
+}
+
+// seen forgets key's version unless the document was read at update time
+// at (the zero time when there is none): a read that finds the remembered
+// version keeps it for its holder's next write, as a duplicate answered
+// HeldByOther while the holder works; any other shows it stale.
+func (v *versions) seen(key string, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ver, ok := v.m[key]; ok && !ver.at.Equal(at) {
+		delete(v.m, key)
+	}
 }
 
 // drop forgets key's version.

@@ -3,6 +3,7 @@ package firestorestore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/store/internal/record"
 
@@ -11,31 +12,58 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// round is the store's record.Round: one read and, when decide wants it,
-// one write on the condition that the document is still the one read.
-//
-// When the store remembers the key's document at some update time (see
-// versions), the round first decides on that version and, if decide
-// writes, writes on the condition that the document's update time is still
-// that one, without reading: one RPC. A document changed since then fails
-// the condition, and the round goes on to read it and decide again.
-func (s *Store) round(ctx context.Context, key string, _ int, decide record.Decide) error {
-	ref, hashed := s.docRef(key)
-	if v, ok := s.versions.take(key); ok {
-		if next := decide(&v.rec, s.now()); next != nil {
-			if hashed {
-				next.Key = key
-			}
-			res, err := ref.Update(ctx, updates(next), firestore.LastUpdateTime(v.at))
-			switch {
-			case err == nil:
-				s.versions.put(key, next, res.UpdateTime)
-				return nil
-			case !stale(err):
-				return err // the retry reads: the version is forgotten
-			}
-		}
+// round is the store's record.Round for the operations of a claim's
+// holder (Complete, Release, Extend) and of an operator (Inspect, Forget).
+// When the store remembers the key's live claim (see versions), the round
+// first decides on that version and, if decide writes, writes on the
+// condition that the document's update time is still that one, without
+// reading: one RPC. A document changed since then fails the condition, and
+// the round goes on as readRound: it reads and decides again.
+func (s *Store) round(ctx context.Context, key string, attempt int, decide record.Decide) error {
+	if done, err := s.writeRemembered(ctx, key, decide); done {
+		return err
 	}
+	return s.readRound(ctx, key, attempt, decide)
+}
+
+// writeRemembered decides on key's remembered version and writes decide's
+// record on the condition that the document is still that version. done is
+// false when there is no version, decide writes nothing on it, or the
+// document changed since: the round must read.
+func (s *Store) writeRemembered(ctx context.Context, key string, decide record.Decide) (done bool, err error) {
+	v, ok := s.versions.get(key)
+	if !ok {
+		return false, nil
+	}
+	next := decide(&v.rec, s.now())
+	if next == nil {
+		return false, nil // an outcome that writes nothing is read, never remembered
+	}
+	ref, hashed := s.docRef(key)
+	if hashed {
+		next.Key = key
+	}
+	res, err := ref.Update(ctx, updates(next), firestore.LastUpdateTime(v.at))
+	switch {
+	case err == nil:
+		s.versions.put(key, next, res.UpdateTime)
+		return true, nil
+	case stale(err):
+		s.versions.drop(key)
+		return false, nil
+	}
+	s.versions.drop(key) // the write may have landed unseen: the retry reads
+	return true, err
+}
+
+// readRound is the store's record.Round for a Claim, and the rest of round:
+// one read and, when decide wants it, one write on the condition that the
+// document is still the one read. A Claim never decides on a remembered
+// version: whatever this store last saw of the key, another process may
+// have completed it since, and the Claim is then a duplicate, which must
+// be one read and no write.
+func (s *Store) readRound(ctx context.Context, key string, _ int, decide record.Decide) error {
+	ref, hashed := s.docRef(key)
 	snap, err := ref.Get(ctx)
 	cur, err := load(ref, key, hashed, snap, err)
 	if err != nil {
@@ -43,9 +71,11 @@ func (s *Store) round(ctx context.Context, key string, _ int, decide record.Deci
 	}
 	next := decide(cur, s.now())
 	if next == nil {
+		var at time.Time // none: the document does not exist
 		if cur != nil {
-			s.versions.put(key, cur, snap.UpdateTime)
+			at = snap.UpdateTime
 		}
+		s.versions.seen(key, at)
 		return nil
 	}
 	if hashed {
@@ -58,6 +88,7 @@ func (s *Store) round(ctx context.Context, key string, _ int, decide record.Deci
 		res, err = ref.Update(ctx, updates(next), firestore.LastUpdateTime(snap.UpdateTime))
 	}
 	if err != nil {
+		s.versions.drop(key)
 		return err
 	}
 	s.versions.put(key, next, res.UpdateTime)

@@ -15,10 +15,12 @@ import (
 
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then
 // Complete) costs three, a duplicate one read, and an outcome that writes
-// nothing never commits. The store remembers the version of each CLAIMED
-// record it last wrote or read, so the next write of that key (Complete,
-// Release, a Claim after a Release) is a single commit conditioned on that
-// version's update time, with no read.
+// nothing never commits. The store remembers the live claim it last wrote
+// of each key, so its holder's next write (Complete, Release, Extend) is a
+// single commit conditioned on that version's update time, with no read;
+// a duplicate answered HeldByOther meanwhile keeps it. A Claim always
+// reads first, a Claim after this store's own Release included: it may be
+// a duplicate of a message another process completed since.
 func TestRPCsPerMessage(t *testing.T) {
 	const get, commit = "BatchGetDocuments", "Commit"
 	googletest.RPCsPerMessage(t, wired, googletest.RPCs{
@@ -27,7 +29,7 @@ func TestRPCsPerMessage(t *testing.T) {
 		RetriedComplete:   []string{get},
 		DuplicateHeld:     []string{get},
 		Release:           []string{commit},
-		ClaimAfterRelease: []string{commit},
+		ClaimAfterRelease: []string{get, commit},
 	})
 }
 
@@ -144,6 +146,82 @@ func TestRememberedVersionStale(t *testing.T) {
 				t.Errorf("RPCs = %v, want %v (a conditional write that fails, then a read)", got, want)
 			}
 			tc.after(t, key)
+		})
+	}
+}
+
+// TestDuplicateAfterCompletionElsewhere: a duplicate is one read that
+// writes nothing, whatever this store saw of the key before. Another store
+// on the same collection (another instance) completes a key that this
+// store had claimed and released, had answered HeldByOther for, or had
+// claimed and let lapse; the copy this store then gets must be answered
+// AlreadyDone from a single read, without first trying a write on what it
+// saw. The clock of this store runs past every lease before that copy
+// comes, as when the other instance finishes late.
+func TestDuplicateAfterCompletionElsewhere(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	coll := collection()
+	now := googletest.WiredNow
+	st, err := firestorestore.New(client, &firestorestore.Options{Collection: coll, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := firestorestore.New(client, &firestorestore.Options{Collection: coll, Now: func() time.Time { return googletest.WiredNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	claim := func(t *testing.T, st *firestorestore.Store, key string, want store.Status) store.Claim {
+		t.Helper()
+		c, err := st.Claim(ctx, key, time.Minute)
+		if err != nil || c.Status != want {
+			t.Fatalf("Claim(%q) = %v, %v; want %v", key, c.Status, err, want)
+		}
+		return c
+	}
+	complete := func(t *testing.T, st *firestorestore.Store, c store.Claim) {
+		t.Helper()
+		if ok, err := st.Complete(ctx, c); !ok || err != nil {
+			t.Fatalf("Complete(%q) = %v, %v; want true", c.Key, ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, key string) // this store's history, and the other's completion
+	}{
+		{"released here", func(t *testing.T, key string) {
+			if err := st.Release(ctx, claim(t, st, key, store.Won)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			complete(t, other, claim(t, other, key, store.Won))
+		}},
+		{"held by the other", func(t *testing.T, key string) {
+			c := claim(t, other, key, store.Won)
+			claim(t, st, key, store.HeldByOther)
+			complete(t, other, c)
+		}},
+		{"lapsed here", func(t *testing.T, key string) {
+			claim(t, st, key, store.Won)
+			lapsed := now.Add(2 * time.Minute)
+			o := firestorestore.Options{Collection: coll, Now: func() time.Time { return lapsed }}
+			late, err := firestorestore.New(client, &o) // the other instance, once the lease lapsed
+			if err != nil {
+				t.Fatal(err)
+			}
+			complete(t, late, claim(t, late, key, store.Won))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now = googletest.WiredNow
+			key := "k-" + tc.name
+			tc.before(t, key)
+			now = googletest.WiredNow.Add(2 * time.Minute) // every lease lapsed, the record not expired
+			w.Take()
+			claim(t, st, key, store.AlreadyDone)
+			if got, want := w.Take(), []string{"BatchGetDocuments"}; !slices.Equal(got, want) {
+				t.Errorf("RPCs of the duplicate = %v, want %v (a duplicate is one read that writes nothing)", got, want)
+			}
 		})
 	}
 }
