@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -27,6 +28,15 @@ type bugs struct {
 	noChildKeyAttr    bool // the child key is not among the attributes
 	leaseNeverLapses  bool // a dead relay's messages are never handed out again
 	settleKeepsLapsed bool // Settle of a message whose lease lapsed deletes nothing
+	windowFirst       bool // Take fills its window first, then drops rows behind a held one
+	rawTopic          bool // a key's order goes by the topic as spelled
+	noBackoff         bool // a failure is given back at once, whatever After says
+	countsUntried     bool // a failure without a reason is counted
+	takesDead         bool // a dead message is taken again
+	deadNeverHolds    bool // a dead message never holds its key
+	backlogCountsDead bool // Backlog counts dead messages
+	reviveKeepsCount  bool // Revive keeps the attempts
+	settleByChildKey  bool // Settle deletes every message of a sent child key
 }
 
 // model is a small, obviously correct outbox (one mutex) over memstore,
@@ -42,8 +52,19 @@ type row struct {
 	id         int64
 	p          outbox.Pending
 	enqueued   time.Time
-	leaseUntil time.Time
+	leaseUntil time.Time // held, or backing off, until then
 	taker      string
+	reason     string
+	died       time.Time // zero: alive
+	holds      bool      // dead, and its key's later messages wait
+}
+
+// order is what orders r among the others: its order key, "" for none.
+func (m *model) order(r *row) string {
+	if m.bugs.rawTopic && r.p.OrderingKey != "" {
+		return r.p.Topic + "\x00" + r.p.OrderingKey
+	}
+	return outbox.OrderKey(r.p.Topic, r.p.OrderingKey)
 }
 
 func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
@@ -51,19 +72,24 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	defer m.mu.Unlock()
 	now := time.Now()
 	token := rand.Text()
-	type okey struct{ topic, key string }
-	blocked := map[okey]bool{}
+	blocked := map[string]bool{}
 	var out []outbox.Pending
+	window := 0
 	for _, r := range m.rows {
-		if len(out) == n {
+		if len(out) == n || m.bugs.windowFirst && window == n {
 			break
 		}
-		k := okey{r.p.Topic, r.p.OrderingKey}
+		k := m.order(r)
+		dead := !r.died.IsZero() && !m.bugs.takesDead
 		held := now.Before(r.leaseUntil) && !m.bugs.leaseNeverLapses || m.bugs.leaseNeverLapses && r.taker != ""
-		if held && !m.bugs.ignoresHold || r.p.OrderingKey != "" && blocked[k] && !m.bugs.ignoresOrder {
-			if r.p.OrderingKey != "" {
+		if dead || held && !m.bugs.ignoresHold {
+			if k != "" && (held || r.holds && !m.bugs.deadNeverHolds) {
 				blocked[k] = true
 			}
+			continue
+		}
+		window++
+		if k != "" && blocked[k] && !m.bugs.ignoresOrder {
 			continue
 		}
 		r.leaseUntil, r.taker = now.Add(lease), token
@@ -74,22 +100,35 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	return out, nil
 }
 
-func (m *model) Settle(ctx context.Context, sent []outbox.Pending, unsent []relay.Failure) error {
+func (m *model) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	for _, p := range sent {
-		for i, r := range m.rows {
-			if r.p.ID == p.ID && !m.bugs.keepsSent && (!m.bugs.settleKeepsLapsed || r.taker == p.Token && now.Before(r.leaseUntil)) {
+		for i := 0; i < len(m.rows); i++ {
+			r := m.rows[i]
+			match := r.p.ID == p.ID || m.bugs.settleByChildKey && r.p.ChildKey == p.ChildKey
+			if match && !m.bugs.keepsSent && (!m.bugs.settleKeepsLapsed || r.taker == p.Token && now.Before(r.leaseUntil)) {
 				m.rows = append(m.rows[:i], m.rows[i+1:]...)
-				break
+				i--
 			}
 		}
 	}
-	for _, p := range unsent {
+	for _, f := range failed {
 		for _, r := range m.rows {
-			if r.p.ID == p.ID && (r.taker == p.Token || m.bugs.givesBackAny) {
-				r.leaseUntil, r.taker = time.Time{}, ""
+			if r.p.ID != f.ID || r.taker != f.Token && !m.bugs.givesBackAny {
+				continue
+			}
+			r.leaseUntil, r.taker = time.Time{}, ""
+			if f.Reason != "" || m.bugs.countsUntried {
+				r.p.Attempts++
+				r.reason = f.Reason
+			}
+			if !m.bugs.noBackoff {
+				r.leaseUntil = now.Add(f.After)
+			}
+			if f.Dead {
+				r.died, r.holds = now, !f.Release
 			}
 		}
 	}
@@ -99,7 +138,44 @@ func (m *model) Settle(ctx context.Context, sent []outbox.Pending, unsent []rela
 func (m *model) Backlog(ctx context.Context) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return int64(len(m.rows)), nil
+	var n int64
+	for _, r := range m.rows {
+		if r.died.IsZero() || m.bugs.backlogCountsDead {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *model) Dead(ctx context.Context, n int) ([]relay.DeadMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []relay.DeadMessage
+	for _, r := range m.rows {
+		if !r.died.IsZero() && len(out) < n {
+			p := r.p
+			p.Waited = time.Since(r.enqueued)
+			out = append(out, relay.DeadMessage{Pending: p, Reason: r.reason, Died: r.died, Holds: r.holds})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b relay.DeadMessage) int { return a.Died.Compare(b.Died) })
+	return out, nil
+}
+
+func (m *model) Revive(ctx context.Context, ids ...string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.rows {
+		if !r.died.IsZero() && slices.Contains(ids, r.p.ID) {
+			r.died, r.holds, r.leaseUntil, r.taker = time.Time{}, false, time.Time{}, ""
+			if !m.bugs.reviveKeepsCount {
+				r.p.Attempts = 0
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // add commits prepared messages.
@@ -116,7 +192,10 @@ func (m *model) add(ps []outbox.Pending) {
 	}
 }
 
-var _ relay.Source = (*model)(nil)
+var (
+	_ relay.Source      = (*model)(nil)
+	_ relay.DeadLetters = (*model)(nil)
+)
 
 // modelEnv returns an env on a model with b; its InTx completes on commit
 // with memstore's Complete, the model's stand-in for CompleteTx.
@@ -219,6 +298,15 @@ func TestSuiteCatchesBrokenSources(t *testing.T) {
 		"noChildKeyAttr":    {noChildKeyAttr: true},
 		"leaseNeverLapses":  {leaseNeverLapses: true},
 		"settleKeepsLapsed": {settleKeepsLapsed: true},
+		"windowFirst":       {windowFirst: true},
+		"rawTopic":          {rawTopic: true},
+		"noBackoff":         {noBackoff: true},
+		"countsUntried":     {countsUntried: true},
+		"takesDead":         {takesDead: true},
+		"deadNeverHolds":    {deadNeverHolds: true},
+		"backlogCountsDead": {backlogCountsDead: true},
+		"reviveKeepsCount":  {reviveKeepsCount: true},
+		"settleByChildKey":  {settleByChildKey: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := failures(t, b); len(got) == 0 {

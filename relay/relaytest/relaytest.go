@@ -19,10 +19,17 @@
 //
 // The source cases need no Pub/Sub: messages commit with their
 // transaction and only then (rollback and a fenced-out claim leave
-// nothing), each carries its child key, a taken message is held from
-// other Takes until its lease lapses or Settle gives it back, sent
-// messages are gone, and the messages of one ordering key come out in
-// order and never past a held one. The relay cases run real relays
+// nothing, a message the Pub/Sub client would refuse fails CompleteTx),
+// each carries its child key, a taken message is held from other Takes
+// until its lease lapses or Settle gives it back, sent messages are gone
+// but a message written anew under the same child key since the Take
+// stays, and the messages of one ordering key (one topic however it is
+// spelled) come out in order and never past a held one, while rows
+// waiting behind a held message never keep a free one from a Take. A
+// failed message waits out its backoff, holding only its own key, and
+// counts its attempts; one given up is kept dead, listed with its reason
+// (the source must implement relay.DeadLetters), holds its key unless
+// released, and comes back with Revive. The relay cases run real relays
 // against Config.PubSub: two relays at once publish each message once
 // while both live, a relay that dies between publishing and marking sent
 // leaves its messages to the other, which republishes them with the same

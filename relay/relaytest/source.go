@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -24,6 +25,13 @@ var sourceCases = []testCase{
 	{"LapsedLeaseHandsOutAgain", lapsedLeaseHandsOutAgain},
 	{"OrderingKeyWaitsForHeld", orderingKeyWaitsForHeld},
 	{"ConcurrentTakesKeepOrder", concurrentTakesKeepOrder},
+	{"TakeFillsPastBlockedKey", takeFillsPastBlockedKey},
+	{"TopicSpellingsShareOrder", topicSpellingsShareOrder},
+	{"FailureBacksOff", failureBacksOff},
+	{"PoisonDoesNotStarveOthers", poisonDoesNotStarveOthers},
+	{"DeadKeptListedRevived", deadKeptListedRevived},
+	{"DeadReleaseLetsKeyPass", deadReleaseLetsKeyPass},
+	{"SettleKeepsRewrittenMessage", settleKeepsRewrittenMessage},
 }
 
 func commitCarriesMessages(t testing.TB, e *env) {
@@ -138,6 +146,7 @@ func refusedMessageSendsNothing(t testing.TB, e *env) {
 		{{Topic: "ok-topic", Attributes: map[string]string{outbox.ChildKeyAttribute: "forged"}}},
 		{{Topic: "ok-topic", Name: "a"}, {Topic: "ok-topic", Name: "a"}},
 		{{Topic: "ok-topic"}, {Topic: "ok-topic", Name: "0"}},
+		{{Topic: "ok-topic", Data: make([]byte, outbox.MaxPublishRequestBytes)}}, // the client refuses it
 	}
 	for i, msgs := range bad {
 		c := e.claim(t)
@@ -212,13 +221,6 @@ func orderingKeyWaitsForHeld(t testing.TB, e *env) {
 	}
 	e.enqueue(t, msg("k", "k1"), msg("k", "k2"))
 	e.enqueue(t, msg("k", "k3"), msg("", "u"), msg("j", "j1"))
-	data := func(ps []outbox.Pending) []string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, string(p.Data))
-		}
-		return out
-	}
 	first := e.take(t, 1, time.Minute)
 	if diff := cmp.Diff([]string{"k1"}, data(first)); diff != "" {
 		t.Fatalf("Take(1) (-want +got):\n%s", diff)
@@ -310,4 +312,221 @@ func concurrentTakesKeepOrder(t testing.TB, e *env) {
 	if !slices.Equal([]int{settled}, []int{total}) {
 		t.Errorf("settled %d of %d messages", settled, total)
 	}
+}
+
+// takeFillsPastBlockedKey: rows that wait behind a held message of their
+// key never fill a Take's window while a free message waits further on.
+func takeFillsPastBlockedKey(t testing.TB, e *env) {
+	const window = 4
+	var msgs []outbox.Message
+	for i := range window + 1 {
+		msgs = append(msgs, outbox.Message{Topic: "t-w", OrderingKey: "k", Data: []byte(fmt.Sprint("k", i))})
+	}
+	e.enqueue(t, msgs...)
+	head := e.take(t, 1, time.Minute)
+	if len(head) != 1 || string(head[0].Data) != "k0" {
+		t.Fatalf("Take(1) = %v, want k0", data(head))
+	}
+	e.enqueue(t, outbox.Message{Topic: "t-w", Data: []byte("free")})
+	got := e.take(t, window, time.Minute)
+	if diff := cmp.Diff([]string{"free"}, data(got)); diff != "" {
+		t.Fatalf("while k0 is held, the %d later messages of its key wait, and Take(%d) must still hand out the free message behind them (-want +got):\n%s", window, window, diff)
+	}
+}
+
+// topicSpellingsShareOrder: a topic named by its ID and by its full name
+// is one topic, and one ordering key on it is one order.
+func topicSpellingsShareOrder(t testing.TB, e *env) {
+	e.enqueue(t, outbox.Message{Topic: "t-spell", OrderingKey: "k", Data: []byte("first")})
+	e.enqueue(t, outbox.Message{Topic: "projects/p-1/topics/t-spell", OrderingKey: "k", Data: []byte("second")})
+	first := e.take(t, 1, time.Minute)
+	if diff := cmp.Diff([]string{"first"}, data(first)); diff != "" {
+		t.Fatalf("Take(1) (-want +got):\n%s", diff)
+	}
+	if got := e.take(t, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("%q and %q are one topic: its ordering key's second message must wait behind the held first, took %v", "t-spell", "projects/p-1/topics/t-spell", data(got))
+	}
+	e.settle(t, first, nil)
+	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "second" {
+		t.Fatalf("after the first is sent, the second comes: took %v", data(got))
+	}
+}
+
+// failureBacksOff: a failed message waits out its backoff, holding the
+// later messages of its key; its failures are counted, untried give-backs
+// are not.
+func failureBacksOff(t testing.TB, e *env) {
+	e.enqueue(t, outbox.Message{Topic: "t-b", OrderingKey: "k", Data: []byte("k0")}, outbox.Message{Topic: "t-b", OrderingKey: "k", Data: []byte("k1")})
+	got := e.take(t, 1, time.Minute)
+	if len(got) != 1 || got[0].Attempts != 0 {
+		t.Fatalf("Take(1) = %v with attempts %v; want k0, never tried", data(got), attempts(got))
+	}
+	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused", After: 0})
+	got = e.take(t, 1, time.Minute)
+	if len(got) != 1 || string(got[0].Data) != "k0" || got[0].Attempts != 1 {
+		t.Fatalf("after one failure given back at once, Take(1) = %v with attempts %v; want k0 with 1", data(got), attempts(got))
+	}
+	e.fail(t, relay.Failure{Pending: got[0]}) // not tried: not counted
+	got = e.take(t, 1, time.Minute)
+	if len(got) != 1 || got[0].Attempts != 1 {
+		t.Fatalf("a message given back untried keeps its count: Take(1) = %v with attempts %v; want k0 with 1", data(got), attempts(got))
+	}
+	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused again", After: time.Hour})
+	if got := e.take(t, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a message backing off for an hour, and the later one of its key behind it, must not be taken: took %v", data(got))
+	}
+	e.backlog(t, 2, "a message backing off is in the backlog")
+	e.enqueue(t, outbox.Message{Topic: "t-b", Data: []byte("other")})
+	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "other" {
+		t.Fatalf("a backing-off message delays only its own key: took %v, want [other]", data(got))
+	}
+}
+
+// poisonDoesNotStarveOthers: a window's worth of messages that keep
+// failing, given back with a backoff, does not keep later messages from
+// being taken.
+func poisonDoesNotStarveOthers(t testing.TB, e *env) {
+	const window = 3
+	var poison []outbox.Message
+	for i := range window {
+		poison = append(poison, outbox.Message{Topic: "t-p", Data: []byte(fmt.Sprint("poison", i))})
+	}
+	e.enqueue(t, poison...)
+	e.enqueue(t, outbox.Message{Topic: "t-p", Data: []byte("healthy")})
+	got := e.take(t, window, time.Minute)
+	var failed []relay.Failure
+	for _, p := range got {
+		failed = append(failed, relay.Failure{Pending: p, Reason: "topic not found", After: time.Hour})
+	}
+	e.fail(t, failed...)
+	got = e.take(t, window, time.Minute)
+	if len(got) != 1 || string(got[0].Data) != "healthy" {
+		t.Fatalf("the poison messages back off: Take(%d) must hand out the healthy one behind them, took %v", window, data(got))
+	}
+}
+
+// deadKeptListedRevived: a dead message is kept and listed with its
+// reason, never taken, holds its key, and comes back with Revive.
+func deadKeptListedRevived(t testing.TB, e *env) {
+	dl := e.deadLetters(t)
+	e.enqueue(t, outbox.Message{Topic: "t-d", OrderingKey: "k", Data: []byte("k0")}, outbox.Message{Topic: "t-d", OrderingKey: "k", Data: []byte("k1")})
+	e.enqueue(t, outbox.Message{Topic: "t-d", Data: []byte("free")})
+	got := e.take(t, 1, time.Minute)
+	if len(got) != 1 || string(got[0].Data) != "k0" {
+		t.Fatalf("Take(1) = %v, want k0", data(got))
+	}
+	e.fail(t, relay.Failure{Pending: got[0], Reason: "permission denied on topic t-d", Dead: true})
+	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "free" {
+		t.Fatalf("a dead message is never taken and holds its key: took %v, want [free]", data(got))
+	} else {
+		e.settle(t, got, nil)
+	}
+	e.backlog(t, 1, "a dead message is not in the backlog; the live message behind it is")
+	dead, err := dl.Dead(e.ctx, 10)
+	if err != nil {
+		t.Fatalf("Dead: %v", err)
+	}
+	if len(dead) != 1 || string(dead[0].Data) != "k0" || dead[0].Reason != "permission denied on topic t-d" || dead[0].Attempts != 1 || !dead[0].Holds || dead[0].Died.IsZero() {
+		t.Fatalf("Dead = %+v; want k0 with its reason, 1 attempt, a time it died, holding its key", dead)
+	}
+	if dead[0].ChildKey != got[0].ChildKey || dead[0].Attributes[outbox.ChildKeyAttribute] != got[0].ChildKey {
+		t.Errorf("a dead message keeps its child key: %q, want %q", dead[0].ChildKey, got[0].ChildKey)
+	}
+	if n, err := dl.Revive(e.ctx, dead[0].ID, "no-such-id"); err != nil || n != 1 {
+		t.Fatalf("Revive(its ID, an unknown one) = %d, %v; want 1, nil", n, err)
+	}
+	got = e.take(t, 10, time.Minute)
+	if diff := cmp.Diff([]string{"k0", "k1"}, data(got)); diff != "" {
+		t.Fatalf("a revived message comes out again first on its key (-want +got):\n%s", diff)
+	}
+	if got[0].Attempts != 0 {
+		t.Errorf("a revived message's attempts count from zero: %d", got[0].Attempts)
+	}
+	if again, err := dl.Dead(e.ctx, 10); err != nil || len(again) != 0 {
+		t.Errorf("after Revive, Dead = %d messages, %v; want none", len(again), err)
+	}
+}
+
+// deadReleaseLetsKeyPass: a message given up with Release does not hold
+// the later messages of its key.
+func deadReleaseLetsKeyPass(t testing.TB, e *env) {
+	dl := e.deadLetters(t)
+	e.enqueue(t, outbox.Message{Topic: "t-r", OrderingKey: "k", Data: []byte("k0")}, outbox.Message{Topic: "t-r", OrderingKey: "k", Data: []byte("k1")})
+	got := e.take(t, 1, time.Minute)
+	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused", Dead: true, Release: true})
+	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "k1" {
+		t.Fatalf("a dead message with Release lets the later ones of its key pass: took %v, want [k1]", data(got))
+	}
+	dead, err := dl.Dead(e.ctx, 10)
+	if err != nil || len(dead) != 1 || dead[0].Holds {
+		t.Fatalf("Dead = %+v, %v; want k0, not holding its key", dead, err)
+	}
+}
+
+// settleKeepsRewrittenMessage: a message written anew under the same child
+// key after a Take (its parent forgotten by an operator and completed
+// again) is not deleted by the first Take's Settle.
+func settleKeepsRewrittenMessage(t testing.TB, e *env) {
+	op, ok := e.st.(store.Inspector)
+	if !ok {
+		t.Fatalf("the store (%T) is no store.Inspector: every store in this module must let an operator Forget", e.st)
+	}
+	c := e.enqueue(t, outbox.Message{Topic: "t-v", Name: "shipment", Data: []byte("v1")})
+	v1 := e.take(t, 10, time.Minute)
+	if len(v1) != 1 {
+		t.Fatalf("took %d, want v1", len(v1))
+	}
+	if ok, err := op.Forget(e.ctx, c.Key); err != nil || !ok {
+		t.Fatalf("Forget(parent) = %v, %v", ok, err)
+	}
+	next, err := e.st.Claim(e.ctx, c.Key, time.Minute)
+	if err != nil || next.Status != store.Won {
+		t.Fatalf("Claim after Forget = %+v, %v; want Won", next, err)
+	}
+	e.enqueueWith(t, next, outbox.Message{Topic: "t-v", Name: "shipment", Data: []byte("v2")})
+	e.settle(t, v1, nil) // v1 published
+	e.backlog(t, 1, "the message written after v1 was taken is unsent")
+	var v2 []outbox.Pending
+	if !until(10*time.Second, func() bool { v2 = e.take(t, 10, time.Minute); return len(v2) > 0 }) {
+		t.Fatal("v2, written under v1's child key after v1 was taken, was deleted by v1's Settle or never handed out")
+	}
+	if string(v2[0].Data) != "v2" || v2[0].ChildKey != v1[0].ChildKey {
+		t.Fatalf("took %q under child key %s; want v2 under v1's child key", v2[0].Data, v2[0].ChildKey)
+	}
+}
+
+// data lists the data of ps.
+func data(ps []outbox.Pending) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, string(p.Data))
+	}
+	return out
+}
+
+// attempts lists the attempts of ps.
+func attempts(ps []outbox.Pending) []int {
+	var out []int
+	for _, p := range ps {
+		out = append(out, p.Attempts)
+	}
+	return out
+}
+
+// fail settles failures.
+func (e *env) fail(t testing.TB, fs ...relay.Failure) {
+	t.Helper()
+	if err := e.src.Settle(e.ctx, nil, fs); err != nil {
+		t.Fatalf("Settle(%d failed): %v", len(fs), err)
+	}
+}
+
+// deadLetters returns the source as a relay.DeadLetters.
+func (e *env) deadLetters(t testing.TB) relay.DeadLetters {
+	t.Helper()
+	dl, ok := e.src.(relay.DeadLetters)
+	if !ok {
+		t.Fatalf("the source (%T) is no relay.DeadLetters: a source must keep the messages a relay gives up on, for an operator", e.src)
+	}
+	return dl
 }
