@@ -368,7 +368,7 @@ type dyingSource struct {
 	die   func()
 }
 
-func (s *dyingSource) Settle(ctx context.Context, sent []outbox.Pending, unsent []relay.Failure) error {
+func (s *dyingSource) Settle(ctx context.Context, sent []outbox.Pending, unsent []outbox.Failure) error {
 	if len(sent) > 0 && s.armed.CompareAndSwap(true, false) {
 		s.die()
 		return errors.New("the relay died before marking its batch sent")

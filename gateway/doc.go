@@ -27,6 +27,17 @@
 // work runs, so the lease can be short (a minute) and still cover long work;
 // if the claim is lost the work's context is cancelled with [ErrLeaseLost].
 //
+// Renewal keeps "a body never runs twice at once for one key" (SPEC
+// section 10, invariant 2) by never believing its lease lasts longer than
+// the store does. The store starts a lease when it applies a Claim or an
+// Extend, at some instant between the call's sending and its answer; the
+// gateway counts every lease, and its first renewal, from the sending, so
+// that a late answer shortens the gateway's view of the lease and never
+// lengthens it. When Extends keep failing, the body is cancelled a sixth
+// of a lease before that end. An Extend answering store.ErrFenced (a
+// takeover, an operator's Forget) is not an outage: the body is cancelled
+// at once.
+//
 //	st, _ := memstore.New(nil) // redisstore, sqlstore, datastorestore…
 //	g, _ := gateway.New(st, nil)
 //	err := g.Lock(ctx, "payment-42", func(ctx context.Context) error {

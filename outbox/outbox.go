@@ -103,6 +103,52 @@ type Pending struct {
 	Attempts int
 }
 
+// Failure is a message a relay took and did not publish, as it gives it
+// back to the store (relay.Source's Settle).
+type Failure struct {
+	Pending
+
+	// Reason is why Pub/Sub refused the message, for an operator: the
+	// store counts the failure in the message's Attempts and keeps the
+	// reason (cut to 512 bytes). Empty means the message was not tried
+	// (the publish of an earlier message of its ordering key failed, or
+	// the relay is stopping): nothing is counted.
+	Reason string
+
+	// After is how long after Settle, on the store's clock, the message
+	// may be taken again: the relay's backoff. Zero means at once. While
+	// it waits, the later messages of its ordering key wait behind it.
+	After time.Duration
+
+	// Dead gives the message up: it is kept, with its Reason, listed for
+	// an operator (relay.DeadLetters) and never taken again until the
+	// operator revives it.
+	Dead bool
+
+	// Release, for a dead message, lets the later messages of its
+	// ordering key be taken past it. Otherwise they wait behind it, as
+	// Pub/Sub itself holds the later messages of a key whose publish
+	// failed.
+	Release bool
+}
+
+// DeadMessage is a message a relay gave up on.
+type DeadMessage struct {
+	// Pending is the message; its Token is empty and its Waited is how
+	// long it has been committed.
+	Pending
+
+	// Reason is the last failure's Reason.
+	Reason string
+
+	// Died is when the relay gave it up, on the store's clock.
+	Died time.Time
+
+	// Holds says that the later messages of its ordering key wait behind
+	// it ([Failure].Release was false).
+	Holds bool
+}
+
 // ChildKey returns the child key of the message called name among those
 // published under parent, the key of a claim: a SHA-256 of both, in hex
 // (64 characters). It is the same on every attempt, for any process, and

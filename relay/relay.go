@@ -36,74 +36,28 @@ type Source interface {
 	// published), but only as they were taken: a message written anew
 	// under the same child key since the Take (its parent forgotten and
 	// completed again) stays. It gives back failed, the messages Pub/Sub
-	// did not publish, as each Failure says, those of them that the same
+	// did not publish, as each outbox.Failure says, those of them that the same
 	// Take still holds. Either may be empty. A message left out of both
 	// (a publish whose outcome is unknown) stays held until its lease
 	// lapses. An error leaves the messages as they were: sent ones are
 	// then published again once their lease lapses.
-	Settle(ctx context.Context, sent []outbox.Pending, failed []Failure) error
+	Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error
 
 	// Backlog returns how many messages are committed and unsent, held
 	// or not.
 	Backlog(ctx context.Context) (int64, error)
 }
 
-// Failure is a message a relay took and did not publish, as it gives it
-// back to its Source.
-type Failure struct {
-	outbox.Pending
-
-	// Reason is why Pub/Sub refused the message, for an operator: the
-	// store counts the failure in the message's Attempts and keeps the
-	// reason (cut to 512 bytes). Empty means the message was not tried
-	// (the publish of an earlier message of its ordering key failed, or
-	// the relay is stopping): nothing is counted.
-	Reason string
-
-	// After is how long after Settle, on the store's clock, the message
-	// may be taken again: the relay's backoff. Zero means at once. While
-	// it waits, the later messages of its ordering key wait behind it.
-	After time.Duration
-
-	// Dead gives the message up: it is kept, with its Reason, listed by
-	// [DeadLetters.Dead] and never taken again until an operator revives
-	// it.
-	Dead bool
-
-	// Release, for a dead message, lets the later messages of its
-	// ordering key be taken past it. Otherwise they wait behind it, as
-	// Pub/Sub itself holds the later messages of a key whose publish
-	// failed.
-	Release bool
-}
-
 // DeadLetters is implemented by a Source that keeps the messages a relay
-// gave up on (Failure.Dead), for an operator to list and revive.
+// gave up on (outbox.Failure.Dead), for an operator to list and revive.
 type DeadLetters interface {
 	// Dead returns up to n dead messages, oldest first.
-	Dead(ctx context.Context, n int) ([]DeadMessage, error)
+	Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error)
 
 	// Revive makes the dead messages of ids (DeadMessage.ID) takeable
 	// again at once, their attempts counted from zero. It returns how
 	// many it revived; an ID that names no dead message is skipped.
 	Revive(ctx context.Context, ids ...string) (int, error)
-}
-
-// DeadMessage is a message a relay gave up on.
-type DeadMessage struct {
-	// Pending is the message; its Token is empty and its Waited is how
-	// long it has been committed.
-	outbox.Pending
-
-	// Reason is the last failure's Reason.
-	Reason string
-
-	// Died is when the relay gave it up, on the store's clock.
-	Died time.Time
-
-	// Holds says that the later messages of its ordering key wait behind
-	// it (Failure.Release was false).
-	Holds bool
 }
 
 // Waker is implemented by a Source that can signal committed messages,
@@ -328,7 +282,7 @@ var errPublish = errors.New("relay: some publishes failed")
 // take it. A failed publish pauses its ordering key in the client, which
 // fails the later messages of that key; they are given back with it, and
 // the key is resumed for the next batch.
-func (r *Relay) publish(ctx context.Context, pubs map[string]*pubsub.Publisher, batch []outbox.Pending, start time.Time) (sent []outbox.Pending, unsent []Failure) {
+func (r *Relay) publish(ctx context.Context, pubs map[string]*pubsub.Publisher, batch []outbox.Pending, start time.Time) (sent []outbox.Pending, unsent []outbox.Failure) {
 	pctx, cancel := context.WithTimeout(ctx, r.opts.Lease/2)
 	defer cancel()
 	results := make([]*pubsub.PublishResult, len(batch))
@@ -351,7 +305,7 @@ func (r *Relay) publish(ctx context.Context, pubs map[string]*pubsub.Publisher, 
 			r.tel.lag(ctx, p.Waited+time.Since(start))
 			continue
 		}
-		unsent = append(unsent, Failure{Pending: p, Reason: err.Error()})
+		unsent = append(unsent, outbox.Failure{Pending: p, Reason: err.Error()})
 		if p.OrderingKey != "" {
 			paused[key{p.Topic, p.OrderingKey}] = true
 		}

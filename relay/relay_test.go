@@ -100,7 +100,7 @@ type gate struct {
 	once   sync.Once
 }
 
-func (g *gate) Settle(ctx context.Context, sent []outbox.Pending, unsent []relay.Failure) error {
+func (g *gate) Settle(ctx context.Context, sent []outbox.Pending, unsent []outbox.Failure) error {
 	if len(unsent) > 0 {
 		g.once.Do(func() {
 			close(g.failed)

@@ -100,7 +100,7 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	return out, nil
 }
 
-func (m *model) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (m *model) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -147,18 +147,18 @@ func (m *model) Backlog(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (m *model) Dead(ctx context.Context, n int) ([]relay.DeadMessage, error) {
+func (m *model) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []relay.DeadMessage
+	var out []outbox.DeadMessage
 	for _, r := range m.rows {
 		if !r.died.IsZero() && len(out) < n {
 			p := r.p
 			p.Waited = time.Since(r.enqueued)
-			out = append(out, relay.DeadMessage{Pending: p, Reason: r.reason, Died: r.died, Holds: r.holds})
+			out = append(out, outbox.DeadMessage{Pending: p, Reason: r.reason, Died: r.died, Holds: r.holds})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b relay.DeadMessage) int { return a.Died.Compare(b.Died) })
+	slices.SortStableFunc(out, func(a, b outbox.DeadMessage) int { return a.Died.Compare(b.Died) })
 	return out, nil
 }
 

@@ -211,7 +211,7 @@ type dyingSource struct {
 	sent []outbox.Pending
 }
 
-func (d *dyingSource) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (d *dyingSource) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	killed := false
 	d.once.Do(func() {
 		d.mu.Lock()

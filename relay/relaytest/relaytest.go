@@ -193,10 +193,10 @@ func (e *env) backlog(t testing.TB, want int64, rule string) {
 }
 
 // untried gives ps back as messages a relay did not try to publish.
-func untried(ps []outbox.Pending) []relay.Failure {
-	out := make([]relay.Failure, len(ps))
+func untried(ps []outbox.Pending) []outbox.Failure {
+	out := make([]outbox.Failure, len(ps))
 	for i, p := range ps {
-		out[i] = relay.Failure{Pending: p}
+		out[i] = outbox.Failure{Pending: p}
 	}
 	return out
 }

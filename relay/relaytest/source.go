@@ -361,17 +361,17 @@ func failureBacksOff(t testing.TB, e *env) {
 	if len(got) != 1 || got[0].Attempts != 0 {
 		t.Fatalf("Take(1) = %v with attempts %v; want k0, never tried", data(got), attempts(got))
 	}
-	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused", After: 0})
+	e.fail(t, outbox.Failure{Pending: got[0], Reason: "refused", After: 0})
 	got = e.take(t, 1, time.Minute)
 	if len(got) != 1 || string(got[0].Data) != "k0" || got[0].Attempts != 1 {
 		t.Fatalf("after one failure given back at once, Take(1) = %v with attempts %v; want k0 with 1", data(got), attempts(got))
 	}
-	e.fail(t, relay.Failure{Pending: got[0]}) // not tried: not counted
+	e.fail(t, outbox.Failure{Pending: got[0]}) // not tried: not counted
 	got = e.take(t, 1, time.Minute)
 	if len(got) != 1 || got[0].Attempts != 1 {
 		t.Fatalf("a message given back untried keeps its count: Take(1) = %v with attempts %v; want k0 with 1", data(got), attempts(got))
 	}
-	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused again", After: time.Hour})
+	e.fail(t, outbox.Failure{Pending: got[0], Reason: "refused again", After: time.Hour})
 	if got := e.take(t, 10, time.Minute); len(got) != 0 {
 		t.Fatalf("a message backing off for an hour, and the later one of its key behind it, must not be taken: took %v", data(got))
 	}
@@ -394,9 +394,9 @@ func poisonDoesNotStarveOthers(t testing.TB, e *env) {
 	e.enqueue(t, poison...)
 	e.enqueue(t, outbox.Message{Topic: "t-p", Data: []byte("healthy")})
 	got := e.take(t, window, time.Minute)
-	var failed []relay.Failure
+	var failed []outbox.Failure
 	for _, p := range got {
-		failed = append(failed, relay.Failure{Pending: p, Reason: "topic not found", After: time.Hour})
+		failed = append(failed, outbox.Failure{Pending: p, Reason: "topic not found", After: time.Hour})
 	}
 	e.fail(t, failed...)
 	got = e.take(t, window, time.Minute)
@@ -415,7 +415,7 @@ func deadKeptListedRevived(t testing.TB, e *env) {
 	if len(got) != 1 || string(got[0].Data) != "k0" {
 		t.Fatalf("Take(1) = %v, want k0", data(got))
 	}
-	e.fail(t, relay.Failure{Pending: got[0], Reason: "permission denied on topic t-d", Dead: true})
+	e.fail(t, outbox.Failure{Pending: got[0], Reason: "permission denied on topic t-d", Dead: true})
 	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "free" {
 		t.Fatalf("a dead message is never taken and holds its key: took %v, want [free]", data(got))
 	} else {
@@ -453,7 +453,7 @@ func deadReleaseLetsKeyPass(t testing.TB, e *env) {
 	dl := e.deadLetters(t)
 	e.enqueue(t, outbox.Message{Topic: "t-r", OrderingKey: "k", Data: []byte("k0")}, outbox.Message{Topic: "t-r", OrderingKey: "k", Data: []byte("k1")})
 	got := e.take(t, 1, time.Minute)
-	e.fail(t, relay.Failure{Pending: got[0], Reason: "refused", Dead: true, Release: true})
+	e.fail(t, outbox.Failure{Pending: got[0], Reason: "refused", Dead: true, Release: true})
 	if got := e.take(t, 10, time.Minute); len(got) != 1 || string(got[0].Data) != "k1" {
 		t.Fatalf("a dead message with Release lets the later ones of its key pass: took %v, want [k1]", data(got))
 	}
@@ -514,7 +514,7 @@ func attempts(ps []outbox.Pending) []int {
 }
 
 // fail settles failures.
-func (e *env) fail(t testing.TB, fs ...relay.Failure) {
+func (e *env) fail(t testing.TB, fs ...outbox.Failure) {
 	t.Helper()
 	if err := e.src.Settle(e.ctx, nil, fs); err != nil {
 		t.Fatalf("Settle(%d failed): %v", len(fs), err)

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
-	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -260,7 +259,7 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 
 // Settle implements relay.Source: it deletes sent and makes unsent due
 // again at once, those of them the same Take still holds.
-func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	if err := o.s.markSent(ctx, sent); err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgate/idemgate/outbox"
-	"github.com/idemgate/idemgate/relay"
 )
 
 // Outbox is the outbox of a Store with Options.Outbox: the source a relay
@@ -199,7 +198,7 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 
 // Settle implements relay.Source: it deletes sent and gives back unsent
 // in one transaction.
-func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	s := o.s
 	if len(sent) == 0 && len(failed) == 0 {
 		return nil

@@ -233,10 +233,10 @@ func PubSubClient(t *testing.T) *pubsub.Client {
 }
 
 // untried gives ps back as messages a relay did not try to publish.
-func untried(ps []outbox.Pending) []relay.Failure {
-	out := make([]relay.Failure, len(ps))
+func untried(ps []outbox.Pending) []outbox.Failure {
+	out := make([]outbox.Failure, len(ps))
 	for i, p := range ps {
-		out[i] = relay.Failure{Pending: p}
+		out[i] = outbox.Failure{Pending: p}
 	}
 	return out
 }
