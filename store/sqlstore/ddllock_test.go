@@ -16,8 +16,8 @@ import (
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
-// Bounds of CreateTable's DDL on a table in use (ddlLockTimeout and
-// defaultDDLBounds in schema.go), with room for a loaded machine.
+// Bounds of CreateTable's DDL on a table in use (ddlLockTimeout,
+// ddlAttempts and ddlPause in schema.go), with room for a loaded machine.
 const (
 	// stallBound is the longest another session's statement may wait
 	// behind CreateTable's DDL: one lock timeout, and slack.
@@ -25,6 +25,10 @@ const (
 	// createBound is the longest CreateTable may take on a table that
 	// stays locked: five lock timeouts, the pauses between them, and slack.
 	createBound = 15 * time.Second
+	// buildHeld is how long another session's index build lasts in
+	// TestRolloutCreateTable: longer than the pauses between CreateTable's
+	// tries (3.75 s), well within the time its tries may wait (about 8.8 s).
+	buildHeld = 4500 * time.Millisecond
 )
 
 // TestUpgradeDoesNotStall runs CreateTable on a table that needs DDL (the
@@ -254,27 +258,7 @@ func TestIndexBuildNotUndone(t *testing.T) {
 	if _, err := db.ExecContext(ctx, strings.ReplaceAll(`ALTER TABLE %T ADD PRIMARY KEY (key_hash)`, "%T", table)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ('\x01', 'busy', 1, 1, 'tok', 0, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET fence = fence`); err != nil {
-		t.Fatal(err)
-	}
-	built := make(chan error, 1)
-	go func() {
-		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY `+table+`_expires_at ON `+table+` (expires_at)`)
-		built <- err
-	}()
-	waitForDDL(t, db, sqlstore.PostgreSQL, table, built)
-	var oid int64
-	if err := db.QueryRowContext(ctx, `SELECT oid FROM pg_class WHERE relname = '`+table+`_expires_at'`).Scan(&oid); err != nil {
-		t.Fatal(err)
-	}
+	oid, endBuild := buildIndexHeld(t, db, table)
 
 	// CreateTable runs on its own pool, whose statements are recorded.
 	texts := &textSpy{Connector: postgresConnector(t)}
@@ -295,20 +279,11 @@ func TestIndexBuildNotUndone(t *testing.T) {
 		}
 	}
 	poll.Stop()
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-built; err != nil {
-		t.Fatalf("the other instance's build: %v", err)
-	}
+	endBuild()
 	if err := <-created; err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
-	var now int64
-	var valid bool
-	if err := db.QueryRowContext(ctx, `SELECT c.oid, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = '`+table+`_expires_at'`).Scan(&now, &valid); err != nil {
-		t.Fatal(err)
-	}
+	now, valid := expiresIndex(t, db, table)
 	for _, q := range texts.list() {
 		if strings.HasPrefix(q, "DROP") {
 			t.Errorf("CreateTable ran %q while the other instance was building the index", q)
@@ -317,6 +292,51 @@ func TestIndexBuildNotUndone(t *testing.T) {
 	if now != oid || !valid {
 		t.Errorf("the index is %d (valid %v), want the other instance's build %d, valid: CreateTable dropped it and built its own", now, valid, oid)
 	}
+}
+
+// buildIndexHeld starts, as another instance would, a concurrent build of
+// table's index on expires_at that waits for an open transaction which
+// wrote to the table, as builds wait for older transactions. It returns
+// once the build waits, with the index's oid, and endBuild, which ends the
+// transaction and waits for the build.
+func buildIndexHeld(t *testing.T, db *sql.DB, table string) (oid int64, endBuild func()) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ('\x01', 'busy', 1, 1, 'tok', 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	built := make(chan error, 1)
+	go func() {
+		_, err := db.ExecContext(ctx, `CREATE INDEX CONCURRENTLY `+table+`_expires_at ON `+table+` (expires_at)`)
+		built <- err
+	}()
+	waitForDDL(t, db, sqlstore.PostgreSQL, table, built)
+	oid, _ = expiresIndex(t, db, table)
+	return oid, func() {
+		t.Helper()
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-built; err != nil {
+			t.Fatalf("the other instance's build: %v", err)
+		}
+	}
+}
+
+// expiresIndex returns the oid of table's index on expires_at and whether
+// it is valid.
+func expiresIndex(t *testing.T, db *sql.DB, table string) (oid int64, valid bool) {
+	t.Helper()
+	q := `SELECT c.oid, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = '` + table + `_expires_at'`
+	if err := db.QueryRowContext(t.Context(), q).Scan(&oid, &valid); err != nil {
+		t.Fatal(err)
+	}
+	return oid, valid
 }
 
 // textSpy records the texts of the statements its connections run.

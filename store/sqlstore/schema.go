@@ -35,7 +35,9 @@ import (
 // CREATE INDEX CONCURRENTLY, and on MySQL and MariaDB with ALGORITHM=INPLACE,
 // LOCK=NONE, so writes go on meanwhile; an INVALID index that a failed
 // concurrent build left behind is dropped and built again, unless another
-// session seems to be building it still, which CreateTable waits for.
+// session seems to be building it still: CreateTable then waits for that
+// build as for a lock (a second a try, looking every 100 ms), so that the
+// other instances of a rollout wait for the one that builds the index.
 func (s *Store) CreateTable(ctx context.Context) error {
 	pause := ddlPause
 	var err error
@@ -89,7 +91,7 @@ const (
 // statement waiting at most ddlLockTimeout for its lock.
 func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 	if st.index == indexBuilding {
-		return errIndexBuilding
+		return s.awaitIndexBuild(ctx)
 	}
 	var ddls []string
 	if !st.table {
@@ -131,8 +133,39 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 }
 
 // errIndexBuilding says that another session seems to be building the
-// index; CreateTable waits for it as for a lock.
+// index still, after awaitIndexBuild waited for it.
 var errIndexBuilding = errors.New("the index on expires_at is still being built by another session (CREATE INDEX CONCURRENTLY)")
+
+// buildPoll is how often awaitIndexBuild looks at another session's build.
+const buildPoll = 100 * time.Millisecond
+
+// awaitIndexBuild waits for another session's build of the index to end,
+// as a DDL statement waits for its lock: at most ddlLockTimeout, so that
+// CreateTable's tries wait as long in all for a build as for a lock. (A
+// build waits for every older transaction on the database, so it may
+// outlast quick looks by seconds.) It returns nil once the index is no
+// longer being built, valid or left INVALID by a build that failed, for
+// the next look to act on; errIndexBuilding if it still is. It only looks,
+// a statement of a few milliseconds, so it holds up the build no longer.
+func (s *Store) awaitIndexBuild(ctx context.Context) error {
+	deadline := time.NewTimer(ddlLockTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(buildPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return errIndexBuilding
+		case <-poll.C:
+		}
+		st, err := s.lookSchema(ctx)
+		if err != nil || st.index != indexBuilding {
+			return err
+		}
+	}
+}
 
 // addIndex builds the index on expires_at on a table that exists, without
 // blocking writes where the dialect can. (SQLite runs one writer at a time.)

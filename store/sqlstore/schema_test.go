@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -127,4 +128,116 @@ func TestRecordInstants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRolloutCreateTable: the instances of a rollout start together, and
+// each calls CreateTable on a table that does not exist yet. Every call
+// must succeed: DDL that races another instance's is followed by another
+// look, not reported (issue 29 item 10). "fresh tables" races eight
+// instances round after round. When an instance that found the table
+// without its index builds it concurrently, the others must wait for that
+// build as for a lock: in "index build held" the build lasts longer than
+// the pauses between their tries (it waits for an open transaction, as
+// concurrent builds do), and they must neither report the table locked
+// meanwhile nor drop the build.
+func TestRolloutCreateTable(t *testing.T) {
+	const instances = 8
+	t.Run("fresh tables", func(t *testing.T) {
+		dbs := instancePools(t, instances)
+		for round := range 12 {
+			table := uniqueTable()
+			t.Cleanup(func() { dbs[0].Exec("DROP TABLE IF EXISTS " + table) })
+			results := rollout(t, dbs, table)
+			for range instances {
+				if r := <-results; r.err != nil {
+					t.Errorf("round %d: instance %d's CreateTable failed after %v: %v", round, r.instance, r.took.Round(time.Millisecond), r.err)
+				}
+			}
+		}
+	})
+	t.Run("index build held", func(t *testing.T) {
+		ctx := t.Context()
+		db := postgresBackend.open(t, 4)
+		dbs := instancePools(t, instances)
+		table := uniqueTable()
+		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
+		// The table as an instance's CREATE TABLE left it, before the index.
+		first, err := sqlstore.New(db, sqlstore.PostgreSQL, &sqlstore.Options{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `DROP INDEX `+table+`_expires_at`); err != nil {
+			t.Fatal(err)
+		}
+		oid, endBuild := buildIndexHeld(t, db, table)
+
+		results := rollout(t, dbs, table)
+		left := instances
+		for held := time.After(buildHeld); held != nil; {
+			select {
+			case r := <-results:
+				left--
+				t.Errorf("instance %d's CreateTable returned after %v while another session was still building the index: %v; want it to wait for the build", r.instance, r.took.Round(time.Millisecond), r.err)
+			case <-held:
+				held = nil
+			}
+		}
+		endBuild()
+		for ; left > 0; left-- {
+			select {
+			case r := <-results:
+				if r.err != nil {
+					t.Errorf("instance %d's CreateTable after the build ended: %v", r.instance, r.err)
+				}
+			case <-time.After(createBound):
+				t.Fatalf("%d CreateTable calls still waiting %v after the build ended", left, createBound)
+			}
+		}
+		if now, valid := expiresIndex(t, db, table); now != oid || !valid {
+			t.Errorf("the index is %d (valid %v), want the other instance's build %d, valid: an instance dropped it and built its own", now, valid, oid)
+		}
+	})
+}
+
+// instancePools returns n pools on the PostgreSQL test database, one per
+// instance of a rollout.
+func instancePools(t *testing.T, n int) []*sql.DB {
+	t.Helper()
+	dbs := make([]*sql.DB, n)
+	for i := range dbs {
+		dbs[i] = postgresBackend.open(t, 2)
+	}
+	return dbs
+}
+
+// rolloutResult is how one instance's CreateTable ended.
+type rolloutResult struct {
+	instance int
+	took     time.Duration
+	err      error
+}
+
+// rollout starts, all at once, CreateTable on table in a store on each of
+// dbs, and returns the channel that receives each call's result.
+func rollout(t *testing.T, dbs []*sql.DB, table string) <-chan rolloutResult {
+	t.Helper()
+	results := make(chan rolloutResult, len(dbs))
+	start := make(chan struct{})
+	for i, db := range dbs {
+		s, err := sqlstore.New(db, sqlstore.PostgreSQL, &sqlstore.Options{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			<-start
+			began := time.Now()
+			err := s.CreateTable(t.Context())
+			results <- rolloutResult{instance: i, took: time.Since(began), err: err}
+		}()
+	}
+	close(start)
+	return results
 }
