@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/plant"
+	"github.com/idemgate/idemgate/internal/seedrand"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -48,7 +48,7 @@ func (g *Gateway) renew(ctx context.Context, c store.Claim, claimedAt time.Time,
 		g:        g, cancel: cancel, c: c, sc: sc,
 		// The first renewal counts from the Claim's sending, as the
 		// lease does, so that a slow Claim leaves the renewal its margin.
-		due:      claimedAt.Add(g.renewInterval()),
+		due:      claimedAt.Add(g.renewInterval(ctx)),
 		deadline: claimedAt.Add(g.opts.Lease),
 	}
 	r.claimCtx.claim = store.OnEnterTx(c, r)
@@ -113,10 +113,11 @@ func (r *renewal) EnteredTx() {
 }
 
 // renewInterval is a third of the lease, jittered by ±10% so that many
-// holders do not renew in step.
-func (g *Gateway) renewInterval() time.Duration {
+// holders do not renew in step. The jitter comes from the source a
+// simulation put in ctx (internal/seedrand), else the global one.
+func (g *Gateway) renewInterval(ctx context.Context) time.Duration {
 	l := g.opts.Lease
-	return l/3 + time.Duration(rand.Int64N(int64(l/15)+1)) - l/30
+	return l/3 + time.Duration(seedrand.Int64N(ctx, int64(l/15)+1)) - l/30
 }
 
 // renewal is one live claim under renewal. It is also the body's context,
@@ -292,7 +293,7 @@ func (r *renewal) renew() {
 		return
 	case err == nil:
 		r.c, r.deadline = nc, sent.Add(lease)
-		r.due = now.Add(r.g.renewInterval())
+		r.due = now.Add(r.g.renewInterval(&r.claimCtx))
 	case errors.Is(err, store.ErrFenced):
 		lost = fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost)
 	default:

@@ -121,6 +121,13 @@ func (w *world) work(ctx context.Context) error {
 		nk := "welcome:" + w.b.Prefix + d.ms.m.Customer
 		err := d.proc.g.Lock(ctx, nk, func(context.Context) error { return nil })
 		if err != nil && !errors.Is(err, gateway.ErrDuplicate) {
+			if errors.Is(err, gateway.ErrInProgress) {
+				// A live holder of the nested key: a real failure, which
+				// may dead-letter the message as any in-progress answer.
+				w.mu.Lock()
+				d.held = true
+				w.mu.Unlock()
+			}
 			w.tracef(d, "body fails: nested Lock of %s: %v", nk, err)
 			return fmt.Errorf("nested lock: %w", err)
 		}
@@ -213,6 +220,7 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 	w.mu.Lock()
 	ks := w.key(d.ms.key)
 	ks.excused, ks.forgotten = true, true
+	ks.forgetsBegun++
 	for o := range ks.running {
 		delete(ks.running, o)
 		o.frozen = true
@@ -220,6 +228,11 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 	w.mu.Unlock()
 	ok, err := w.insp.Forget(context.WithoutCancel(ctx), c.Key)
 	w.tracef(d, "operator: Forget(%s) = %v, %v", c.Key, ok, err)
+	// A claim won before the Forget whose body registers only after the
+	// loop above was freed too: bodyStarts knows it by the count.
+	w.mu.Lock()
+	ks.forgetsEnded++
+	w.mu.Unlock()
 	if w.b.Tx != nil {
 		err := w.b.Tx.Commit(ctx, c)
 		w.tracef(d, "body's transaction: %v", err)

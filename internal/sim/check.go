@@ -130,10 +130,24 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	d.ran, d.claim = true, c
 	ks := w.key(d.ms.key)
 	var others []string
+	// A body whose Claim began before a Forget of the key ended may have
+	// had its claim freed by it (the Forget may be applied after the
+	// Claim, whichever body registers first): it runs as a zombie, beside
+	// which the next claim may run.
+	freed := func(o *delivery) bool { return ks.forgetsBegun > o.forgetsAtClaim }
 	for o := range ks.running {
+		if freed(o) {
+			delete(ks.running, o)
+			o.frozen = true
+			continue
+		}
 		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
 	}
-	ks.running[d] = true
+	if freed(d) {
+		d.frozen, others = true, nil
+	} else {
+		ks.running[d] = true
+	}
 	w.mu.Unlock()
 	w.tracef(d, "body starts, fence %d, lease until %s", c.Fence, fmtDur(c.LeaseUntil.Sub(w.start)))
 	if len(others) > 0 {

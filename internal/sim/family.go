@@ -261,8 +261,11 @@ func (w *world) forge(ms *msgState, a *Attempt) {
 	d := &delivery{w: w, ms: ms, a: a, proc: p, start: time.Now(), forged: true}
 	ctx := withDelivery(w.root, d)
 	bg := context.Background()
+	// The key is quiet when no genuine delivery is in flight at either
+	// read, nor started and ended between them (a message sharing the
+	// business key, at the same instant).
+	flying, begun := w.flying(ms.key)
 	before, live, err1 := w.insp.Inspect(bg, ms.key)
-	quiet := w.flying(ms.key) == 0
 	body, err := json.Marshal(map[string]any{"message": w.wireMessage(ms.m), "subscription": subscription, "deliveryAttempt": a.N})
 	if err != nil {
 		panic(err)
@@ -275,7 +278,8 @@ func (w *world) forge(ms *msgState, a *Attempt) {
 	rec := httptest.NewRecorder()
 	p.auth.ServeHTTP(rec, req)
 	after, live2, err2 := w.insp.Inspect(bg, ms.key)
-	quiet = quiet && w.flying(ms.key) == 0
+	flying2, begun2 := w.flying(ms.key)
+	quiet := flying == 0 && flying2 == 0 && begun == begun2
 	w.tracef(d, "forged request (%s) answered %d", map[forgery]string{forgedNoToken: "no token", forgedBadToken: "refused token"}[a.Forged], rec.Code)
 	if rec.Code >= 200 && rec.Code <= 299 {
 		w.violate(d, ruleAuth, fmt.Sprintf("a forged request was answered %d", rec.Code))
@@ -290,11 +294,12 @@ func sameRecord(a, b store.Record) bool {
 		bytes.Equal(a.Fingerprint, b.Fingerprint)
 }
 
-// flying counts key's deliveries whose answer is still to come.
-func (w *world) flying(key string) int {
+// flying counts key's deliveries whose answer is still to come, and those
+// that ever started.
+func (w *world) flying(key string) (inflight, begun int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.inflight[key]
+	return w.inflight[key], w.begun[key]
 }
 
 // publishAt is how long after the start m is published.

@@ -114,6 +114,11 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 }
 
 func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c store.Claim, err error) {
+	if d := deliveryFrom(ctx); d != nil && key == d.ms.key {
+		f.w.mu.Lock()
+		d.forgetsAtClaim = f.w.key(key).forgetsEnded
+		f.w.mu.Unlock()
+	}
 	err = f.do(ctx, opClaim, key, func() (err error) {
 		c, err = f.inner.Claim(ctx, key, lease)
 		if err == nil && c.Status == store.Won {

@@ -96,6 +96,7 @@ func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
 	}
 	p.inflt[d] = true
 	w.inflight[ms.key]++
+	w.begun[ms.key]++
 	if a.excusesRepeat(w.sc, w.t) {
 		w.key(ms.key).excused = true
 	}

@@ -16,7 +16,7 @@ import (
 // testing/synctest bubble, with a store that reads time.Now.
 func Run(sc *Scenario, b *Backend) *Result {
 	w := &world{sc: sc, b: b, t: b.Timing, keys: map[string]*keyState{}, end: make(chan struct{}),
-		won: map[string][]store.Claim{}, inflight: map[string]int{}, inMutex: map[string]map[*delivery]bool{}}
+		won: map[string][]store.Claim{}, inflight: map[string]int{}, begun: map[string]int{}, inMutex: map[string]map[*delivery]bool{}}
 	w.ext = b.Store.(store.Extender)
 	w.insp = b.Store.(store.Inspector)
 	w.logs = &lineLog{w: w}

@@ -112,10 +112,9 @@ var verboseFlag = flag.Bool("sim.reports", false, "TestSimSurvey: print the repo
 
 // TestSimReplays holds the simulator to its promise that a seed replays:
 // a seed that breaks a rule breaks one again. (Not always the same rules:
-// the gateway jitters its lease renewals with the global random source,
-// which no seed reaches, and a renewal a few milliseconds off can change
-// which copy of a message meets which record. Everything the seed draws is
-// the same.)
+// goroutines ready at the same fake instant run in any order, which can
+// change which copy of a message meets which record. Everything the seed
+// draws is the same, the renewals' jitter included.)
 func TestSimReplays(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		a, b := runMem(t, seed), runMem(t, seed)

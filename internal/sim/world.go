@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/seedrand"
 	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/store"
 )
@@ -78,8 +79,10 @@ type world struct {
 	// won is every claim won on a key (the store's answer, whether or not
 	// its reply reached the gateway), in order, for the fence rule.
 	won map[string][]store.Claim
-	// inflight counts each key's deliveries whose answer is to come.
+	// inflight counts each key's deliveries whose answer is to come, and
+	// begun those that ever started.
 	inflight map[string]int
+	begun    map[string]int
 	// inMutex counts the live Mutex bodies of each entity.
 	inMutex map[string]map[*delivery]bool
 
@@ -102,6 +105,11 @@ type keyState struct {
 	// forgotten: an operator forgot the key, on purpose breaking the
 	// guarantee for it (its DONE record may be gone).
 	forgotten bool
+	// forgetsBegun counts the operator's Forgets of the key begun, and
+	// forgetsEnded those that returned: a claim whose Claim call began
+	// when forgetsEnded was n may have been freed by any Forget past the
+	// n-th (see bodyStarts).
+	forgetsBegun, forgetsEnded int
 	// expired: an effect was written a ttl after the key was seen DONE,
 	// when its record may have expired.
 	expired bool
@@ -131,6 +139,9 @@ type delivery struct {
 	fired   [opCount]bool
 	claim   store.Claim
 	ran     bool // the body started
+	// forgetsAtClaim is the key's forgetsEnded when the delivery's last
+	// Claim call began.
+	forgetsAtClaim int
 	wrote   bool // the body wrote its effect
 	ok      bool // the body returned success
 	fenced  bool // the body returned store.ErrFenced
@@ -159,7 +170,18 @@ func (d *delivery) fire(o op) bool {
 
 type deliveryKey struct{}
 
+// It also carries the delivery's own random source, seeded with the seed,
+// the message and the attempt, from which the gateway draws the jitter of
+// its lease renewals: a seed replays them too.
 func withDelivery(ctx context.Context, d *delivery) context.Context {
+	stream := uint64(d.ms.m.Index)<<32 | uint64(d.a.N)<<2
+	if d.a.Copy {
+		stream |= 1
+	}
+	if d.forged {
+		stream |= 2
+	}
+	ctx = seedrand.With(ctx, seedrand.New(d.w.sc.Seed, stream))
 	return context.WithValue(ctx, deliveryKey{}, d)
 }
 
