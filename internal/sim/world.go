@@ -136,25 +136,25 @@ type delivery struct {
 	leave sync.Once // w.live.Done, once
 
 	// Guarded by w.mu.
-	fired   [opCount]bool
-	claim   store.Claim
-	ran     bool // the body started
+	fired [opCount]bool
+	claim store.Claim
+	ran   bool // the body started
 	// forgetsAtClaim is the key's forgetsEnded when the delivery's last
 	// Claim call began.
 	forgetsAtClaim int
-	wrote   bool // the body wrote its effect
-	ok      bool // the body returned success
-	fenced  bool // the body returned store.ErrFenced
-	frozen  bool // a stall or crash froze the body: a zombie from then on
-	late    bool // Pub/Sub stopped waiting for the answer
-	refused bool // the answer met a record of another payload
-	held    bool // the answer met a live holder: in progress
-	struck  bool // its process paused (a stall) or crashed under it
-	busy    bool // the body's Mutex met a live holder of its entity
-	answer  bool // the callback returned (Ordered: the scheduler may go on)
-	acked   bool // it was acked (meaningful once answer is set)
-	forged  bool // a forged request: no body may run for it
-	lost    bool // a zombie that found its claim lost (Attempt.Zombie)
+	wrote          bool // the body wrote its effect
+	ok             bool // the body returned success
+	fenced         bool // the body returned store.ErrFenced
+	frozen         bool // a stall or crash froze the body: a zombie from then on
+	late           bool // Pub/Sub stopped waiting for the answer
+	refused        bool // the answer met a record of another payload
+	held           bool // the answer met a live holder: in progress
+	struck         bool // its process paused (a stall) or crashed under it
+	busy           bool // the body's Mutex met a live holder of its entity
+	answer         bool // the callback returned (Ordered: the scheduler may go on)
+	acked          bool // it was acked (meaningful once answer is set)
+	forged         bool // a forged request: no body may run for it
+	lost           bool // a zombie that found its claim lost (Attempt.Zombie)
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
