@@ -19,7 +19,78 @@
 // run at once on one outbox: each message is held by one of them at a
 // time. Messages with an ordering key are published in the order they
 // were enqueued, each only once the ones before it on its key were
-// acknowledged (see [Source.Take]).
+// acknowledged (see [Source.Take]). Topic IDs resolve in the client's
+// project: "t" and "projects/P/topics/t" are one topic, published through
+// one publisher.
+//
+// # Waiting for every answer
+//
+// A relay gives a message back to its source only when Pub/Sub's answer
+// proves it was not published; it never stops waiting for an answer while
+// the message is held. The client ends each publish at its
+// PublishSettings.Timeout, which the relay sets to three quarters of
+// Options.Lease; the relay sends a round's messages of one ordering key in
+// one request and all of a round's requests at once, so every answer
+// comes before the lease lapses (a round whose Take took more than an
+// eighth of the lease is given back untried rather than published late).
+// Two publishes of one message by live relays therefore both land only
+// when
+//
+//   - a publish whose outcome the client could not learn (it timed out, or
+//     the connection broke) did land: the relay leaves such a message held
+//     until its lease lapses, and it is then published again; or
+//   - the client's own retries of one publish landed twice (it retries
+//     Unavailable and the like within its Timeout, with or without a
+//     relay); or
+//   - a relay outlived its lease (a process frozen past it): it logs
+//     "publishing outlived the lease" and counts
+//     idemgate.relay.failures{operation="lease"}.
+//
+// Each is a duplicate with the same child key, which the next stage runs
+// once.
+//
+// What a relay makes of each answer:
+//
+//	answer                                          the message
+//	acknowledged                                    sent (Settle deletes it)
+//	gRPC InvalidArgument, NotFound, PermissionDenied,
+//	  Unauthenticated, FailedPrecondition,
+//	  ResourceExhausted, OutOfRange, Unimplemented  refused: a Failure with Reason, backoff or dead
+//	pubsub.ErrOversizedMessage, a message the
+//	  client cannot encode (invalid UTF-8)          refused on every try: dead at once
+//	pubsub.ErrPublishingPaused (an earlier request
+//	  of its key failed; never sent)                given back untried (no Reason)
+//	pubsub.ErrPublisherStopped (never sent)         given back untried
+//	any other: DeadlineExceeded, Unavailable,
+//	  Canceled, Aborted, Internal, Unknown, …      unknown: left out of Settle, held until
+//	                                                its lease lapses; logged (WARN) and counted
+//	                                                as failures{operation="publish_unknown"}
+//
+// A key's request carries all its messages of the round: when Pub/Sub
+// refuses it, its first message takes the failure and the later ones are
+// given back untried, behind it.
+//
+// # Backoff and dead messages
+//
+// A refused message waits before it is taken again (outbox.Failure.After):
+// Options.MinBackoff after its first failure, doubling up to MaxBackoff,
+// each wait drawn between half of it and all of it. The failure that
+// reaches Options.MaxAttempts gives it up (outbox.Failure.Dead): the relay logs
+// an ERROR ("a message is given up") with its topic, child key, attempts
+// and reason, never its ordering key, and counts idemgate.relay.dead. The
+// message stays in the outbox, listed and revived through [DeadLetters]
+// (idemgate relay -dead, -revive). The later messages of its ordering key
+// wait behind it, as Pub/Sub stops a key whose publish failed, unless
+// Options.ReleaseDead.
+//
+// # Stopping
+//
+// Run returns within Options.StopTimeout plus one Settle (at most 10s)
+// of its ctx's end, whatever Pub/Sub does: it waits StopTimeout for the
+// answers in flight, settles what they tell, and leaves the rest held.
+// Its publishers stop in the background, within the client's Timeout: a
+// round's requests all started when it flushed them, none queued behind
+// another of its key, so none outlives the lease.
 //
 // A relay wakes up when its source signals new messages ([Waker]:
 // PostgreSQL's LISTEN/NOTIFY), and polls every Options.PollInterval in

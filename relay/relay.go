@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -80,14 +82,42 @@ type Options struct {
 	BatchSize int
 
 	// Lease is how long a relay holds the messages it took. A relay that
-	// dies leaves them to the others after it; one that is still
-	// publishing when it lapses may see them published a second time by
-	// another relay. Each batch's publishes are bounded by it. Default 30s.
+	// dies leaves them to the others after it. The relay sets its
+	// publishers' PublishSettings.Timeout to three quarters of it, so that
+	// the client answers every publish before the lease lapses (see the
+	// package documentation). Default 30s.
 	Lease time.Duration
 
 	// PollInterval is how often a relay looks for messages when it is not
 	// woken up. Default 1s.
 	PollInterval time.Duration
+
+	// MinBackoff and MaxBackoff bound how long a message Pub/Sub refused
+	// waits before it is taken again (outbox.Failure.After): MinBackoff after its
+	// first failure, doubling with each failure up to MaxBackoff, each
+	// wait drawn at random between half of it and all of it, so that the
+	// messages of one outage do not come back at once. Defaults 1s and 5m.
+	MinBackoff, MaxBackoff time.Duration
+
+	// MaxAttempts is how many failed publishes a message is allowed: the
+	// failure that reaches it gives the message up (outbox.Failure.Dead), to be
+	// listed and revived by an operator ([DeadLetters]). Zero means 10; a
+	// negative value means never give up. A message the client refuses
+	// whatever the attempt (larger than a publish request) is given up at
+	// its first failure.
+	MaxAttempts int
+
+	// ReleaseDead lets the later messages of a dead message's ordering key
+	// be published past it (outbox.Failure.Release). By default they wait until
+	// an operator revives it (or deletes it), as Pub/Sub itself stops a
+	// key whose publish failed: a key's order is kept over its progress.
+	ReleaseDead bool
+
+	// StopTimeout bounds how long Run, once its ctx ended, waits for the
+	// answers to the publishes in flight before it settles what it knows
+	// and returns. A message whose answer has not come then stays held
+	// until its lease lapses (it may still be published). Default 5s.
+	StopTimeout time.Duration
 
 	// Logger receives the relay's log lines. Default slog.Default().
 	Logger *slog.Logger
@@ -95,9 +125,14 @@ type Options struct {
 	// MeterProvider receives the relay's metrics: the histogram
 	// idemgate.relay.lag (seconds from commit to Pub/Sub's
 	// acknowledgement of the publish), the gauge idemgate.relay.backlog
-	// (unsent messages) and the counter idemgate.relay.failures (failed
-	// publishes and store errors, attribute operation). Default: the
-	// global provider.
+	// (unsent messages, dead ones left out), the counter
+	// idemgate.relay.failures (attribute operation: "publish" for a
+	// publish Pub/Sub refused, "publish_unknown" for one whose outcome the
+	// client could not learn, "lease" for a batch whose publishing
+	// outlived its lease or whose Take left too little of it to publish
+	// in, and "take", "settle", "listen", "backlog" for
+	// the store's operations) and the counter idemgate.relay.dead
+	// (messages given up). Default: the global provider.
 	MeterProvider metric.MeterProvider
 }
 
@@ -115,6 +150,10 @@ const (
 	DefaultBatchSize    = 100
 	DefaultLease        = 30 * time.Second
 	DefaultPollInterval = time.Second
+	DefaultMinBackoff   = time.Second
+	DefaultMaxBackoff   = 5 * time.Minute
+	DefaultMaxAttempts  = 10
+	DefaultStopTimeout  = 5 * time.Second
 )
 
 // settleTimeout bounds each Settle, which runs on a context that ignores
@@ -155,6 +194,27 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 	case o.PollInterval == 0:
 		o.PollInterval = DefaultPollInterval
 	}
+	switch {
+	case o.MinBackoff < 0 || o.MaxBackoff < 0:
+		return nil, fmt.Errorf("relay: negative MinBackoff %v or MaxBackoff %v", o.MinBackoff, o.MaxBackoff)
+	case o.MinBackoff == 0:
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return nil, fmt.Errorf("relay: MaxBackoff %v is shorter than MinBackoff %v", o.MaxBackoff, o.MinBackoff)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	switch {
+	case o.StopTimeout < 0:
+		return nil, fmt.Errorf("relay: negative StopTimeout %v", o.StopTimeout)
+	case o.StopTimeout == 0:
+		o.StopTimeout = DefaultStopTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -165,10 +225,17 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 	return &Relay{src: src, pub: pub, opts: o, tel: tel}, nil
 }
 
-// Run relays until ctx ends, then stops its publishers and returns
-// ctx.Err(). Store errors and failed publishes are logged, counted and
-// retried (after PollInterval); they do not end Run. Run may be called
-// again after it returned, but not twice at once.
+// Run relays until ctx ends, then returns ctx.Err(). Store errors and
+// failed publishes are logged, counted and retried; they do not end Run.
+// Run may be called again after it returned, but not twice at once.
+//
+// Once ctx ended, Run waits at most Options.StopTimeout for the answers to
+// the publishes in flight, settles the messages whose outcome it knows in
+// one Settle bounded by 10s, and returns: within StopTimeout plus 10s. A
+// message whose answer has not come stays held until its lease lapses,
+// never given back, since its publish may still land. The publishers stop
+// in the background: the client ends each publish at its Timeout (three
+// quarters of the lease), so they stop before the lease lapses.
 func (r *Relay) Run(ctx context.Context) error {
 	unregister, err := r.tel.observeBacklog(r.src)
 	if err != nil {
@@ -176,12 +243,22 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer unregister()
 
-	pubs := make(map[string]*pubsub.Publisher)
+	pubs := r.newPublishers()
 	defer func() {
-		for _, p := range pubs {
-			p.Stop()
+		if plant.On(298) {
+			pubs.stop() // waits for the stalled publishes
+			return
 		}
+		go pubs.stop()
 	}()
+
+	// giveUp closes StopTimeout after ctx ended: the relay stops waiting
+	// for the answers of its publishes in flight.
+	giveUp := make(chan struct{})
+	stopGiveUp := context.AfterFunc(ctx, func() {
+		time.AfterFunc(r.opts.StopTimeout, func() { close(giveUp) })
+	})
+	defer stopGiveUp()
 
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -195,7 +272,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		n, err := r.round(ctx, pubs)
+		n, err := r.round(ctx, pubs, giveUp)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -242,9 +319,10 @@ func (r *Relay) listen(ctx context.Context, w Waker, wake chan<- struct{}) {
 }
 
 // round takes one batch, publishes it and settles it. It returns how many
-// messages it took, and an error when a step failed (the relay then waits
-// PollInterval before the next round).
-func (r *Relay) round(ctx context.Context, pubs map[string]*pubsub.Publisher) (int, error) {
+// messages it took, and an error when a step failed or a publish did not
+// succeed (the relay then waits PollInterval before the next round).
+func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struct{}) (int, error) {
+	taken := time.Now() // the lease runs from a little later: the store's Take
 	batch, err := r.src.Take(ctx, r.opts.BatchSize, r.opts.Lease)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -256,67 +334,45 @@ func (r *Relay) round(ctx context.Context, pubs map[string]*pubsub.Publisher) (i
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	start := time.Now()
-	sent, unsent := r.publish(ctx, pubs, batch, start)
-	if len(unsent) > 0 {
+	returned := time.Now()
+	if late := returned.Sub(taken); late > r.lateTake() && !plant.On(297) {
+		r.tel.failed(ctx, opLease)
+		r.opts.Logger.WarnContext(ctx, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
+			"took", late, "lease", r.opts.Lease, "messages", len(batch))
+		failed := make([]outbox.Failure, len(batch))
+		for i, p := range batch {
+			failed[i] = outbox.Failure{Pending: p}
+		}
+		return len(batch), errors.Join(errLate, r.settle(ctx, nil, failed))
+	}
+	sent, failed, unknown := r.publish(ctx, pubs, batch, taken, returned, giveUp)
+	if len(sent) < len(batch) && (unknown > 0 || slices.ContainsFunc(failed, func(f outbox.Failure) bool { return f.Reason != "" })) {
 		// Publishing again at once would most likely fail again.
 		err = errPublish
 	}
+	if len(sent) == 0 && len(failed) == 0 {
+		return len(batch), err
+	}
+	return len(batch), errors.Join(err, r.settle(ctx, sent, failed))
+}
+
+// settle settles a round, on a context that outlives ctx's cancellation:
+// a stopping relay still marks what it sent.
+func (r *Relay) settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if serr := r.src.Settle(sctx, sent, unsent); serr != nil {
+	err := r.src.Settle(sctx, sent, failed)
+	if err != nil {
 		r.tel.failed(ctx, opSettle)
 		r.opts.Logger.ErrorContext(ctx, "relay: marking messages sent failed; they will be published again once their lease lapses",
-			"sent", len(sent), "unsent", len(unsent), "error", serr)
-		return len(batch), serr
+			"sent", len(sent), "unsent", len(failed), "error", err)
 	}
-	return len(batch), err
+	return err
 }
 
-// errPublish says that a round could not publish some of its messages.
-var errPublish = errors.New("relay: some publishes failed")
-
-// publish publishes batch, in order, and sorts it into the messages
-// Pub/Sub acknowledged and those it did not. The publishes are bounded by
-// half the lease, so that the batch is settled before another relay may
-// take it. A failed publish pauses its ordering key in the client, which
-// fails the later messages of that key; they are given back with it, and
-// the key is resumed for the next batch.
-func (r *Relay) publish(ctx context.Context, pubs map[string]*pubsub.Publisher, batch []outbox.Pending, start time.Time) (sent []outbox.Pending, unsent []outbox.Failure) {
-	pctx, cancel := context.WithTimeout(ctx, r.opts.Lease/2)
-	defer cancel()
-	results := make([]*pubsub.PublishResult, len(batch))
-	for i, p := range batch {
-		pub, ok := pubs[p.Topic]
-		if !ok {
-			pub = r.pub.Publisher(p.Topic)
-			pub.EnableMessageOrdering = true
-			pubs[p.Topic] = pub
-		}
-		results[i] = pub.Publish(pctx, &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey})
-	}
-	type key struct{ topic, orderingKey string }
-	paused := make(map[key]bool)
-	for i, res := range results {
-		p := batch[i]
-		_, err := res.Get(pctx)
-		if err == nil {
-			sent = append(sent, p)
-			r.tel.lag(ctx, p.Waited+time.Since(start))
-			continue
-		}
-		unsent = append(unsent, outbox.Failure{Pending: p, Reason: err.Error()})
-		if p.OrderingKey != "" {
-			paused[key{p.Topic, p.OrderingKey}] = true
-		}
-		if ctx.Err() == nil {
-			r.tel.failed(ctx, opPublish)
-			r.opts.Logger.WarnContext(ctx, "relay: publish failed; the message will be published again",
-				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
-		}
-	}
-	for k := range paused {
-		pubs[k.topic].ResumePublish(k.orderingKey)
-	}
-	return sent, unsent
-}
+// errPublish says that a round could not publish some of its messages;
+// errLate that its Take left too little of the lease to publish in.
+var (
+	errPublish = errors.New("relay: some publishes failed")
+	errLate    = errors.New("relay: Take took too long")
+)

@@ -35,12 +35,16 @@ func TestNewRejects(t *testing.T) {
 		pub  *pubsub.Client
 		opts relay.Options
 	}{
-		"nil source":     {nil, c, relay.Options{}},
-		"nil client":     {st.Outbox(), nil, relay.Options{}},
-		"negative batch": {st.Outbox(), c, relay.Options{BatchSize: -1}},
-		"negative lease": {st.Outbox(), c, relay.Options{Lease: -time.Second}},
-		"tiny lease":     {st.Outbox(), c, relay.Options{Lease: time.Millisecond}},
-		"negative poll":  {st.Outbox(), c, relay.Options{PollInterval: -time.Second}},
+		"nil source":            {nil, c, relay.Options{}},
+		"nil client":            {st.Outbox(), nil, relay.Options{}},
+		"negative batch":        {st.Outbox(), c, relay.Options{BatchSize: -1}},
+		"negative lease":        {st.Outbox(), c, relay.Options{Lease: -time.Second}},
+		"tiny lease":            {st.Outbox(), c, relay.Options{Lease: time.Millisecond}},
+		"negative poll":         {st.Outbox(), c, relay.Options{PollInterval: -time.Second}},
+		"negative min backoff":  {st.Outbox(), c, relay.Options{MinBackoff: -time.Second}},
+		"negative max backoff":  {st.Outbox(), c, relay.Options{MaxBackoff: -time.Second}},
+		"max under min backoff": {st.Outbox(), c, relay.Options{MinBackoff: time.Minute, MaxBackoff: time.Second}},
+		"negative stop timeout": {st.Outbox(), c, relay.Options{StopTimeout: -time.Second}},
 	} {
 		if _, err := relay.New(tc.src, tc.pub, &tc.opts); err == nil || !strings.HasPrefix(err.Error(), "relay: ") {
 			t.Errorf("%s: New = %v, want a \"relay: …\" error", name, err)

@@ -19,10 +19,12 @@ const (
 	opSettle
 	opListen
 	opBacklog
+	opUnknown
+	opLease
 	opCount
 )
 
-var opNames = [opCount]string{"take", "publish", "settle", "listen", "backlog"}
+var opNames = [opCount]string{"take", "publish", "settle", "listen", "backlog", "publish_unknown", "lease"}
 
 // backlogTimeout bounds the count behind each reading of the backlog gauge.
 const backlogTimeout = 5 * time.Second
@@ -32,6 +34,7 @@ type telemetry struct {
 	meter    metric.Meter
 	lagHist  metric.Float64Histogram
 	failures metric.Int64Counter
+	dead     metric.Int64Counter
 	backlog  metric.Int64ObservableGauge
 	byOp     [opCount][]metric.AddOption
 }
@@ -48,7 +51,11 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}
 	if t.failures, err = t.meter.Int64Counter("idemgate.relay.failures",
-		metric.WithDescription("Failed publishes and failed outbox operations."), metric.WithUnit("{failure}")); err != nil {
+		metric.WithDescription("Failed publishes, publishes of unknown outcome, publishing that outlived its lease, and failed outbox operations."), metric.WithUnit("{failure}")); err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	if t.dead, err = t.meter.Int64Counter("idemgate.relay.dead",
+		metric.WithDescription("Outbox messages given up after their last allowed failed publish."), metric.WithUnit("{message}")); err != nil {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}
 	if t.backlog, err = t.meter.Int64ObservableGauge("idemgate.relay.backlog",
@@ -69,6 +76,11 @@ func (t *telemetry) lag(ctx context.Context, d time.Duration) {
 // failed counts one failure of op.
 func (t *telemetry) failed(ctx context.Context, op int) {
 	t.failures.Add(ctx, 1, t.byOp[op]...)
+}
+
+// died counts one message given up.
+func (t *telemetry) died(ctx context.Context) {
+	t.dead.Add(ctx, 1)
 }
 
 // observeBacklog reports src's backlog on each collection until

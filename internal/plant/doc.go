@@ -16,7 +16,12 @@
 // 290 + the item: 291, outbox.Prepare admits data up to 10 MiB, which the
 // Pub/Sub client then refuses on every try; 295, outbox.OrderKey counts
 // the topic as spelled, so that "t" and "projects/P/topics/t" are two
-// orders.
+// orders; 292, the relay gives a message Pub/Sub refused back at once,
+// never backing off and never giving it up; 297, the relay stops waiting
+// for its publishes at half the lease and gives the unanswered ones back
+// while they may still land (with the client's default Timeout of 60s);
+// 298, a stopping relay gives back every message not yet acknowledged and
+// then waits in Publisher.Stop for the publishes in flight.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other

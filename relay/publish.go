@@ -1,0 +1,336 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/idemgate/idemgate/internal/plant"
+	"github.com/idemgate/idemgate/outbox"
+)
+
+// publishTimeout is the client's bound on one publish RPC, retries
+// included (PublishSettings.Timeout): three quarters of the lease. A
+// round's publishes all start when it flushes them, each ordering key's in
+// one request, so the client answers them all about that long after the
+// round's Take, before the lease lapses; the last quarter is the margin
+// for the time Take took, for a server that finishes a request just after
+// the client gave up on it, and for the store's clock.
+func (r *Relay) publishTimeout() time.Duration { return r.opts.Lease * 3 / 4 }
+
+// lateTake is how long after the start of its Take a batch may still be
+// published: past it, the client's answer could come after the lease
+// lapsed, and the batch is given back untried.
+func (r *Relay) lateTake() time.Duration { return r.opts.Lease / 8 }
+
+// publishers are one Run's publishers, one per full topic name: "t" and
+// "projects/P/topics/t" (with the client's project P) share one, so that
+// the client orders their ordering keys as one.
+type publishers struct {
+	r      *Relay
+	byName map[string]*pubsub.Publisher // used by Run's goroutine only
+	// flushing counts the Flush calls in flight; Publisher.Flush reads
+	// the publisher's state unsynchronised, so Stop waits for them.
+	flushing sync.WaitGroup
+}
+
+func (r *Relay) newPublishers() *publishers {
+	return &publishers{r: r, byName: make(map[string]*pubsub.Publisher)}
+}
+
+// fullName returns topic's full name: a topic ID resolves in the client's
+// project, as Client.Publisher resolves it.
+func (ps *publishers) fullName(topic string) string {
+	if strings.Count(topic, "/") == 3 {
+		return topic
+	}
+	return "projects/" + ps.r.pub.Project() + "/topics/" + topic
+}
+
+// get returns the publisher of topic's full name.
+func (ps *publishers) get(name string) *pubsub.Publisher {
+	if p, ok := ps.byName[name]; ok {
+		return p
+	}
+	p := ps.r.pub.Publisher(name)
+	p.EnableMessageOrdering = true
+	s := &p.PublishSettings
+	if !plant.On(297) {
+		s.Timeout = ps.r.publishTimeout()
+	}
+	// A round's messages of one ordering key must go in one request:
+	// the client sends a key's requests one after the other, each bounded
+	// by Timeout from its own start. The relay flushes each round at once
+	// (flush), so that the delay never splits a key's messages; the count
+	// and bytes never reach the thresholds within one key's share of a
+	// round (publish caps it); and every request of a round has a worker
+	// at once.
+	s.DelayThreshold = ps.r.opts.Lease
+	s.CountThreshold = min(ps.r.opts.BatchSize, pubsub.MaxPublishRequestCount)
+	s.ByteThreshold = pubsub.MaxPublishRequestBytes
+	s.NumGoroutines = max(ps.r.opts.BatchSize, 25*runtime.GOMAXPROCS(0))
+	ps.byName[name] = p
+	return p
+}
+
+// requestLimit is the most message bytes (as outbox.PublishSize counts
+// them) the client puts in one request to the topic of full name name.
+func requestLimit(name string) int {
+	return pubsub.MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(len(name))) + len(name)) - 5
+}
+
+// flush sends what the publishers in used hold, without waiting.
+func (ps *publishers) flush(used map[*pubsub.Publisher]bool) {
+	for p := range used {
+		ps.flushing.Go(p.Flush)
+	}
+}
+
+// stop stops every publisher. Publisher.Stop waits for the publishes in
+// flight, which the client ends at its Timeout.
+func (ps *publishers) stop() {
+	ps.flushing.Wait()
+	for _, p := range ps.byName {
+		p.Stop()
+	}
+}
+
+// An outcome is what became of one publish.
+type outcome int
+
+const (
+	acked     outcome = iota // published
+	refused                  // not published: Pub/Sub or the client turned it down
+	permanent                // refused, and would be on every attempt
+	untried                  // never sent
+	unknown                  // may have been published, or may still be
+)
+
+// classify tells what err, the result of one publish, says of it. Only an
+// error that proves the message was not published, and will not be, is a
+// refusal; anything else may hide a publish that landed or will land:
+//
+//	nil                                          acked
+//	pubsub.ErrOversizedMessage                   permanent (the client refused it before sending)
+//	gRPC Internal "invalid UTF-8"                permanent (the client could not encode it)
+//	pubsub.ErrPublishingPaused                   untried (an earlier request of its key failed; the client never sent it)
+//	pubsub.ErrPublisherStopped                   untried (the publisher stopped before it was sent)
+//	InvalidArgument, NotFound, PermissionDenied,
+//	Unauthenticated, FailedPrecondition,
+//	ResourceExhausted, OutOfRange, Unimplemented  refused (the server turned the request down)
+//	DeadlineExceeded, Unavailable, Canceled,
+//	Aborted, Internal, Unknown, DataLoss,
+//	AlreadyExists, a non-gRPC error              unknown
+//
+// ResourceExhausted is a refusal of the last try; the client retries it
+// and Unavailable within Timeout, so an earlier try of its own may have
+// landed: a duplicate the client makes, with the relay or without.
+func classify(err error) outcome {
+	var paused pubsub.ErrPublishingPaused
+	switch {
+	case err == nil:
+		return acked
+	case errors.Is(err, pubsub.ErrOversizedMessage):
+		return permanent
+	case errors.As(err, &paused), errors.Is(err, pubsub.ErrPublisherStopped):
+		return untried
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return unknown
+	}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
+		codes.FailedPrecondition, codes.ResourceExhausted, codes.OutOfRange, codes.Unimplemented:
+		return refused
+	case codes.Internal:
+		if strings.Contains(st.Message(), "invalid UTF-8") {
+			return permanent
+		}
+	}
+	return unknown
+}
+
+// group is what a round sends to one topic and ordering key.
+type group struct {
+	n, bytes int
+	full     bool // the rest of the key's messages wait for the next round
+}
+
+// publish publishes batch, whose Take started at taken (the lease runs
+// from a little later) and returned at returned, and sorts it: the
+// messages Pub/Sub acknowledged (sent), those it did not publish (failed,
+// each with the relay's decision) and how many may have been published or
+// may still be (unknown: left out of both, held until their lease lapses).
+// It waits for the client's answer on every publish, unless giveUp closes
+// first (Run is stopping).
+func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int) {
+	// Send: each ordering key's share of the round in one request.
+	results := make([]*pubsub.PublishResult, len(batch))
+	names := make([]string, len(batch))
+	type gkey struct{ name, orderingKey string }
+	groups := make(map[gkey]*group)
+	used := make(map[*pubsub.Publisher]bool)
+	for i, p := range batch {
+		names[i] = pubs.fullName(p.Topic)
+		pub := pubs.get(names[i])
+		if p.OrderingKey != "" {
+			k := gkey{names[i], p.OrderingKey}
+			g := groups[k]
+			if g == nil {
+				g = &group{}
+				groups[k] = g
+			}
+			size := outbox.PublishSize(p.Message)
+			if g.full || g.n > 0 && (g.n == pub.PublishSettings.CountThreshold || g.bytes+size > requestLimit(names[i])) {
+				g.full = true
+				continue // untried
+			}
+			g.n++
+			g.bytes += size
+		}
+		results[i] = pub.Publish(ctx, &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey})
+		used[pub] = true
+	}
+	pubs.flush(used)
+
+	// Wait for every answer: a message given back while its publish may
+	// still land would be published again by the next relay to take it.
+	wait := giveUp
+	if plant.On(297) || plant.On(298) {
+		pctx := ctx
+		if plant.On(297) {
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(ctx, r.opts.Lease/2)
+			defer cancel()
+		}
+		wait = pctx.Done()
+	}
+	gaveUp := false
+	for _, res := range results {
+		if res == nil || gaveUp {
+			continue
+		}
+		select {
+		case <-res.Ready():
+		case <-wait:
+			gaveUp = true
+		}
+	}
+	if d := time.Since(taken); d > r.opts.Lease {
+		r.tel.failed(ctx, opLease)
+		r.opts.Logger.ErrorContext(ctx, "relay: publishing outlived the lease; another relay may have published the same messages again",
+			"took", d, "lease", r.opts.Lease)
+	}
+
+	// Sort.
+	paused := make(map[gkey]bool)
+	headFailed := make(map[gkey]bool)
+	for i, res := range results {
+		p := batch[i]
+		if res == nil {
+			failed = append(failed, outbox.Failure{Pending: p})
+			continue
+		}
+		var err error
+		select {
+		case <-res.Ready():
+			_, err = res.Get(ctx)
+		default:
+			if plant.On(297) || plant.On(298) {
+				err = context.Cause(ctx)
+				if err == nil {
+					err = context.DeadlineExceeded
+				}
+				failed = append(failed, outbox.Failure{Pending: p, Reason: err.Error()})
+				continue
+			}
+			unknown++
+			r.tel.failed(ctx, opUnknown)
+			r.opts.Logger.WarnContext(ctx, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
+				"topic", p.Topic, "child_key", p.ChildKey)
+			continue
+		}
+		if err != nil && p.OrderingKey != "" {
+			paused[gkey{names[i], p.OrderingKey}] = true
+		}
+		switch o := classify(err); o {
+		case acked:
+			sent = append(sent, p)
+			r.tel.lag(ctx, p.Waited+time.Since(returned))
+		case untried:
+			failed = append(failed, outbox.Failure{Pending: p})
+		case refused, permanent:
+			if p.OrderingKey != "" {
+				// The key's request carried its later messages too: the
+				// first of them takes the failure, they wait behind it.
+				k := gkey{names[i], p.OrderingKey}
+				if headFailed[k] {
+					failed = append(failed, outbox.Failure{Pending: p})
+					continue
+				}
+				headFailed[k] = true
+			}
+			failed = append(failed, r.refusal(ctx, p, err, o == permanent))
+		default:
+			unknown++
+			r.tel.failed(ctx, opUnknown)
+			r.opts.Logger.WarnContext(ctx, "relay: the outcome of a publish is unknown; the message stays held until its lease lapses, then is published again",
+				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
+		}
+	}
+	// The client paused each key whose publish failed; every answer of
+	// the round has come, so nothing of the key is in flight.
+	if !gaveUp {
+		for k := range paused {
+			pubs.get(k.name).ResumePublish(k.orderingKey)
+		}
+	}
+	return sent, failed, unknown
+}
+
+// refusal decides what becomes of p, which Pub/Sub refused with err: it
+// is published again after a backoff, or given up once it failed
+// MaxAttempts times (or at once, when the refusal is permanent).
+func (r *Relay) refusal(ctx context.Context, p outbox.Pending, err error, permanent bool) outbox.Failure {
+	r.tel.failed(ctx, opPublish)
+	f := outbox.Failure{Pending: p, Reason: err.Error()}
+	if plant.On(292) {
+		r.opts.Logger.WarnContext(ctx, "relay: publish failed; the message will be published again",
+			"topic", p.Topic, "child_key", p.ChildKey, "error", err)
+		return f
+	}
+	attempts := p.Attempts + 1
+	if permanent || r.opts.MaxAttempts > 0 && attempts >= r.opts.MaxAttempts {
+		f.Dead, f.Release = true, r.opts.ReleaseDead
+		r.tel.died(ctx)
+		r.opts.Logger.ErrorContext(ctx, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it",
+			"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "reason", f.Reason, "releases_key", f.Release)
+		return f
+	}
+	f.After = r.backoff(p.Attempts)
+	r.opts.Logger.WarnContext(ctx, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
+		"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "retry_in", f.After, "error", err)
+	return f
+}
+
+// backoff returns the wait after a message's failure when it had failed
+// before times: MinBackoff doubled that many times, at most MaxBackoff,
+// drawn between half of it and all of it.
+func (r *Relay) backoff(before int) time.Duration {
+	d := r.opts.MinBackoff
+	for i := 0; i < before && d < r.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.opts.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}

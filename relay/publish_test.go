@@ -1,0 +1,459 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+)
+
+// reactor is a pstest reactor made of a function.
+type reactor func(req any) (handled bool, ret any, err error)
+
+func (f reactor) React(req any) (bool, any, error) { return f(req) }
+
+// onPublish reacts to the Publish requests of a pstest server.
+func onPublish(f reactor) pstest.ServerReactorOption {
+	return pstest.ServerReactorOption{FuncName: "Publish", Reactor: f}
+}
+
+// outTopic is the topic fakePubSub creates.
+const outTopic = "projects/p/topics/out"
+
+// fakePubSub returns a client of a pstest server, in project p, with the
+// topic outTopic.
+func fakePubSub(t testing.TB, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
+	t.Helper()
+	srv := pstest.NewServer(reactors...)
+	t.Cleanup(func() { srv.Close() })
+	c, err := pubsub.NewClient(t.Context(), "p", testenv.PubSubClientOptions(srv.Addr)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: outTopic}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// published counts the publishes of the message of child key ck.
+func published(srv *pstest.Server, ck string) int {
+	n := 0
+	for _, m := range srv.Messages() {
+		if m.Attributes[outbox.ChildKeyAttribute] == ck {
+			n++
+		}
+	}
+	return n
+}
+
+// running is a relay running in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func start(t testing.TB, src relay.Source, c *pubsub.Client, opts relay.Options) *running {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 20 * time.Millisecond
+	}
+	r, err := relay.New(src, c, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- r.Run(ctx) }()
+	t.Cleanup(func() { run.stop(t) })
+	return run
+}
+
+// stop ends the relay and waits for Run.
+func (r *running) stop(t testing.TB) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		if err := <-r.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// givesBack is a Source that closes gaveBack when a Settle first gives a
+// message back.
+type givesBack struct {
+	*model
+	gaveBack chan struct{}
+	once     sync.Once
+}
+
+func (g *givesBack) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	if len(failed) > 0 {
+		g.once.Do(func() { close(g.gaveBack) })
+	}
+	return g.model.Settle(ctx, sent, failed)
+}
+
+// Item 7: a publish that takes more than half the lease and then lands
+// is waited for. Before, the relay stopped waiting at half the lease and
+// gave the message back, the other relay took it and published it, and
+// the first publish landed too: two live relays, one message published
+// twice.
+func TestSlowPublishIsNotGivenBack(t *testing.T) {
+	const lease = 4 * time.Second
+	gaveBack := make(chan struct{})
+	var first atomic.Bool
+	srv, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		if first.CompareAndSwap(false, true) {
+			// The server is slow: it answers past half the lease, or at
+			// once when the relay gave the message back (it would not
+			// wait any longer).
+			select {
+			case <-gaveBack:
+			case <-time.After(lease * 55 / 100):
+			}
+		}
+		return false, nil, nil // publish
+	}))
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	src := &givesBack{model: m, gaveBack: gaveBack}
+	start(t, src, c, relay.Options{Lease: lease})
+	start(t, src, c, relay.Options{Lease: lease})
+
+	m.await(t, 30*time.Second, "the message is published and settled", func() bool { return !m.present(p.ID) })
+	for _, f := range m.failures() {
+		if f.ID == p.ID {
+			t.Errorf("the relay gave the message back (reason %q) while its publish could still land", f.Reason)
+		}
+	}
+	if n := published(srv, p.ChildKey); n != 1 {
+		t.Errorf("the message was published %d times by two live relays, want once", n)
+	}
+}
+
+// Item 8: Run, cancelled while Pub/Sub stalls a publish, returns within
+// StopTimeout and its Settle, and leaves the message held, since its
+// publish may still land. Before, it gave the batch back and then waited
+// in Publisher.Stop for the stalled publish (up to the client's 60s).
+func TestStopDuringStalledPublish(t *testing.T) {
+	const stopTimeout = 300 * time.Millisecond
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		once.Do(func() { close(entered) })
+		<-release
+		return false, nil, nil
+	}))
+	unstall := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unstall) // before the server closes
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship"), OrderingKey: "customer-42"})[0]
+	r, err := relay.New(m, c, &relay.Options{Lease: 30 * time.Second, StopTimeout: stopTimeout, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	<-entered
+	cancel()
+	stopped := time.Now()
+	bound := stopTimeout + 2*time.Second // the Settle is in memory
+	select {
+	case err := <-done:
+		t.Logf("Run returned %v after its ctx ended, the publish still stalled", time.Since(stopped).Round(time.Millisecond))
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	case <-time.After(bound):
+		t.Errorf("Run did not return within %v of its ctx's end while a publish stalled (it waits for the stalled publish)", bound)
+		unstall()
+		<-done
+		t.Logf("Run returned %v after its ctx ended, once the stall ended", time.Since(stopped).Round(time.Millisecond))
+	}
+	for _, f := range m.failures() {
+		if f.ID == p.ID {
+			t.Errorf("the stopping relay gave the message back (reason %q) while its publish could still land", f.Reason)
+		}
+	}
+	if got, err := m.Take(t.Context(), 10, time.Minute); err != nil || len(got) != 0 {
+		t.Errorf("Take after the stop = %d messages, %v; want none: the message stays held until its lease lapses", len(got), err)
+	}
+}
+
+// logBuffer collects JSON log lines; safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the lines logged at level.
+func (b *logBuffer) lines(t testing.TB, level string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["level"] == level {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// counter returns the sum of the int64 counter name, over the points
+// whose operation attribute is op (any, if op is empty).
+func counter(t testing.TB, reader *sdkmetric.ManualReader, name, op string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, x := range sm.Metrics {
+			d, ok := x.Data.(metricdata.Sum[int64])
+			if !ok || x.Name != name {
+				continue
+			}
+			for _, p := range d.DataPoints {
+				if v, _ := p.Attributes.Value("operation"); op == "" || v.AsString() == op {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// A message Pub/Sub refuses (its topic does not exist) backs off
+// exponentially, with jitter, between MinBackoff and MaxBackoff; the
+// failure that reaches MaxAttempts gives it up, holding its ordering key
+// unless ReleaseDead, counted in idemgate.relay.dead and logged as an
+// ERROR without the ordering key. The later message of its key comes back
+// untried (no Reason: not counted); a message of a good topic is sent.
+func TestRefusedMessagesBackOffAndDie(t *testing.T) {
+	const minB, maxB = time.Hour, 4 * time.Hour
+	for _, tc := range []struct {
+		name        string
+		before      int // failures before this one
+		maxAttempts int
+		releaseDead bool
+		dead        bool
+		after       [2]time.Duration // the range of Failure.After, when not dead
+	}{
+		{name: "first failure", before: 0, after: [2]time.Duration{minB / 2, minB}},
+		{name: "second failure", before: 1, after: [2]time.Duration{minB, 2 * minB}},
+		{name: "capped", before: 5, after: [2]time.Duration{maxB / 2, maxB}},
+		{name: "last allowed (default 10)", before: 9, dead: true},
+		{name: "last allowed, key released", before: 9, releaseDead: true, dead: true},
+		{name: "MaxAttempts 1", before: 0, maxAttempts: 1, dead: true},
+		{name: "negative MaxAttempts never gives up", before: 500, maxAttempts: -1, after: [2]time.Duration{maxB / 2, maxB}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := fakePubSub(t)
+			m := newModel()
+			bad := m.add(t, "order-1", tc.before,
+				outbox.Message{Topic: "missing", Data: []byte("a"), OrderingKey: "customer-42"},
+				outbox.Message{Topic: "projects/p/topics/missing", Data: []byte("b"), OrderingKey: "customer-42"})
+			good := m.add(t, "order-2", 0, outbox.Message{Topic: outTopic, Data: []byte("c")})[0]
+			logs := &logBuffer{}
+			reader := sdkmetric.NewManualReader()
+			run := start(t, m, c, relay.Options{MinBackoff: minB, MaxBackoff: maxB, MaxAttempts: tc.maxAttempts, ReleaseDead: tc.releaseDead,
+				Logger: slog.New(slog.NewJSONHandler(logs, nil)), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+			m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+			run.stop(t)
+
+			calls := m.calls()
+			if len(calls) != 1 {
+				t.Fatalf("%d Settles, want 1: the refused message must wait out its backoff", len(calls))
+			}
+			if len(calls[0].sent) != 1 || calls[0].sent[0].ID != good.ID {
+				t.Errorf("sent %d messages, want the one on a good topic", len(calls[0].sent))
+			}
+			if len(calls[0].failed) != 2 {
+				t.Fatalf("failed %d messages, want both of the missing topic", len(calls[0].failed))
+			}
+			f, behind := calls[0].failed[0], calls[0].failed[1]
+			if f.ID != bad[0].ID || !strings.Contains(f.Reason, "NotFound") && !strings.Contains(f.Reason, "not found") {
+				t.Errorf("failure %+v: want the first message, with Pub/Sub's reason", f)
+			}
+			if behind.ID != bad[1].ID || behind.Reason != "" || behind.Dead || behind.After != 0 {
+				t.Errorf("the later message of the key: Reason %q, Dead %v, After %v; want it given back untried (not counted)", behind.Reason, behind.Dead, behind.After)
+			}
+			if f.Dead != tc.dead || f.Dead && f.Release != tc.releaseDead {
+				t.Errorf("Dead %v, Release %v; want %v, %v", f.Dead, f.Release, tc.dead, tc.dead && tc.releaseDead)
+			}
+			if !tc.dead && (f.After < tc.after[0] || f.After > tc.after[1]) {
+				t.Errorf("After %v, want within [%v, %v]: MinBackoff doubled per earlier failure, capped, jittered", f.After, tc.after[0], tc.after[1])
+			}
+			want := int64(0)
+			if tc.dead {
+				want = 1
+			}
+			if got := counter(t, reader, "idemgate.relay.dead", ""); got != want {
+				t.Errorf("idemgate.relay.dead = %d, want %d", got, want)
+			}
+			if got := counter(t, reader, "idemgate.relay.failures", "publish"); got != 1 {
+				t.Errorf("idemgate.relay.failures{operation=publish} = %d, want 1 (the message behind is not a failure)", got)
+			}
+			errs := logs.lines(t, "ERROR")
+			if !tc.dead {
+				if len(errs) != 0 {
+					t.Errorf("ERROR lines %v, want none: nothing died", errs)
+				}
+				return
+			}
+			if len(errs) != 1 {
+				t.Fatalf("ERROR lines %v, want one for the dead message", errs)
+			}
+			e := errs[0]
+			if e["child_key"] != bad[0].ChildKey || e["topic"] != "missing" || e["attempts"] != float64(tc.before+1) || e["reason"] != f.Reason {
+				t.Errorf("ERROR line %v: want child_key, topic, attempts %d and reason", e, tc.before+1)
+			}
+			if line, _ := json.Marshal(e); strings.Contains(string(line), "customer-42") {
+				t.Errorf("ERROR line %s names the ordering key", line)
+			}
+		})
+	}
+}
+
+// A message larger than a publish request is refused by the client on
+// every try: it dies at its first failure.
+func TestOversizedMessageDiesAtOnce(t *testing.T) {
+	_, c := fakePubSub(t)
+	m := newModel()
+	ps, err := outbox.Prepare("order-1", []outbox.Message{{Topic: outTopic, Data: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ps[0]
+	p.Data = make([]byte, pubsub.MaxPublishRequestBytes)
+	m.addPending(&p, 0)
+	run := start(t, m, c, relay.Options{})
+	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+	run.stop(t)
+	f := m.failures()
+	if len(f) != 1 || !f[0].Dead || f[0].Reason == "" {
+		t.Errorf("failures %+v; want the oversized message dead at its first failure, with the client's reason", f)
+	}
+}
+
+// What each answer of Pub/Sub makes of a message: a refusal is a counted
+// failure; an answer that does not prove the message unpublished leaves
+// it out of Settle, held until its lease lapses, and counted.
+func TestOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		code    codes.Code
+		refused bool
+	}{
+		{codes.PermissionDenied, true},
+		{codes.InvalidArgument, true},
+		{codes.FailedPrecondition, true},
+		{codes.DataLoss, false},
+		{codes.AlreadyExists, false},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+				return true, nil, status.Error(tc.code, "no")
+			}))
+			m := newModel()
+			p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("a"), OrderingKey: "k"})[0]
+			reader := sdkmetric.NewManualReader()
+			run := start(t, m, c, relay.Options{MinBackoff: time.Hour, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+			m.await(t, 30*time.Second, "the publish is answered", func() bool {
+				return counter(t, reader, "idemgate.relay.failures", "") > 0
+			})
+			run.stop(t)
+			f := m.failures()
+			if tc.refused {
+				if len(f) != 1 || f[0].ID != p.ID || f[0].Reason == "" || f[0].After == 0 {
+					t.Errorf("failures %+v; want the message refused, with a reason and a backoff", f)
+				}
+				return
+			}
+			if len(f) != 0 {
+				t.Errorf("failures %+v; want none: a publish of unknown outcome is left out of Settle", f)
+			}
+			if got := counter(t, reader, "idemgate.relay.failures", "publish_unknown"); got != 1 {
+				t.Errorf("idemgate.relay.failures{operation=publish_unknown} = %d, want 1", got)
+			}
+			if got, _ := m.Take(t.Context(), 10, time.Minute); len(got) != 0 {
+				t.Errorf("Take = %d messages; the message must stay held until its lease lapses", len(got))
+			}
+		})
+	}
+}
+
+// A topic's ID and its full name in the client's project are one topic:
+// the relay publishes an ordering key's messages on both spellings in one
+// request, through one publisher, in order. Before, each spelling had a
+// publisher of its own, and the key's messages went in two requests side
+// by side.
+func TestTopicSpellingsShareAPublisher(t *testing.T) {
+	var (
+		mu       sync.Mutex // guards requests
+		requests [][]string
+	)
+	_, c := fakePubSub(t, onPublish(func(req any) (bool, any, error) {
+		var data []string
+		for _, m := range req.(*pubsubpb.PublishRequest).Messages {
+			data = append(data, string(m.Data))
+		}
+		mu.Lock()
+		requests = append(requests, data)
+		mu.Unlock()
+		return false, nil, nil
+	}))
+	m := newModel()
+	var msgs []outbox.Message
+	for i, topic := range []string{"out", outTopic, "out", outTopic} {
+		msgs = append(msgs, outbox.Message{Topic: topic, OrderingKey: "k", Data: []byte{'0' + byte(i)}})
+	}
+	m.add(t, "order-1", 0, msgs...)
+	start(t, m, c, relay.Options{})
+	m.await(t, 30*time.Second, "the batch is sent", func() bool { n, _ := m.Backlog(t.Context()); return n == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(requests) != 1 || strings.Join(requests[0], " ") != "0 1 2 3" {
+		t.Errorf("publish requests %q; want one request with the key's messages in order, whatever the topic's spelling", requests)
+	}
+}
