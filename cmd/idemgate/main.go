@@ -11,6 +11,7 @@
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
 //	idemgate relay -project P       publish a SQL store's outbox to Pub/Sub, until interrupted
+//	idemgate relay -dead | -revive ID,…  list the outbox's dead messages, or revive them
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
@@ -93,6 +94,9 @@ Commands:
                          gateway's logs under HideKeys (its key_digest)
   relay -project P       publish the messages of a SQL store's outbox to
                          Pub/Sub until interrupted (see package relay)
+  relay -dead | -revive ID,…
+                         list the outbox's dead messages (given up after
+                         -max-attempts refused publishes), or revive them
 
 Every command takes:
   -store URL       the store (default $IDEMGATE_STORE): redis://host:6379/0,

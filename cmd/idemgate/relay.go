@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/store/datastorestore"
 	"github.com/idemgate/idemgate/store/firestorestore"
 	"github.com/idemgate/idemgate/store/sqlstore"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 const relayHelp = `Relay publishes the messages that guarded bodies enqueued in a SQL store's
@@ -21,7 +22,16 @@ outbox (CompleteTx with messages; SQL, Datastore or Firestore) to Pub/Sub, each 
 deletes them once Pub/Sub acknowledged them. It runs until interrupted
 (SIGINT, SIGTERM). Several relays may run on one outbox at once. Topic IDs
 resolve in -project; PUBSUB_EMULATOR_HOST points the client at an emulator.
--timeout bounds opening the store only. Log lines go to stderr.
+-timeout bounds opening the store only. Log lines go to stderr. On
+interrupt it returns within -stop-timeout plus one settle (10s at most).
+
+A message Pub/Sub refused -max-attempts times is given up ("dead"): it
+stays in the outbox and, unless -release-dead, the later messages of its
+ordering key wait behind it. With -dead, relay lists the dead messages of
+a store that keeps them (oldest first; the ordering key only with
+-ordering-keys, since it may name a customer) and exits; with -revive
+ID,… it makes them takeable again at once, attempts counted from zero,
+and exits. Neither needs -project; -timeout bounds them whole.
 `
 
 // outboxOf returns the outbox of a store that has one: the SQL stores',
@@ -41,12 +51,26 @@ func outboxOf(st any) (relay.Source, bool) {
 func (c *cli) relay(ctx context.Context, args []string) int {
 	fs, cm := c.flags("relay", "", relayHelp, 30*time.Second)
 	project := fs.String("project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "Google Cloud `project` of the topics given as IDs (default $GOOGLE_CLOUD_PROJECT)")
-	batch := fs.Int("batch", relay.DefaultBatchSize, "messages taken per round")
-	lease := fs.Duration("lease", relay.DefaultLease, "how long a relay holds the messages it took; a dead relay's are published again after it")
-	poll := fs.Duration("poll", relay.DefaultPollInterval, "how often to look for messages when not woken (PostgreSQL wakes the relay on commit)")
+	var o relay.Options
+	fs.IntVar(&o.BatchSize, "batch", relay.DefaultBatchSize, "messages taken per round")
+	fs.DurationVar(&o.Lease, "lease", relay.DefaultLease, "how long a relay holds the messages it took; a dead relay's are published again after it")
+	fs.DurationVar(&o.PollInterval, "poll", relay.DefaultPollInterval, "how often to look for messages when not woken (PostgreSQL wakes the relay on commit)")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, "refused publishes after which a message is given up (negative: never)")
+	fs.DurationVar(&o.MinBackoff, "min-backoff", relay.DefaultMinBackoff, "wait after a message's first refused publish, doubled after each")
+	fs.DurationVar(&o.MaxBackoff, "max-backoff", relay.DefaultMaxBackoff, "longest wait between a message's publishes")
+	fs.BoolVar(&o.ReleaseDead, "release-dead", false, "let the later messages of a dead message's ordering key pass it")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", relay.DefaultStopTimeout, "on interrupt, how long to wait for Pub/Sub's answers in flight")
+	dead := fs.Bool("dead", false, "list the dead messages and exit")
+	revive := fs.String("revive", "", "revive the dead messages of these `IDs` (comma-separated) and exit")
+	limit := fs.Int("n", 100, "with -dead, the most messages listed")
+	asJSON := fs.Bool("json", false, "with -dead, print one JSON object per message, one per line")
+	orderingKeys := fs.Bool("ordering-keys", false, "with -dead, show the ordering keys")
 	rest, code, done := c.parse(fs, cm, args)
 	if done {
 		return code
+	}
+	if *dead || *revive != "" {
+		return c.deadLetters(ctx, cm, rest, *dead, *revive, deadListing{n: *limit, json: *asJSON, orderingKeys: *orderingKeys})
 	}
 	if len(rest) > 0 || *project == "" {
 		fmt.Fprintln(c.stderr, "idemgate: relay takes no arguments, and needs -project (or $GOOGLE_CLOUD_PROJECT)")
@@ -54,17 +78,14 @@ func (c *cli) relay(ctx context.Context, args []string) int {
 	}
 	octx, cancel := context.WithTimeout(ctx, cm.timeout)
 	defer cancel()
-	o, err := c.open(octx, cm)
+	st, err := c.open(octx, cm)
 	if err != nil {
 		return c.fail(octx, cm, err)
 	}
-	defer o.Close()
-	src, ok := outboxOf(o.Store)
-	if !ok {
-		return c.fail(octx, cm, fmt.Errorf("%w: the %s store has no outbox to relay (the SQL, Datastore and Firestore stores do)", errUsage, o.Name))
-	}
-	if _, err := src.Backlog(octx); err != nil {
-		return c.fail(octx, cm, fmt.Errorf("the outbox of %s cannot be read (a SQL store creates it with Options.Outbox and CreateTable): %w", o.Where(), err))
+	defer st.Close()
+	src, err := openOutbox(octx, st)
+	if err != nil {
+		return c.fail(octx, cm, err)
 	}
 	client, err := pubsub.NewClient(ctx, *project)
 	if err != nil {
@@ -72,15 +93,28 @@ func (c *cli) relay(ctx context.Context, args []string) int {
 	}
 	defer client.Close()
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
-	r, err := relay.New(src, client, &relay.Options{BatchSize: *batch, Lease: *lease, PollInterval: *poll, Logger: log})
+	o.Logger = log
+	r, err := relay.New(src, client, &o)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "idemgate:", err)
 		return exitUsage
 	}
-	log.Info("relay: started", "outbox", o.Where(), "project", *project)
+	log.Info("relay: started", "outbox", st.Where(), "project", *project)
 	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return c.fail(ctx, cm, err)
 	}
 	log.Info("relay: stopped")
 	return exitOK
+}
+
+// openOutbox returns the outbox of st, once it could read it.
+func openOutbox(ctx context.Context, st *storeurl.Opened) (relay.Source, error) {
+	src, ok := outboxOf(st.Store)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s store has no outbox to relay (the SQL, Datastore and Firestore stores do)", errUsage, st.Name)
+	}
+	if _, err := src.Backlog(ctx); err != nil {
+		return nil, fmt.Errorf("the outbox of %s cannot be read (a SQL store creates it with Options.Outbox and CreateTable): %w", st.Where(), err)
+	}
+	return src, nil
 }
