@@ -54,6 +54,9 @@ type PipeBackend struct {
 	// orders by the topic as spelled (main's SQL store before issue 29's
 	// fix): the scenarios' full names would find that again and again.
 	OneSpelling bool
+	// DelayBound, if set, replaces the pipe-delay bound (in leases) for a
+	// store slower than the model under load.
+	DelayBound float64
 }
 
 // The rules of the pipeline family; see the package documentation.
@@ -101,6 +104,7 @@ type pipeVersion struct {
 	// Settles the relays saw: the Take that holds it and until when (on
 	// this host's clock, read after the store answered), and the end of
 	// its backoff.
+	unknown      int // give-backs of publishes the old relay stopped waiting for
 	heldBy       string
 	heldUntil    time.Time
 	backoffUntil time.Time
@@ -738,8 +742,16 @@ func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed [
 	}
 	for _, f := range failed {
 		w.takes[f.ID] = append(w.takes[f.ID], takeEvent{token: f.Token})
-		if v := w.versions[tagOf(f.Data)]; v != nil && v.heldBy == f.Token {
+		v := w.versions[tagOf(f.Data)]
+		if v != nil && v.heldBy == f.Token {
 			v.heldBy, v.backoffUntil = "", now.Add(f.After)
+		}
+		if v != nil && !w.sc.V2 && strings.Contains(f.Reason, "context") {
+			// main's relay gives back a publish it stopped waiting for
+			// (plant 297's behaviour, its known defect): on a loaded
+			// machine that happens without any injected stall, so the
+			// second publish is excused there.
+			v.unknown++
 		}
 		w.events = append(w.events, traceLine{at: w.now(), key: tagOf(f.Data), text: fmt.Sprintf("%s gives back: reason %q, after %v, dead %v, release %v", rp.who(), f.Reason, f.After, f.Dead, f.Release)})
 	}
@@ -894,7 +906,7 @@ func (w *pipeWorld) finalChecks() {
 				add(v.tag, rulePipeUnpub, fmt.Sprintf("%s (seq %d) was committed and never published, nor is it dead", v.tag, v.seq))
 			}
 		}
-		if len(v.landings) > 1+lapsed[v.tag] {
+		if len(v.landings) > 1+lapsed[v.tag]+v.unknown {
 			add(v.tag, rulePipeDup, fmt.Sprintf("%s was published %d times (at %v) and only %d of its Takes lapsed: a relay gave back (or settled) a message whose publish then landed", v.tag, len(v.landings), v.landings, lapsed[v.tag]))
 		}
 	}
@@ -976,8 +988,12 @@ func (w *pipeWorld) finalChecks() {
 		for _, s := range w.stalls {
 			stalled += max(0, min(s[1], land)-max(s[0], free))
 		}
-		if wait := land - free; wait > w.leases(pipeDelayBound)+stalled {
-			add(v.tag, rulePipeDelay, fmt.Sprintf("%s waited %v to be published once free (bound %v, Pub/Sub stalled %v meanwhile)", v.tag, wait.Round(time.Millisecond), w.leases(pipeDelayBound), stalled.Round(time.Millisecond)))
+		bound := w.leases(pipeDelayBound)
+		if w.b.DelayBound > 0 {
+			bound = w.leases(w.b.DelayBound)
+		}
+		if wait := land - free; wait > bound+stalled {
+			add(v.tag, rulePipeDelay, fmt.Sprintf("%s waited %v to be published once free (bound %v, Pub/Sub stalled %v meanwhile)", v.tag, wait.Round(time.Millisecond), bound, stalled.Round(time.Millisecond)))
 		}
 	}
 	for _, v := range out {
