@@ -353,6 +353,9 @@ type Result struct {
 	Elapsed    time.Duration // on the run's clock (fake under synctest)
 	events     []traceLine
 	test       string
+	// desc, if set, describes the scenario instead of Scenario (the
+	// pipeline family's, whose Scenario holds only the seed).
+	desc string
 }
 
 // Failed reports whether a rule was broken.
@@ -382,7 +385,11 @@ func (r *Result) Rules() []string {
 // and the trace of each key they concern.
 func (r *Result) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim on %s: %s\nreplay with: go test ./internal/sim/ -run '%s' -sim.seed=%d\n", r.Backend, r.Scenario, r.test, r.Scenario.Seed)
+	desc := r.desc
+	if desc == "" {
+		desc = r.Scenario.String()
+	}
+	fmt.Fprintf(&b, "sim on %s: %s\nreplay with: go test ./internal/sim/ -run '%s' -sim.seed=%d\n", r.Backend, desc, r.test, r.Scenario.Seed)
 	keys := map[string]bool{}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "%s\n", v)

@@ -84,6 +84,70 @@
 //     messageId (no token, or a token the validator refuses) come just
 //     before some genuine attempts (plain seeds draw it too).
 //
+// # The pipeline family
+//
+// [RunPipeline] runs a [PipeScenario] (issue 29's pipeline) on a
+// [PipeBackend] in real time: stage A bodies claim their parent keys and
+// complete them with messages through the outbox, in one transaction;
+// one to three relays (package relay, on a real *pubsub.Client) publish
+// them to a pstest server of the run's own; stage B, pull.Wrap keyed with
+// gateway.KeyFromChildKey on a subscription with ordering, writes each
+// message's tag to a ledger by child key. Each message's data is its
+// version's tag (parent, name, attempt), so that the checker tells the
+// versions of one child key apart. The backends are [ModelOutbox] (the
+// Source contract over memstore) and the SQL stores' outboxes.
+//
+// The faults: stage A attempts that roll back, or outlive their lease
+// while a redelivery takes the key over and commits, after which their
+// CompleteTx must commit nothing; an operator's Forget of a DONE parent
+// and a second completion (same child keys, new versions); a message just
+// under 10 MiB, which Prepare must refuse (the body then sends it small).
+// Pub/Sub, through a Publish reactor: requests that fail (not retried by
+// the client), fail UNAVAILABLE (retried by the client itself), are held
+// by the server past the relay's patience and then land (the whole
+// server is held: an overloaded Pub/Sub), and a topic that refuses every
+// message for good. The relays: a process that dies between its publish
+// and its Settle (the Settle never reaches the store), a shutdown while a
+// batch is out, the store's clock ahead of the relay's by up to a tenth of
+// the lease. The faults only issue 29's relay is meant to survive are
+// drawn when relay.Options has its fields (pipeRelayOptions sets them by
+// name).
+//
+// The rules of the pipeline family:
+//
+//   - pipe-lost: every child key with a committed version reaches stage
+//     B's effect, unless each of its versions is dead or waits behind a
+//     dead message of its key that holds it (DeadLetters shows both).
+//   - pipe-repeat: stage B effects a child key at most once.
+//   - pipe-phantom: no version of a rolled-back or fenced-out attempt is
+//     published or effected.
+//   - pipe-fenced: a CompleteTx of a claim a later claim took over commits
+//     nothing.
+//   - pipe-unpublished: every committed version is published at least
+//     once, or is dead, or waits behind a dead one (a Settle of an older
+//     version must leave a newer one of the same child key).
+//   - pipe-dead: a message dies only with a reason, and only after
+//     failures the run injected into its publishes.
+//   - pipe-dup: a version lands in Pub/Sub at most once more than the
+//     number of its Takes whose lease lapsed before they settled it (a
+//     relay that died, or held a publish of unknown outcome until its
+//     lease lapsed, may see it published twice; a relay that gave a
+//     message back must not see its publish land).
+//   - pipe-take-order: a Take never hands out a message while an earlier
+//     message of its key (topic ID and ordering key) is held by another
+//     Take or backs off, as the relays' Takes and Settles show it (with a
+//     tenth of the lease of margin).
+//   - pipe-order: stage B effects a key's child keys in the order of their
+//     first commits (keys with a dead version left out; on main's relay,
+//     which keeps a publisher per topic as spelled, pairs that spell their
+//     topic differently are left out too: they race in the relay).
+//   - pipe-delay: a message with no injected fault, whose Takes never
+//     lapsed, is published within 5 leases (plus the time the server was
+//     held meanwhile) of being free: committed, and every earlier message
+//     of its key published or dead.
+//   - pipe-stop: a relay's Run returns within its StopTimeout plus a
+//     lease once its context ends (two leases for a relay without one).
+//
 // # The rules
 //
 //   - ack-done: an ack means the key's record is DONE at that moment; the

@@ -3,11 +3,16 @@
 package sim_test
 
 import (
+	"database/sql"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/sim"
+	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
 // plantRules are the rules a planted bug breaks: the item it puts back
@@ -35,8 +40,8 @@ var plantRules = map[int][]string{
 // scripts/sim-plants.sh.
 func TestSimFindsPlants(t *testing.T) {
 	var planted []int
-	for _, f := range strings.Split(os.Getenv("IDEMGATE_PLANT"), ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+	for _, n := range plantsFromEnv() {
+		if _, pipe := pipePlants[n]; !pipe {
 			planted = append(planted, n)
 		}
 	}
@@ -61,4 +66,79 @@ func TestSimFindsPlants(t *testing.T) {
 			t.Errorf("plant %d: not found within %d seeds (looking for %v)", n, len(seeds(defaultSeeds)), want)
 		}
 	}
+}
+
+// pipePlant is a planted defect of issue 29 and how the pipeline family
+// reaches it: the backend whose code it is in (nil: no backend of the
+// family runs that store yet) and the rules it breaks.
+type pipePlant struct {
+	rules   []string
+	backend func(t *testing.T) *sim.PipeBackend
+	why     string // how the family reaches it
+}
+
+// pipePlants are issue 29's plants; adding one is a line.
+var pipePlants = map[int]pipePlant{
+	291: {[]string{"pipe-unpublished", "pipe-lost", "pipe-dead"}, pipeModel, "a message of 10,000,000+ bytes Prepare admits: the client refuses it on every try"},
+	292: {[]string{"pipe-lost", "pipe-unpublished", "pipe-delay"}, pipeModel, "a topic that refuses every message: never dead, retried at once for ever"},
+	293: {[]string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, pipeSQLite, "a key held behind a refused message fills a small Take window"},
+	294: {[]string{"pipe-order", "pipe-take-order"}, nil, "needs the Google stores in the family, with completing processes whose clocks differ"},
+	295: {[]string{"pipe-take-order", "pipe-order"}, pipeModel, "one key's messages naming their topic by ID and by full name"},
+	296: {[]string{"pipe-unpublished", "pipe-lost"}, nil, "needs the Google stores in the family: a Forget while the parent's message is held"},
+	297: {[]string{"pipe-dup"}, pipeModel, "a publish that stalls or is retried past half the lease, given back, then lands"},
+	298: {[]string{"pipe-stop", "pipe-dup"}, pipeModel, "a shutdown while a publish stalls"},
+}
+
+func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend(sim.ModelFaults{}) }
+
+func pipeSQLite(t *testing.T) *sim.PipeBackend {
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "pipe.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return sqlPipeBackend(t, "SQLite", db, sqlstore.SQLite)
+}
+
+// TestSimPipelineFindsPlants proves the pipeline family finds each of
+// issue 29's plants listed in IDEMGATE_PLANT within its budget of seeds,
+// and says at which seed. See scripts/sim-plants.sh.
+func TestSimPipelineFindsPlants(t *testing.T) {
+	ran := false
+	for _, n := range plantsFromEnv() {
+		pp, ok := pipePlants[n]
+		if !ok {
+			continue
+		}
+		ran = true
+		if pp.backend == nil {
+			t.Logf("plant %d: not reachable yet: %s", n, pp.why)
+			continue
+		}
+		failed, seeds := runPipe(t, 2*pipeBudget, pp.backend)
+		if failed != nil && slices.ContainsFunc(failed.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) }) {
+			t.Logf("plant %d: found at seed %d, after %d seeds (rules: %s)", n, failed.Scenario.Seed, seeds, strings.Join(failed.Rules(), ", "))
+			continue
+		}
+		if failed != nil {
+			t.Errorf("plant %d: not found: seed %d broke %v, not one of %v\n%s", n, failed.Scenario.Seed, failed.Rules(), pp.rules, failed.Report())
+			continue
+		}
+		t.Errorf("plant %d: not found within %d seeds (looking for %v: %s)", n, seeds, pp.rules, pp.why)
+	}
+	if !ran {
+		t.Skip("no pipeline plant in IDEMGATE_PLANT")
+	}
+}
+
+// plantsFromEnv lists the plants of IDEMGATE_PLANT.
+func plantsFromEnv() []int {
+	var planted []int
+	for _, f := range strings.Split(os.Getenv("IDEMGATE_PLANT"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			planted = append(planted, n)
+		}
+	}
+	return planted
 }

@@ -1,0 +1,260 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/relay"
+)
+
+// PipeScenario is what a seed of the pipeline family decides before the
+// run starts: the stage A parents and their messages, the faults of each
+// message's publishes, and the relays with their own faults.
+type PipeScenario struct {
+	Seed    uint64
+	Parents []*PipeParent
+	Relays  []PipeRelay
+	// Batch is the relays' Options.BatchSize: small, so that a key's
+	// blocked messages can fill a Take's window.
+	Batch int
+	// ReleaseDead is the relays' Options.ReleaseDead, when it exists.
+	ReleaseDead bool
+	// V2 says the relay has the options of issue 29's relay (MaxAttempts
+	// and the rest): the faults that only it is meant to survive are
+	// drawn (see pipeRelayOptions).
+	V2 bool
+}
+
+// PipeParent is one stage A message: a body that completes its claim of
+// Key with Msgs through the outbox.
+type PipeParent struct {
+	Index int
+	Key   string
+	At    float64 // when its first attempt starts, in relay leases
+	Msgs  []*PipeMsg
+	// Faults are those of its first attempts, in order: what each body
+	// does instead of committing (the later ones commit).
+	Faults []bodyFault
+	// Forget: once DONE, an operator forgets the key ForgetAfter leases
+	// later, with its messages likely still queued, and a redelivery
+	// completes it again (a second version of each message, with the
+	// same child keys).
+	Forget      bool
+	ForgetAfter float64
+}
+
+// bodyFault is what a stage A attempt does instead of committing.
+type bodyFault uint8
+
+const (
+	bodyCommits  bodyFault = iota
+	bodyRollback           // CompleteTx, then the transaction rolls back
+	bodyFenced             // the body outlives its lease, a redelivery takes the key over and commits, then the stale body's CompleteTx
+)
+
+func (f bodyFault) String() string { return [...]string{"commits", "rollback", "fenced"}[f] }
+
+// PipeMsg is one outbox message of a parent, and what Pub/Sub does to its
+// publishes.
+type PipeMsg struct {
+	Name        string
+	Topic       string // as the body spells it: an ID or a full name
+	OrderingKey string
+	// ErrTries: the first ErrTries publish requests carrying it fail with
+	// FAILED_PRECONDITION (the client does not retry it).
+	ErrTries int
+	// Unavailable: the next Unavailable requests fail with UNAVAILABLE,
+	// which the client retries by itself, so that the relay may see the
+	// outcome late or not at all (V2 only).
+	Unavailable int
+	// Stall: the first request that would land it is held Stall relay
+	// leases by the server, then lands (V2 only).
+	Stall float64
+	// Big: the body first enqueues it with data just under 10 MiB (what
+	// Prepare must refuse, and plant 291 admits), then, refused, with
+	// small data.
+	Big bool
+}
+
+// PipeRelay is one relay slot's faults; they hit its first process only,
+// the process that replaces it is clean (but for the skew).
+type PipeRelay struct {
+	// CrashAt: the process dies at its CrashAt-th Settle with sent
+	// messages, before the store hears of it (0: never).
+	CrashAt int
+	// ShutdownAt: the process is shut down ShutdownAfter leases after its
+	// ShutdownAt-th Take that took something (0: never; V2 only).
+	ShutdownAt    int
+	ShutdownAfter float64
+	// Skew: the store's clock runs ahead of the relay's by Skew (a tenth
+	// of the lease at most): the lease ends that much sooner than the
+	// relay reckons.
+	Skew float64
+}
+
+// The topics of the pipeline family: two that take messages, and one that
+// refuses every message for good.
+const (
+	pipeProject   = "sim"
+	pipeTopicA    = "t-a"
+	pipeTopicB    = "t-b"
+	pipeTopicGone = "t-x"
+)
+
+// NewPipeScenario draws the pipeline scenario of seed.
+func NewPipeScenario(seed uint64) *PipeScenario {
+	r := rand.New(rand.NewPCG(seed, 0x91be))
+	s := &PipeScenario{Seed: seed, Batch: 1 + r.IntN(4), ReleaseDead: r.IntN(2) == 0, V2: relayV2()}
+	for range 1 + r.IntN(3) {
+		rl := PipeRelay{Skew: float64(r.IntN(11)) / 100}
+		if r.IntN(3) == 0 {
+			rl.CrashAt = 1 + r.IntN(3)
+		}
+		if r.IntN(3) == 0 {
+			rl.ShutdownAt, rl.ShutdownAfter = 1+r.IntN(3), float64(r.IntN(6))/10
+		}
+		s.Relays = append(s.Relays, rl)
+	}
+	keys := 1 + r.IntN(3)
+	refusing := r.IntN(4) == 0 // a key whose first message goes to the refusing topic
+	big := r.IntN(8) == 0
+	n := 2 + r.IntN(5)
+	for i := range n {
+		p := &PipeParent{Index: i, Key: fmt.Sprintf("parent-%d", i), At: float64(r.IntN(30))/10 + float64(i)/997}
+		for j := range 1 + r.IntN(3) {
+			m := &PipeMsg{Name: fmt.Sprintf("m%d", j), Topic: pipeTopicA}
+			if r.IntN(2) == 0 {
+				m.Topic = pipeTopicB
+			}
+			if r.IntN(3) == 0 {
+				m.Topic = "projects/" + pipeProject + "/topics/" + m.Topic
+			}
+			if r.IntN(4) != 0 {
+				m.OrderingKey = fmt.Sprintf("k%d", r.IntN(keys))
+			}
+			switch r.IntN(8) {
+			case 0:
+				m.ErrTries = 1 + r.IntN(3)
+			case 1:
+				m.Unavailable = 1 + r.IntN(3)
+			case 2:
+				m.Stall = 0.3 + float64(r.IntN(20))/10
+			}
+			p.Msgs = append(p.Msgs, m)
+		}
+		for range 2 {
+			switch r.IntN(6) {
+			case 0:
+				p.Faults = append(p.Faults, bodyRollback)
+			case 1:
+				p.Faults = append(p.Faults, bodyFenced)
+			}
+		}
+		if r.IntN(5) == 0 {
+			p.Forget, p.ForgetAfter = true, float64(r.IntN(5))/10
+		}
+		s.Parents = append(s.Parents, p)
+	}
+	if refusing {
+		// The first parent's first message goes to the refusing topic,
+		// ordered, early; the others of its key queue behind it.
+		p := s.Parents[0]
+		p.At = 0
+		p.Msgs[0].Topic, p.Msgs[0].OrderingKey = pipeTopicGone, "k0"
+		p.Msgs[0].ErrTries, p.Msgs[0].Unavailable, p.Msgs[0].Stall = 0, 0, 0
+	}
+	if big {
+		s.Parents[r.IntN(n)].Msgs[0].Big = true
+	}
+	if !s.V2 {
+		// The old relay gives a publish whose outcome it does not know
+		// back at once, never kills a message and gives its batch back
+		// when it stops: these faults would only find that again.
+		for _, p := range s.Parents {
+			for _, m := range p.Msgs {
+				m.Unavailable, m.Stall = 0, 0
+				if m.Topic == pipeTopicGone {
+					m.Topic = pipeTopicA
+				}
+			}
+		}
+		for i := range s.Relays {
+			s.Relays[i].ShutdownAt = 0
+		}
+	}
+	return s
+}
+
+// String sums the scenario up, a line per parent.
+func (s *PipeScenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pipeline seed %d: %d relays (batch %d, release_dead=%v, relay v2=%v)", s.Seed, len(s.Relays), s.Batch, s.ReleaseDead, s.V2)
+	for i, rl := range s.Relays {
+		fmt.Fprintf(&b, "\n  relay %d: crash at settle %d, shutdown at take %d (+%.1f leases), skew %.2f leases", i, rl.CrashAt, rl.ShutdownAt, rl.ShutdownAfter, rl.Skew)
+	}
+	for _, p := range s.Parents {
+		fmt.Fprintf(&b, "\n  %s at %.2f leases, faults %v, forget=%v", p.Key, p.At, p.Faults, p.Forget)
+		for _, m := range p.Msgs {
+			fmt.Fprintf(&b, "\n    %s: topic %s, ordering key %q, err tries %d, unavailable %d, stall %.1f, big=%v", m.Name, m.Topic, m.OrderingKey, m.ErrTries, m.Unavailable, m.Stall, m.Big)
+		}
+	}
+	return b.String()
+}
+
+// The relay options the family sets beyond the ones main has, by name, so
+// that the family builds against main's relay and uses the new ones as
+// soon as they exist. Their names are the expected ones of issue 29's
+// relay; one place to adjust them.
+const (
+	optMaxAttempts = "MaxAttempts" // int: failures before a message is given up (dead)
+	optReleaseDead = "ReleaseDead" // bool: a dead message lets its key's later messages pass
+	optStopTimeout = "StopTimeout" // time.Duration: how long Run may wait for its publishes once ctx ends
+	optMinBackoff  = "MinBackoff"  // time.Duration: the first backoff of a failed message
+	optMaxBackoff  = "MaxBackoff"  // time.Duration: the longest
+)
+
+// pipeMaxAttempts is the relays' MaxAttempts: every injected failure
+// sequence (ErrTries + Unavailable ≤ 6) may exhaust it, which the rules
+// allow (a message dies only after injected failures).
+const pipeMaxAttempts = 4
+
+// relayV2 reports whether the relay has issue 29's options.
+func relayV2() bool {
+	_, ok := reflect.TypeOf(relay.Options{}).FieldByName(optMaxAttempts)
+	return ok
+}
+
+// setOption sets the field name of o to v when it exists with v's type.
+func setOption(o *relay.Options, name string, v any) bool {
+	f := reflect.ValueOf(o).Elem().FieldByName(name)
+	if !f.IsValid() || !f.CanSet() || f.Type() != reflect.TypeOf(v) {
+		return false
+	}
+	f.Set(reflect.ValueOf(v))
+	return true
+}
+
+// pipeRelayOptions are the options of every relay of a run.
+func pipeRelayOptions(s *PipeScenario, lease time.Duration) relay.Options {
+	o := relay.Options{BatchSize: s.Batch, Lease: lease, PollInterval: lease / 8}
+	setOption(&o, optMaxAttempts, pipeMaxAttempts)
+	setOption(&o, optReleaseDead, s.ReleaseDead)
+	setOption(&o, optStopTimeout, lease/2)
+	setOption(&o, optMinBackoff, lease/8)
+	setOption(&o, optMaxBackoff, lease)
+	return o
+}
+
+// stopBound is how long a relay's Run may take to return once its context
+// ends: its StopTimeout and a lease for its last Settle and the
+// scheduler; without a StopTimeout (the old relay), two leases.
+func stopBound(o relay.Options) time.Duration {
+	f := reflect.ValueOf(o).FieldByName(optStopTimeout)
+	if f.IsValid() && f.Type() == reflect.TypeOf(time.Duration(0)) {
+		return time.Duration(f.Int()) + o.Lease
+	}
+	return 2 * o.Lease
+}
