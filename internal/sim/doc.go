@@ -138,9 +138,7 @@
 //     Take or backs off, as the relays' Takes and Settles show it (with a
 //     tenth of the lease of margin).
 //   - pipe-order: stage B effects a key's child keys in the order of their
-//     first commits (keys with a dead version left out; on main's relay,
-//     which keeps a publisher per topic as spelled, pairs that spell their
-//     topic differently are left out too: they race in the relay).
+//     first commits (keys with a dead version left out).
 //   - pipe-delay: a message with no injected fault, whose Takes never
 //     lapsed, is published within 5 leases (plus the time the server was
 //     held meanwhile) of being free: committed, and every earlier message

@@ -104,7 +104,6 @@ type pipeVersion struct {
 	// Settles the relays saw: the Take that holds it and until when (on
 	// this host's clock, read after the store answered), and the end of
 	// its backoff.
-	unknown      int // give-backs of publishes the old relay stopped waiting for
 	heldBy       string
 	heldUntil    time.Time
 	backoffUntil time.Time
@@ -709,7 +708,7 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 	return ps, nil
 }
 
-func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	w := rp.w
 	rp.mu.Lock()
 	if len(sent) > 0 {
@@ -746,13 +745,7 @@ func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed [
 		if v != nil && v.heldBy == f.Token {
 			v.heldBy, v.backoffUntil = "", now.Add(f.After)
 		}
-		if v != nil && !w.sc.V2 && strings.Contains(f.Reason, "context") {
-			// main's relay gives back a publish it stopped waiting for
-			// (plant 297's behaviour, its known defect): on a loaded
-			// machine that happens without any injected stall, so the
-			// second publish is excused there.
-			v.unknown++
-		}
+
 		w.events = append(w.events, traceLine{at: w.now(), key: tagOf(f.Data), text: fmt.Sprintf("%s gives back: reason %q, after %v, dead %v, release %v", rp.who(), f.Reason, f.After, f.Dead, f.Release)})
 	}
 	w.mu.Unlock()
@@ -762,7 +755,7 @@ func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed [
 func (rp *relayProc) Backlog(ctx context.Context) (int64, error) { return rp.inner.Backlog(ctx) }
 
 // Dead implements relay.DeadLetters when the store does.
-func (rp *relayProc) Dead(ctx context.Context, n int) ([]relay.DeadMessage, error) {
+func (rp *relayProc) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
 	if d, ok := rp.inner.(relay.DeadLetters); ok {
 		return d.Dead(ctx, n)
 	}
@@ -906,7 +899,7 @@ func (w *pipeWorld) finalChecks() {
 				add(v.tag, rulePipeUnpub, fmt.Sprintf("%s (seq %d) was committed and never published, nor is it dead", v.tag, v.seq))
 			}
 		}
-		if len(v.landings) > 1+lapsed[v.tag]+v.unknown {
+		if len(v.landings) > 1+lapsed[v.tag] {
 			add(v.tag, rulePipeDup, fmt.Sprintf("%s was published %d times (at %v) and only %d of its Takes lapsed: a relay gave back (or settled) a message whose publish then landed", v.tag, len(v.landings), v.landings, lapsed[v.tag]))
 		}
 	}
@@ -948,13 +941,7 @@ func (w *pipeWorld) finalChecks() {
 			if a.order == "" || a.order != b.order || fa == fb || fa.seq != a.seq || fb.seq != b.seq || fa.dead || fb.dead || fa.eff == 0 || fb.eff == 0 {
 				continue
 			}
-			if !w.sc.V2 && a.msg.Topic != b.msg.Topic {
-				// main's relay keeps a publisher per topic as spelled:
-				// two spellings of one topic race to Pub/Sub whatever the
-				// store's order (a relay defect; issue 29's relay must
-				// publish a topic's messages through one publisher).
-				continue
-			}
+
 			if fb.eff < fa.eff {
 				add(b.tag, rulePipeOrder, fmt.Sprintf("stage B effected %s (commit %d) before %s (commit %d) of the same ordering key", b.tag, b.seq, a.tag, a.seq))
 			}

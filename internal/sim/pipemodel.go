@@ -145,7 +145,7 @@ func (m *ModelOutbox) Take(ctx context.Context, n int, lease time.Duration) ([]o
 }
 
 // Settle implements relay.Source.
-func (m *ModelOutbox) Settle(ctx context.Context, sent []outbox.Pending, failed []relay.Failure) error {
+func (m *ModelOutbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -199,19 +199,19 @@ func (m *ModelOutbox) Backlog(ctx context.Context) (int64, error) {
 }
 
 // Dead implements relay.DeadLetters.
-func (m *ModelOutbox) Dead(ctx context.Context, n int) ([]relay.DeadMessage, error) {
+func (m *ModelOutbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	var out []relay.DeadMessage
+	var out []outbox.DeadMessage
 	for _, r := range m.rows {
 		if r.dead {
 			p := r.p
 			p.Token, p.Waited, p.Attempts = "", now.Sub(r.enqueued), r.attempts
-			out = append(out, relay.DeadMessage{Pending: p, Reason: r.reason, Died: r.died, Holds: r.holds})
+			out = append(out, outbox.DeadMessage{Pending: p, Reason: r.reason, Died: r.died, Holds: r.holds})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b relay.DeadMessage) int { return a.Died.Compare(b.Died) })
+	slices.SortStableFunc(out, func(a, b outbox.DeadMessage) int { return a.Died.Compare(b.Died) })
 	if len(out) > n {
 		out = out[:n]
 	}

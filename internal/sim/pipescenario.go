@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"time"
 
@@ -20,12 +19,8 @@ type PipeScenario struct {
 	// Batch is the relays' Options.BatchSize: small, so that a key's
 	// blocked messages can fill a Take's window.
 	Batch int
-	// ReleaseDead is the relays' Options.ReleaseDead, when it exists.
+	// ReleaseDead is the relays' Options.ReleaseDead.
 	ReleaseDead bool
-	// V2 says the relay has the options of issue 29's relay (MaxAttempts
-	// and the rest): the faults that only it is meant to survive are
-	// drawn (see pipeRelayOptions).
-	V2 bool
 }
 
 // PipeParent is one stage A message: a body that completes its claim of
@@ -68,10 +63,10 @@ type PipeMsg struct {
 	ErrTries int
 	// Unavailable: the next Unavailable requests fail with UNAVAILABLE,
 	// which the client retries by itself, so that the relay may see the
-	// outcome late or not at all (V2 only).
+	// outcome late or not at all.
 	Unavailable int
 	// Stall: the first request that would land it is held Stall relay
-	// leases by the server, then lands (V2 only).
+	// leases by the server, then lands.
 	Stall float64
 	// Big: the body first enqueues it with data just under 10 MiB (what
 	// Prepare must refuse, and plant 291 admits), then, refused, with
@@ -86,7 +81,7 @@ type PipeRelay struct {
 	// messages, before the store hears of it (0: never).
 	CrashAt int
 	// ShutdownAt: the process is shut down ShutdownAfter leases after its
-	// ShutdownAt-th Take that took something (0: never; V2 only).
+	// ShutdownAt-th Take that took something (0: never).
 	ShutdownAt    int
 	ShutdownAfter float64
 	// Skew: the store's clock runs ahead of the relay's by Skew (a tenth
@@ -107,7 +102,7 @@ const (
 // NewPipeScenario draws the pipeline scenario of seed.
 func NewPipeScenario(seed uint64) *PipeScenario {
 	r := rand.New(rand.NewPCG(seed, 0x91be))
-	s := &PipeScenario{Seed: seed, Batch: 1 + r.IntN(4), ReleaseDead: r.IntN(2) == 0, V2: relayV2()}
+	s := &PipeScenario{Seed: seed, Batch: 1 + r.IntN(4), ReleaseDead: r.IntN(2) == 0}
 	for range 1 + r.IntN(3) {
 		rl := PipeRelay{Skew: float64(r.IntN(11)) / 100}
 		if r.IntN(3) == 0 {
@@ -169,29 +164,14 @@ func NewPipeScenario(seed uint64) *PipeScenario {
 	if big {
 		s.Parents[r.IntN(n)].Msgs[0].Big = true
 	}
-	if !s.V2 {
-		// The old relay gives a publish whose outcome it does not know
-		// back at once, never kills a message and gives its batch back
-		// when it stops: these faults would only find that again.
-		for _, p := range s.Parents {
-			for _, m := range p.Msgs {
-				m.Unavailable, m.Stall = 0, 0
-				if m.Topic == pipeTopicGone {
-					m.Topic = pipeTopicA
-				}
-			}
-		}
-		for i := range s.Relays {
-			s.Relays[i].ShutdownAt = 0
-		}
-	}
+
 	return s
 }
 
 // String sums the scenario up, a line per parent.
 func (s *PipeScenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pipeline seed %d: %d relays (batch %d, release_dead=%v, relay v2=%v)", s.Seed, len(s.Relays), s.Batch, s.ReleaseDead, s.V2)
+	fmt.Fprintf(&b, "pipeline seed %d: %d relays (batch %d, release_dead=%v)", s.Seed, len(s.Relays), s.Batch, s.ReleaseDead)
 	for i, rl := range s.Relays {
 		fmt.Fprintf(&b, "\n  relay %d: crash at settle %d, shutdown at take %d (+%.1f leases), skew %.2f leases", i, rl.CrashAt, rl.ShutdownAt, rl.ShutdownAfter, rl.Skew)
 	}
@@ -204,57 +184,18 @@ func (s *PipeScenario) String() string {
 	return b.String()
 }
 
-// The relay options the family sets beyond the ones main has, by name, so
-// that the family builds against main's relay and uses the new ones as
-// soon as they exist. Their names are the expected ones of issue 29's
-// relay; one place to adjust them.
-const (
-	optMaxAttempts = "MaxAttempts" // int: failures before a message is given up (dead)
-	optReleaseDead = "ReleaseDead" // bool: a dead message lets its key's later messages pass
-	optStopTimeout = "StopTimeout" // time.Duration: how long Run may wait for its publishes once ctx ends
-	optMinBackoff  = "MinBackoff"  // time.Duration: the first backoff of a failed message
-	optMaxBackoff  = "MaxBackoff"  // time.Duration: the longest
-)
-
 // pipeMaxAttempts is the relays' MaxAttempts: every injected failure
 // sequence (ErrTries + Unavailable ≤ 6) may exhaust it, which the rules
 // allow (a message dies only after injected failures).
 const pipeMaxAttempts = 4
 
-// relayV2 reports whether the relay has issue 29's options.
-func relayV2() bool {
-	_, ok := reflect.TypeOf(relay.Options{}).FieldByName(optMaxAttempts)
-	return ok
-}
-
-// setOption sets the field name of o to v when it exists with v's type.
-func setOption(o *relay.Options, name string, v any) bool {
-	f := reflect.ValueOf(o).Elem().FieldByName(name)
-	if !f.IsValid() || !f.CanSet() || f.Type() != reflect.TypeOf(v) {
-		return false
-	}
-	f.Set(reflect.ValueOf(v))
-	return true
-}
-
 // pipeRelayOptions are the options of every relay of a run.
 func pipeRelayOptions(s *PipeScenario, lease time.Duration) relay.Options {
-	o := relay.Options{BatchSize: s.Batch, Lease: lease, PollInterval: lease / 8}
-	setOption(&o, optMaxAttempts, pipeMaxAttempts)
-	setOption(&o, optReleaseDead, s.ReleaseDead)
-	setOption(&o, optStopTimeout, lease/2)
-	setOption(&o, optMinBackoff, lease/8)
-	setOption(&o, optMaxBackoff, lease)
-	return o
+	return relay.Options{BatchSize: s.Batch, Lease: lease, PollInterval: lease / 8,
+		MaxAttempts: pipeMaxAttempts, ReleaseDead: s.ReleaseDead,
+		StopTimeout: lease / 2, MinBackoff: lease / 8, MaxBackoff: lease}
 }
 
 // stopBound is how long a relay's Run may take to return once its context
-// ends: its StopTimeout and a lease for its last Settle and the
-// scheduler; without a StopTimeout (the old relay), two leases.
-func stopBound(o relay.Options) time.Duration {
-	f := reflect.ValueOf(o).FieldByName(optStopTimeout)
-	if f.IsValid() && f.Type() == reflect.TypeOf(time.Duration(0)) {
-		return time.Duration(f.Int()) + o.Lease
-	}
-	return 2 * o.Lease
-}
+// ends: its StopTimeout and a lease for its last Settle and the scheduler.
+func stopBound(o relay.Options) time.Duration { return o.StopTimeout + o.Lease }
