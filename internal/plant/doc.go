@@ -16,7 +16,13 @@
 // 290 + the item: 291, outbox.Prepare admits data up to 10 MiB, which the
 // Pub/Sub client then refuses on every try; 295, outbox.OrderKey counts
 // the topic as spelled, so that "t" and "projects/P/topics/t" are two
-// orders.
+// orders; 294, the Google stores (datastorestore, firestorestore) order
+// an ordering key's messages by the clock of the process that completed
+// them instead of the key's sequence in the database, so that a process
+// ahead within SkewMargin puts its earlier commit after a later one;
+// 296, their Settle deletes a sent message by its child key without
+// checking its version, so that a message written anew under that key
+// since the Take (its parent forgotten and completed again) is lost.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other
