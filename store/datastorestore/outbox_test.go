@@ -163,3 +163,19 @@ func TestCompleteTxRefusesMoreMessagesThanACommitHolds(t *testing.T) {
 		t.Errorf("outbox backlog = %d, %v; want 0", n, err)
 	}
 }
+
+// TestOutboxRPCsPerMessage pins the round trips of an outgoing message:
+// an ordered one costs no more than an unordered one (its key's sequence
+// is read in the record's lookup and written in the same commit).
+func TestOutboxRPCsPerMessage(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	st := newStore(t, client, datastorestore.Options{Now: func() time.Time { return googletest.WiredNow }})
+	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
+		Complete:        []string{"BeginTransaction", "Lookup", "Commit"},
+		CompleteOrdered: []string{"BeginTransaction", "Lookup", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "Lookup", "Commit"},
+		SettleFailed:    []string{"Lookup", "Commit"},
+		SettleSent:      []string{"Lookup", "Commit"},
+	})
+}

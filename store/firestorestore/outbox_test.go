@@ -79,3 +79,19 @@ func TestRelaytest(t *testing.T) {
 		PubSub: googletest.PubSubClient(t),
 	})
 }
+
+// TestOutboxRPCsPerMessage pins the round trips of an outgoing message:
+// an ordered one costs no more than an unordered one (its key's sequence
+// is read with the record and written in the same commit).
+func TestOutboxRPCsPerMessage(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	st := newStore(t, client, firestorestore.Options{Now: func() time.Time { return googletest.WiredNow }})
+	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
+		Complete:        []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		CompleteOrdered: []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "BeginTransaction", "BatchGetDocuments", "Commit"},
+		SettleFailed:    []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		SettleSent:      []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+	})
+}
