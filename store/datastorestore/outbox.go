@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -283,7 +284,10 @@ func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
 // caller for lease and returns them in the order to publish them. A
 // message of an order key is taken only with every earlier message of
 // that key, and never while one of those is held by another Take, waits
-// out a backoff, or is dead and holds the key. The messages are taken in
+// out a backoff, or is dead and holds the key. The due messages are
+// scanned oldest first, at most outboxq.ScanPages (4) times limit of
+// them, past the later messages of keys that wait, so that those never
+// fill the window while a free message waits. The messages are taken in
 // one transaction; when another relay's transaction wins the race, Take
 // returns none and no error, and the relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
@@ -292,30 +296,36 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		return nil, nil
 	}
 	kind := s.kind + outboxSuffix
-	// Candidates: the due messages, oldest first.
-	q := datastore.NewQuery(kind).Namespace(s.namespace).
-		FilterField(obDue, "<=", s.now()).Order(obDue).Order(obEnqueued).Limit(limit)
-	var ents []*outboxEntity
-	keys, err := s.client.GetAll(ctx, q, &ents)
-	if err != nil {
-		return nil, err
-	}
-	heads := make([]outboxq.Head, len(ents))
-	for i, e := range ents {
-		heads[i] = outboxq.Head{ID: keys[i].Name, OrderKey: e.OrderKey}
-	}
-	names, err := outboxq.Plan(heads, limit, func(orderKey string) ([]string, error) {
+	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
 		q := datastore.NewQuery(kind).Namespace(s.namespace).
-			FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit).KeysOnly()
-		first, err := s.client.GetAll(ctx, q, nil)
-		ids := make([]string, len(first))
-		for i, k := range first {
-			ids[i] = k.Name
+			FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit)
+		var ents []*outboxEntity
+		keys, err := s.client.GetAll(ctx, q, &ents)
+		heads := make([]outboxq.Head, len(ents))
+		for i, e := range ents {
+			heads[i] = outboxq.Head{ID: keys[i].Name, Msg: (*outboxq.Stored)(e).Msg()}
 		}
-		return ids, err
+		return heads, err
 	})
-	if err != nil || len(names) == 0 {
-		return nil, err
+	// Candidates: the due messages, oldest first, until the plan is full.
+	it := s.client.Run(ctx, datastore.NewQuery(kind).Namespace(s.namespace).
+		FilterField(obDue, "<=", s.now()).Order(obDue).Order(obEnqueued).Limit(limit*outboxq.ScanPages))
+	for !plan.Full() {
+		var e outboxEntity
+		k, err := it.Next(&e)
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Add(outboxq.Head{ID: k.Name, Msg: (*outboxq.Stored)(&e).Msg()}); err != nil {
+			return nil, err
+		}
+	}
+	names := plan.IDs()
+	if len(names) == 0 {
+		return nil, nil
 	}
 	order := make([]*datastore.Key, len(names))
 	for i, n := range names {
@@ -323,7 +333,7 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	}
 	token := rand.Text()
 	var out []outbox.Pending
-	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		out = out[:0]
 		got, err := s.getOutbox(tx, order)
 		if err != nil {
@@ -332,7 +342,8 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		msgs := make([]*outboxq.Msg, len(order))
 		for i, e := range got {
 			if e != nil { // else sent and deleted since the query
-				msgs[i] = &outboxq.Msg{OrderKey: e.OrderKey, Seq: e.Seq, Due: e.Due, Dead: !e.Died.IsZero(), Holds: e.Holds}
+				m := (*outboxq.Stored)(e).Msg()
+				msgs[i] = &m
 			}
 		}
 		now := s.now()

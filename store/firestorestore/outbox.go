@@ -3,12 +3,14 @@ package firestorestore
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -311,7 +313,10 @@ func (s *Store) enqueueTx(tx *firestore.Transaction, q *queued) error {
 // caller for lease and returns them in the order to publish them. A
 // message of an order key is taken only with every earlier message of
 // that key, and never while one of those is held by another Take, waits
-// out a backoff, or is dead and holds the key. The messages are taken in
+// out a backoff, or is dead and holds the key. The due messages are
+// scanned oldest first, at most outboxq.ScanPages (4) times limit of
+// them, past the later messages of keys that wait, so that those never
+// fill the window while a free message waits. The messages are taken in
 // one transaction; when another relay's transaction wins the race, Take
 // returns none and no error, and the relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
@@ -320,30 +325,47 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		return nil, nil
 	}
 	ob := s.outbox()
-	// Candidates: the due messages, oldest first.
-	cands, err := ob.Where(obDue, "<=", s.now()).OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
-	if err != nil {
-		return nil, err
+	heads := func(snaps []*firestore.DocumentSnapshot) ([]outboxq.Head, error) {
+		out := make([]outboxq.Head, len(snaps))
+		for i, snap := range snaps {
+			d, err := parseOutbox(snap.Data())
+			if err != nil {
+				return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+			}
+			out[i] = outboxq.Head{ID: snap.Ref.ID, Msg: (*outboxq.Stored)(&d).Msg()}
+		}
+		return out, nil
 	}
-	heads := make([]outboxq.Head, len(cands))
-	for i, c := range cands {
-		d, err := parseOutbox(c.Data())
+	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
+		first, err := ob.Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
 		if err != nil {
-			return nil, fmt.Errorf("outbox document %q: %w", c.Ref.ID, err)
+			return nil, err
 		}
-		heads[i] = outboxq.Head{ID: c.Ref.ID, OrderKey: d.OrderKey}
-	}
-	ids, err := outboxq.Plan(heads, limit, func(orderKey string) ([]string, error) {
-		first, err := ob.Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).
-			Select().Limit(limit).Documents(ctx).GetAll()
-		ids := make([]string, len(first))
-		for i, f := range first {
-			ids[i] = f.Ref.ID
-		}
-		return ids, err
+		return heads(first)
 	})
-	if err != nil || len(ids) == 0 {
-		return nil, err
+	// Candidates: the due messages, oldest first, until the plan is full.
+	it := ob.Where(obDue, "<=", s.now()).OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).
+		Limit(limit * outboxq.ScanPages).Documents(ctx)
+	defer it.Stop()
+	for !plan.Full() {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		h, err := heads([]*firestore.DocumentSnapshot{snap})
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Add(h[0]); err != nil {
+			return nil, err
+		}
+	}
+	ids := plan.IDs()
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	order := make([]*firestore.DocumentRef, len(ids))
 	for i, id := range ids {
@@ -351,7 +373,7 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	}
 	token := rand.Text()
 	var out []outbox.Pending
-	err = s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
 		out = out[:0]
 		docs, err := getOutbox(tx, order)
 		if err != nil {
@@ -360,7 +382,8 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 		msgs := make([]*outboxq.Msg, len(docs))
 		for i, d := range docs {
 			if d != nil { // else sent and deleted since the query
-				msgs[i] = &outboxq.Msg{OrderKey: d.OrderKey, Seq: d.Seq, Due: d.Due, Dead: !d.Died.IsZero(), Holds: d.Holds}
+				m := (*outboxq.Stored)(d).Msg()
+				msgs[i] = &m
 			}
 		}
 		now := s.now()

@@ -119,6 +119,24 @@ func OutboxSource(t *testing.T, newWorlds NewOutboxWorlds, limits OutboxLimits) 
 		}
 	})
 
+	// Item 3: the later messages of a key that waits behind a held one
+	// must not fill a Take's window while a free message waits.
+	t.Run("FreePastBlocked", func(t *testing.T) {
+		w, clk := one(t)
+		k := func(name string) outbox.Message {
+			return outbox.Message{Topic: "shipments", OrderingKey: "k", Name: name}
+		}
+		complete(t, w, "order-1", k("k1"), k("k2"), k("k3"), k("k4"))
+		clk.Advance(time.Millisecond)
+		complete(t, w, "order-2", outbox.Message{Topic: "invoices", Name: "free"})
+		if got := names(take(t, w, 1)); !slices.Equal(got, []string{"k1"}) {
+			t.Fatalf("Take(1) = %v, want [k1]", got)
+		}
+		if got := names(take(t, w, 3)); !slices.Equal(got, []string{"free"}) {
+			t.Fatalf("Take(3) while k1 is held = %v, want [free]: k2..k4 wait behind k1 and must not fill the window", got)
+		}
+	})
+
 	// Item 6: the message taken was written anew since (its parent
 	// forgotten, completed again): settling the old one as sent must not
 	// delete the new one.

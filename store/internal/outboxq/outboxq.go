@@ -30,44 +30,79 @@ const MaxReason = 512
 
 // Head is a message as a Take's query found it.
 type Head struct {
-	ID       string // the entity's name, the document's ID: its child key
-	OrderKey string // outbox.OrderKey; "" when unordered
+	ID string // the entity's name, the document's ID: its child key
+	Msg
 }
 
-// Plan returns the IDs of the messages a Take reads in its transaction, at
-// most limit, in order: the due candidates cands (oldest first), where a
-// candidate with an order key stands for the first messages of that key,
-// which first returns (their IDs, in the key's order). Those may not be
-// candidates themselves: one may be held by another Take.
-func Plan(cands []Head, limit int, first func(orderKey string) ([]string, error)) ([]string, error) {
-	var ids []string
-	chosen := map[string]bool{}
-	add := func(id string) {
-		if !chosen[id] && len(ids) < limit {
-			chosen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	seen := map[string]bool{}
-	for _, c := range cands {
-		if c.OrderKey == "" {
-			add(c.ID)
-			continue
-		}
-		if seen[c.OrderKey] {
-			continue
-		}
-		seen[c.OrderKey] = true
-		firsts, err := first(c.OrderKey)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range firsts {
-			add(id)
-		}
-	}
-	return ids, nil
+// ScanPages bounds a Take's scan of the due messages: it reads at most
+// ScanPages times its limit of them, looking for takeable ones past those
+// that wait behind a message of their order key.
+const ScanPages = 4
+
+// Planner chooses the messages a Take reads in its transaction: fed the
+// due candidates oldest first, it keeps those it could take, at most
+// limit. An unordered candidate stands for itself; an ordered one for the
+// first messages of its order key, which first returns (in the key's
+// order): those up to the first that is held, waits out a backoff, or is
+// dead and holds the key (a dead one that released it is skipped). A key
+// is looked up once, so the later candidates of a key that waits cost no
+// query and take no room: a free message past them is still found.
+type Planner struct {
+	limit  int
+	now    time.Time
+	first  func(orderKey string) ([]Head, error)
+	ids    []string
+	chosen map[string]bool
+	keys   map[string]bool // order keys looked up
 }
+
+// NewPlanner returns a Planner of a Take of limit messages at now.
+func NewPlanner(limit int, now time.Time, first func(orderKey string) ([]Head, error)) *Planner {
+	return &Planner{limit: limit, now: now, first: first, chosen: map[string]bool{}, keys: map[string]bool{}}
+}
+
+// Full reports whether the Planner holds limit messages.
+func (p *Planner) Full() bool { return len(p.ids) >= p.limit }
+
+// IDs returns the messages chosen, in order.
+func (p *Planner) IDs() []string { return p.ids }
+
+// Add considers c, the next due candidate.
+func (p *Planner) Add(c Head) error {
+	add := func(id string) {
+		if !p.chosen[id] && !p.Full() {
+			p.chosen[id] = true
+			p.ids = append(p.ids, id)
+		}
+	}
+	if c.OrderKey == "" {
+		if takeable(&c.Msg, p.now) {
+			add(c.ID)
+		}
+		return nil
+	}
+	if p.keys[c.OrderKey] || p.Full() {
+		return nil
+	}
+	p.keys[c.OrderKey] = true
+	firsts, err := p.first(c.OrderKey)
+	if err != nil {
+		return err
+	}
+	for _, f := range firsts {
+		switch {
+		case f.Dead && !f.Holds:
+			continue
+		case !takeable(&f.Msg, p.now):
+			return nil
+		}
+		add(f.ID)
+	}
+	return nil
+}
+
+// takeable reports whether m, live and not held, may be taken at now.
+func takeable(m *Msg, now time.Time) bool { return !m.Dead && !m.Due.After(now) }
 
 // Msg is a message as a Take's transaction read it.
 type Msg struct {
@@ -117,7 +152,7 @@ func Pick(msgs []*Msg, now time.Time) []int {
 		if m.OrderKey != "" && blocked[m.OrderKey] {
 			continue
 		}
-		if m.Dead || m.Due.After(now) {
+		if !takeable(m, now) {
 			if m.OrderKey != "" && (!m.Dead || m.Holds) {
 				blocked[m.OrderKey] = true
 			}
@@ -226,6 +261,11 @@ func (m *Stored) Pending(childKey, token string, now time.Time) outbox.Pending {
 		Waited:   max(now.Sub(m.Enqueued), 0),
 		Attempts: int(m.Attempts),
 	}
+}
+
+// Msg returns m's state, as Take's Planner and Pick need it.
+func (m *Stored) Msg() Msg {
+	return Msg{OrderKey: m.OrderKey, Seq: m.Seq, Due: m.Due, Dead: !m.Died.IsZero(), Holds: m.Holds}
 }
 
 // DeadMessage returns m, dead and stored under its child key, as

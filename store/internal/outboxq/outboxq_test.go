@@ -12,32 +12,46 @@ import (
 	"github.com/idemgate/idemgate/relay"
 )
 
-func TestPlan(t *testing.T) {
-	firsts := map[string][]string{
-		"k": {"k1", "k2", "k3"},
-		"u": {"u1"},
+func TestPlanner(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	due, held := now, now.Add(time.Second)
+	h := func(id, key string, d time.Time) Head { return Head{ID: id, Msg: Msg{OrderKey: key, Due: d}} }
+	dead := func(id, key string, holds bool) Head {
+		return Head{ID: id, Msg: Msg{OrderKey: key, Due: Never, Dead: true, Holds: holds}}
 	}
-	first := func(key string) ([]string, error) { return firsts[key], nil }
-	cands := []Head{{ID: "a"}, {ID: "k2", OrderKey: "k"}, {ID: "k3", OrderKey: "k"}, {ID: "u1", OrderKey: "u"}, {ID: "b"}}
+	firsts := map[string][]Head{
+		"k": {h("k1", "k", due), h("k2", "k", due), h("k3", "k", due)},
+		"h": {h("h1", "h", held), h("h2", "h", due)},
+		"d": {dead("d1", "d", true), h("d2", "d", due)},
+		"r": {dead("r1", "r", false), h("r2", "r", due)},
+	}
+	queries := 0
+	first := func(key string) ([]Head, error) { queries++; return firsts[key], nil }
+	cands := []Head{h("a", "", due), h("h2", "h", due), h("k2", "k", due), h("k3", "k", due), h("d2", "d", due), h("r2", "r", due), h("b", "", due)}
 	tests := []struct {
-		name  string
-		limit int
-		want  []string
+		name    string
+		limit   int
+		want    []string
+		queries int
 	}{
-		{"all", 10, []string{"a", "k1", "k2", "k3", "u1", "b"}},
-		{"limited", 3, []string{"a", "k1", "k2"}},
+		{"all", 10, []string{"a", "k1", "k2", "k3", "r2", "b"}, 4},
+		{"limited", 3, []string{"a", "k1", "k2"}, 2},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Plan(cands, tt.limit, first)
-			if err != nil || !slices.Equal(got, tt.want) {
-				t.Errorf("Plan = %v, %v; want %v: an ordered candidate brings its key's first messages, in order, once", got, err, tt.want)
+		queries = 0
+		p := NewPlanner(tt.limit, now, first)
+		for _, c := range cands {
+			if err := p.Add(c); err != nil {
+				t.Fatal(err)
 			}
-		})
+		}
+		if got := p.IDs(); !slices.Equal(got, tt.want) || queries != tt.queries || p.Full() != (len(tt.want) == tt.limit) {
+			t.Errorf("%s: IDs = %v after %d queries; want %v after %d: a key brings its first takeable messages once, a held, backing-off or holding dead one stops it, a released dead one does not", tt.name, got, queries, tt.want, tt.queries)
+		}
 	}
 	boom := errors.New("query failed")
-	if _, err := Plan(cands, 10, func(string) ([]string, error) { return nil, boom }); !errors.Is(err, boom) {
-		t.Errorf("Plan with a failing query = %v, want its error", err)
+	if err := NewPlanner(10, now, func(string) ([]Head, error) { return nil, boom }).Add(h("k2", "k", due)); !errors.Is(err, boom) {
+		t.Errorf("Add with a failing query = %v, want its error", err)
 	}
 }
 
