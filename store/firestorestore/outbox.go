@@ -79,6 +79,23 @@ func (d *outboxDoc) fields() map[string]any {
 	return f
 }
 
+// state returns the updates that write the fields of d that a Settle or a
+// Revive changes, so that the payload is not written again.
+func (d *outboxDoc) state() []firestore.Update {
+	var died, holds any = firestore.Delete, firestore.Delete
+	if !d.Died.IsZero() {
+		died, holds = d.Died, d.Holds
+	}
+	return []firestore.Update{
+		{Path: obDue, Value: d.Due},
+		{Path: obToken, Value: d.Token},
+		{Path: obAttempts, Value: d.Attempts},
+		{Path: obReason, Value: d.Reason},
+		{Path: obDied, Value: died},
+		{Path: obHolds, Value: holds},
+	}
+}
+
 // parseOutbox reads an outbox document. Unknown fields are ignored; a known
 // one of the wrong type is an error.
 func parseOutbox(data map[string]any) (outboxDoc, error) {
@@ -459,7 +476,7 @@ func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []rel
 			case del:
 				err = tx.Delete(refs[i])
 			case write:
-				err = tx.Set(refs[i], d.fields())
+				err = tx.Update(refs[i], d.state())
 			}
 			if err != nil {
 				return err
@@ -526,7 +543,7 @@ func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 			if d == nil || !outboxq.Revive((*outboxq.Stored)(d), versions[i], now) {
 				continue
 			}
-			if err := tx.Set(refs[i], d.fields()); err != nil {
+			if err := tx.Update(refs[i], d.state()); err != nil {
 				return err
 			}
 			n++

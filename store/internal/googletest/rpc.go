@@ -38,14 +38,7 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	ctx := store.WithFingerprint(t.Context(), Fingerprint)
 	step := func(name string, want []string, f func()) []string {
 		t.Helper()
-		w.Take()
-		f()
-		got := w.Take()
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
-		}
-		t.Logf("%-28s %d RPCs %v", name, len(got), got)
-		return got
+		return pinRPCs(t, w, name, want, f)
 	}
 	// readOnly fails the test when a step that must write nothing
 	// committed, whatever the store's want says.
@@ -177,13 +170,7 @@ func OutboxRPCsPerMessage(t *testing.T, w OutboxWorld, wire *Wire, want OutboxRP
 	ctx := t.Context()
 	step := func(name string, want []string, f func()) {
 		t.Helper()
-		wire.Take()
-		f()
-		got := wire.Take()
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
-		}
-		t.Logf("%-32s %d RPCs %v", name, len(got), got)
+		pinRPCs(t, wire, name, want, f)
 	}
 	complete := func(key string, m outbox.Message) {
 		t.Helper()
@@ -215,4 +202,18 @@ func OutboxRPCsPerMessage(t *testing.T, w OutboxWorld, wire *Wire, want OutboxRP
 			t.Fatal(err)
 		}
 	})
+}
+
+// pinRPCs runs f, the step name, and fails t unless the RPCs it made
+// through w are want. It returns them.
+func pinRPCs(t *testing.T, w *Wire, name string, want []string, f func()) []string {
+	t.Helper()
+	w.Take()
+	f()
+	got := w.Take()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
+	}
+	t.Logf("%-32s %d RPCs %v", name, len(got), got)
+	return got
 }

@@ -334,7 +334,7 @@ func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 		m.Reason = Cut(f.Reason)
 	}
 	if f.Dead {
-		m.Due, m.Died, m.Holds = Never, now, !f.Release
+		m.Due, m.Died, m.Holds = Never, now, !f.Release && m.OrderKey != ""
 		return false, true
 	}
 	m.Due = now.Add(max(f.After, 0))

@@ -121,7 +121,7 @@ func TestNumber(t *testing.T) {
 
 func TestSettle(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	stored := func() *Stored { return &Stored{Version: "v1", Token: "T", Due: now} }
+	stored := func() *Stored { return &Stored{Version: "v1", Token: "T", Due: now, OrderKey: "k"} }
 	p := outbox.Pending{ID: ID("ck", "v1"), Token: "T"}
 	acts, err := Actions([]outbox.Pending{p}, []relay.Failure{{Pending: p, Reason: "x"}})
 	if err != nil || len(acts) != 1 || !acts[0].Sent {
@@ -147,10 +147,15 @@ func TestSettle(t *testing.T) {
 		t.Errorf("untried with a backoff: %+v, want no attempt, due a minute on, no token", m)
 	}
 	if m, w := fail(relay.Failure{Reason: strings.Repeat("é", 400), Dead: true}); !w || m.Attempts != 1 || len(m.Reason) != MaxReason || !utf8.ValidString(m.Reason) || !m.Due.Equal(Never) || !m.Died.Equal(now) || !m.Holds {
-		t.Errorf("dead: %+v, want an attempt, the reason cut to %d bytes, dead now, holding", m, MaxReason)
+		t.Errorf("dead: %+v, want an attempt, the reason cut to %d bytes, dead now, holding its key", m, MaxReason)
 	}
 	if m, _ := fail(relay.Failure{Dead: true, Release: true}); m.Holds {
 		t.Errorf("dead with Release holds its key")
+	}
+	free := &Stored{Version: "v1", Token: "T", Due: now}
+	a := Action{ChildKey: "ck", Version: "v1", Token: "T", Failure: relay.Failure{Pending: p, Dead: true}}
+	if a.Apply(free, now); free.Holds || free.Died.IsZero() {
+		t.Errorf("dead without an ordering key: %+v, want dead, holding nothing", free)
 	}
 	m := stored()
 	m.Token = "other"
