@@ -21,7 +21,14 @@
 // for its publishes at half the lease and gives the unanswered ones back
 // while they may still land (with the client's default Timeout of 60s);
 // 298, a stopping relay gives back every message not yet acknowledged and
-// then waits in Publisher.Stop for the publishes in flight.
+// then waits in Publisher.Stop for the publishes in flight;
+// 294, the Google stores (datastorestore, firestorestore) order
+// an ordering key's messages by the clock of the process that completed
+// them instead of the key's sequence in the database, so that a process
+// ahead within SkewMargin puts its earlier commit after a later one;
+// 296, their Settle deletes a sent message by its child key without
+// checking its version, so that a message written anew under that key
+// since the Take (its parent forgotten and completed again) is lost.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other

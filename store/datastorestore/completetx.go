@@ -66,9 +66,17 @@ const MaxMessagesPerCompleteTx = 499
 // msgs are outgoing messages, queued in tx after the record (see
 // [Store.Outbox]): they commit if and only if the completion does, and a
 // relay publishes them afterwards, each with its child key. An invalid
-// message fails CompleteTx (see [outbox.Prepare]), and so do more than
-// MaxMessagesPerCompleteTx: Datastore commits at most 500 entities at
-// once, the record among them (the body's own writes count too).
+// message fails CompleteTx (see [outbox.Prepare]), before anything is
+// read or written, and so do more than MaxMessagesPerCompleteTx
+// (Datastore commits at most 500 entities at once, the record and the
+// order keys' sequences among them; the body's own writes count too), a
+// message whose entity could be over MaxEntityBytes, and messages over
+// MaxCommitBytes together. Messages with an ordering key are ordered by
+// their key's sequence entity, which CompleteTx reads with the record
+// (the same lookup) and writes back: two transactions that commit one
+// after the other order their messages so, whatever the clocks of their
+// processes say. Completions that enqueue on one ordering key therefore
+// contend on its sequence entity, as they would on a record.
 func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("datastorestore: CompleteTx: nil transaction")
@@ -76,12 +84,20 @@ func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...out
 	if len(msgs) > MaxMessagesPerCompleteTx {
 		return fmt.Errorf("datastorestore: CompleteTx: %d messages, more than the %d a commit can hold beside the record", len(msgs), MaxMessagesPerCompleteTx)
 	}
-	err := s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
-		_, err := s.step(tx, key, decide)
+	q, err := s.queue(c.Key, msgs)
+	if err != nil {
+		return err
+	}
+	var seqs *lookup
+	if q != nil && len(q.seqs) > 0 {
+		seqs = &lookup{keys: q.seqs, dst: q.seqDst}
+	}
+	err = s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+		_, err := s.step(tx, key, decide, seqs)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return s.enqueueTx(tx, c.Key, msgs)
+	return s.enqueueTx(tx, q)
 }

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -22,18 +24,26 @@ import (
 // "IdemgateRecordOutbox", in the same namespace.
 const outboxSuffix = "Outbox"
 
-// The properties of an outbox entity. Only due, enqueued, topic and
-// orderingKey are indexed: the relay finds due messages, and the first
-// messages of a topic's ordering key, by them.
+// The properties of an outbox entity. Only due, enqueued, orderKey, seq
+// and died are indexed: the relay finds due messages by due (then
+// enqueued), the first messages of an order key by orderKey and seq, and
+// the dead ones by died, which only they have.
 const (
 	obTopic    = "topic"
 	obData     = "data"
 	obAttrs    = "attributes" // JSON object of strings
 	obOrdering = "orderingKey"
+	obOrderKey = "orderKey" // outbox.OrderKey; "" when unordered
+	obSeq      = "seq"      // its place in its order key, from the key's sequence entity
+	obVersion  = "version"  // written at enqueue: the version a Take hands out
 	obEnqueued = "enqueued" // when the transaction queued it, plus its index in the transaction (µs)
-	obDue      = "due"      // when a relay may take it: enqueued, or the end of a relay's lease
-	obToken    = "token"    // the lease of the relay that took it last ("" before any)
+	obDue      = "due"      // when a relay may take it: enqueued, the end of a lease or a backoff; outboxq.Never when dead
+	obToken    = "token"    // the Take that holds it ("" before any, and once given back)
 	obName     = "name"     // the name its child key was derived from
+	obAttempts = "attempts" // failed publishes since the enqueue or the last revival
+	obReason   = "reason"   // the last failure's reason
+	obDied     = "died"     // when a relay gave it up; only dead messages have it
+	obHolds    = "holds"    // dead and holding its order key's later messages
 )
 
 // outboxEntity is an outgoing message as Datastore loads and saves it. Its
@@ -47,16 +57,25 @@ func (e *outboxEntity) Save() ([]datastore.Property, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []datastore.Property{
-		{Name: obTopic, Value: e.Topic},
+	ps := []datastore.Property{
+		{Name: obTopic, Value: e.Topic, NoIndex: true},
 		{Name: obData, Value: e.Data, NoIndex: true},
 		{Name: obAttrs, Value: string(attrs), NoIndex: true},
-		{Name: obOrdering, Value: e.OrderingKey},
+		{Name: obOrdering, Value: e.OrderingKey, NoIndex: true},
+		{Name: obOrderKey, Value: e.OrderKey},
+		{Name: obSeq, Value: e.Seq},
+		{Name: obVersion, Value: e.Version, NoIndex: true},
 		{Name: obEnqueued, Value: e.Enqueued},
 		{Name: obDue, Value: e.Due},
 		{Name: obToken, Value: e.Token, NoIndex: true},
 		{Name: obName, Value: e.Name, NoIndex: true},
-	}, nil
+		{Name: obAttempts, Value: e.Attempts, NoIndex: true},
+		{Name: obReason, Value: e.Reason, NoIndex: true},
+	}
+	if !e.Died.IsZero() {
+		ps = append(ps, datastore.Property{Name: obDied, Value: e.Died}, datastore.Property{Name: obHolds, Value: e.Holds, NoIndex: true})
+	}
+	return ps, nil
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
@@ -82,6 +101,12 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 			}
 		case obOrdering:
 			e.OrderingKey, ok = p.Value.(string)
+		case obOrderKey:
+			e.OrderKey, ok = p.Value.(string)
+		case obSeq:
+			e.Seq, ok = p.Value.(int64)
+		case obVersion:
+			e.Version, ok = p.Value.(string)
 		case obEnqueued:
 			e.Enqueued, ok = p.Value.(time.Time)
 		case obDue:
@@ -90,6 +115,14 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 			e.Token, ok = p.Value.(string)
 		case obName:
 			e.Name, ok = p.Value.(string)
+		case obAttempts:
+			e.Attempts, ok = p.Value.(int64)
+		case obReason:
+			e.Reason, ok = p.Value.(string)
+		case obDied:
+			e.Died, ok = p.Value.(time.Time)
+		case obHolds:
+			e.Holds, ok = p.Value.(bool)
 		}
 		if !ok {
 			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
@@ -101,6 +134,25 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 	return nil
 }
 
+// seqEntity is an order key's sequence: the last place given to one of
+// its messages. Its entity name is the order key. CompleteTx reads it and
+// writes it back in its transaction, so that the database, not the
+// completing process's clock, orders the key's messages.
+type seqEntity struct {
+	Last int64 `datastore:"last,noindex"`
+}
+
+// seqSuffix names the kind of the order keys' sequences after the
+// records' kind: "IdemgateRecordOutboxSeq" by default.
+const seqSuffix = outboxSuffix + "Seq"
+
+// seqKey returns the key of orderKey's sequence entity.
+func (s *Store) seqKey(orderKey string) *datastore.Key {
+	k := datastore.NameKey(s.kind+seqSuffix, orderKey, nil)
+	k.Namespace = s.namespace
+	return k
+}
+
 // outboxKey returns the key of the outbox entity named childKey.
 func (s *Store) outboxKey(childKey string) *datastore.Key {
 	k := datastore.NameKey(s.kind+outboxSuffix, childKey, nil)
@@ -110,211 +162,350 @@ func (s *Store) outboxKey(childKey string) *datastore.Key {
 
 // Outbox is the outbox of a [Store]: the messages that CompleteTx queued
 // with the records, committed and not yet sent. It is the [relay.Source]
-// a relay publishes from. It is safe for concurrent use, also by relays in
-// other processes.
+// a relay publishes from, and its [relay.DeadLetters]. It is safe for
+// concurrent use, also by relays in other processes.
 //
 // Each message is an entity of kind [Options.Kind] + "Outbox" in the
 // store's namespace, named by its child key. Take finds due messages with a
-// query on the indexed property due, and the first messages of a topic's
-// ordering key with an equality filter on orderingKey and topic ordered by
-// enqueued, which needs a composite index in production (see
-// docs/stores/datastore.md). Settle deletes what was sent; nothing else
-// deletes outbox entities.
+// query on the indexed property due, and the first messages of an order
+// key (outbox.OrderKey) with an equality filter on orderKey ordered by
+// seq, which needs a composite index in production (see
+// docs/stores/datastore.md). Settle deletes what was sent, as it was
+// taken; nothing else deletes outbox entities. Dead messages stay until
+// revived, listed by the indexed property died.
 //
 // [relay.Source]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#Source
+// [relay.DeadLetters]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#DeadLetters
 type Outbox struct{ s *Store }
+
+var (
+	_ relay.Source      = (*Outbox)(nil)
+	_ relay.DeadLetters = (*Outbox)(nil)
+)
 
 // Outbox returns the store's outbox. It does no I/O.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
 
-// Backlog implements relay.Source: how many messages are committed and
-// unsent, held or not.
+// Datastore's limits on what CompleteTx writes.
+const (
+	// MaxEntityBytes is the most bytes of one entity. CompleteTx refuses a
+	// message whose entity could be larger (see Size in
+	// store/internal/outboxq: an upper bound, about 1 KiB over the payload,
+	// attributes and names).
+	MaxEntityBytes = 1_048_572
+	// MaxCommitBytes is the most bytes of one transaction. CompleteTx
+	// refuses messages whose entities could be larger together, with
+	// 16 KiB for the record; the body's own writes count too.
+	MaxCommitBytes = 10 << 20
+)
+
+// Backlog implements relay.Source: how many live messages are committed
+// and unsent, held or not; dead ones are not counted. One count query.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
-	n, err := o.s.client.Count(ctx, datastore.NewQuery(o.s.kind+outboxSuffix).Namespace(o.s.namespace))
+	q := datastore.NewQuery(o.s.kind+outboxSuffix).Namespace(o.s.namespace).FilterField(obDue, "<", outboxq.Never)
+	n, err := o.s.client.Count(ctx, q)
 	return int64(n), err
 }
 
-// enqueueTx queues the messages of the claim keyed parent in tx, as
-// entities named by their child keys (see [outbox.Prepare]). Each message
-// is stamped a microsecond after the one before it, so that a relay
-// publishes them in their order. A retried transaction writes the same
-// entities again.
-func (s *Store) enqueueTx(tx *datastore.Transaction, parent string, msgs []outbox.Message) error {
+// queued is what a CompleteTx enqueues: the messages, and the sequences
+// of their order keys, which it reads with the record.
+type queued struct {
+	names  []string // the messages' child keys
+	msgs   []outboxq.Stored
+	keys   []string // the order keys, as outboxq.OrderKeys
+	seqs   []*datastore.Key
+	seqDst []any // the *seqEntity each seq is read into
+}
+
+// queue prepares msgs, the messages a CompleteTx of the claim keyed
+// parent enqueues at now: nil when there are none. It refuses, before
+// anything is read or written, a message Pub/Sub would refuse (see
+// [outbox.Prepare]) and one Datastore could not hold (MaxEntityBytes,
+// MaxCommitBytes).
+func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	ps, err := outbox.Prepare(parent, msgs)
 	if err != nil {
-		return fmt.Errorf("datastorestore: %w", err)
+		return nil, fmt.Errorf("datastorestore: %w", err)
 	}
-	keys := make([]*datastore.Key, len(ps))
-	ents := make([]*outboxEntity, len(ps))
-	for i, q := range outboxq.Queued(ps, s.now()) {
-		keys[i], ents[i] = s.outboxKey(ps[i].ChildKey), (*outboxEntity)(&q)
+	q := &queued{msgs: outboxq.Queued(ps, s.now())}
+	for _, p := range ps {
+		q.names = append(q.names, p.ChildKey)
 	}
-	_, err = tx.PutMulti(keys, ents)
+	// The key: its kind, name, namespace, and room for the project's and
+	// the database's IDs.
+	keyBytes := len(s.kind+outboxSuffix) + 64 + len(s.namespace) + 128
+	size := func(m *outboxq.Stored) int {
+		attrs, _ := json.Marshal(m.Attributes)
+		return outboxq.Size(m, keyBytes, len(attrs))
+	}
+	if err := outboxq.CheckSizes(q.msgs, size, MaxEntityBytes, MaxCommitBytes, "entity", "Datastore"); err != nil {
+		return nil, fmt.Errorf("datastorestore: CompleteTx: %w", err)
+	}
+	q.keys = outboxq.OrderKeys(q.msgs)
+	if n := len(q.msgs) + len(q.keys); n > MaxMessagesPerCompleteTx {
+		return nil, fmt.Errorf("datastorestore: CompleteTx: %d messages and %d ordering keys' sequences, more than the %d entities a commit can hold beside the record", len(q.msgs), len(q.keys), MaxMessagesPerCompleteTx)
+	}
+	for _, k := range q.keys {
+		q.seqs = append(q.seqs, s.seqKey(k))
+		q.seqDst = append(q.seqDst, new(seqEntity))
+	}
+	return q, nil
+}
+
+// enqueueTx writes q in tx, its sequences read: the messages, as entities
+// named by their child keys, each ordered message at the next place of its
+// order key, and the sequences advanced. A retried transaction reads the
+// sequences again and writes the same entities again.
+func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
+	if q == nil {
+		return nil
+	}
+	last := make(map[string]int64, len(q.keys))
+	for i, k := range q.keys {
+		last[k] = q.seqDst[i].(*seqEntity).Last
+	}
+	outboxq.Number(q.msgs, last)
+	keys := make([]*datastore.Key, 0, len(q.msgs)+len(q.keys))
+	ents := make([]any, 0, cap(keys))
+	for i := range q.msgs {
+		keys, ents = append(keys, s.outboxKey(q.names[i])), append(ents, (*outboxEntity)(&q.msgs[i]))
+	}
+	for i, k := range q.keys {
+		keys, ents = append(keys, q.seqs[i]), append(ents, &seqEntity{Last: last[k]})
+	}
+	_, err := tx.PutMulti(keys, ents)
 	return err
 }
 
 // Take implements relay.Source: it leases up to limit due messages to the
 // caller for lease and returns them in the order to publish them. A
-// message is taken only with every earlier message of its topic and
-// ordering key, and never while one of those is held by another Take.
-// The messages are taken in one transaction; when another relay's
-// transaction wins the race, Take returns none and no error, and the
-// relay polls again.
+// message of an order key is taken only with every earlier message of
+// that key, and never while one of those is held by another Take, waits
+// out a backoff, or is dead and holds the key. The due messages are
+// scanned oldest first, at most outboxq.ScanPages (4) times limit of
+// them, past the later messages of keys that wait, so that those never
+// fill the window while a free message waits. The messages are taken in
+// one transaction; when another relay's transaction wins the race, Take
+// returns none and no error, and the relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	s := o.s
 	if limit <= 0 {
 		return nil, nil
 	}
 	kind := s.kind + outboxSuffix
-	// Candidates: the due messages, oldest first.
-	q := datastore.NewQuery(kind).Namespace(s.namespace).
-		FilterField(obDue, "<=", s.now()).Order(obDue).Order(obEnqueued).Limit(limit)
-	var ents []*outboxEntity
-	keys, err := s.client.GetAll(ctx, q, &ents)
-	if err != nil {
-		return nil, err
-	}
-	heads := make([]outboxq.Head, len(ents))
-	for i, e := range ents {
-		heads[i] = outboxq.Head{ID: keys[i].Name, Topic: e.Topic, OrderingKey: e.OrderingKey}
-	}
-	names, err := outboxq.Plan(heads, limit, func(topic, orderingKey string) ([]string, error) {
+	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
 		q := datastore.NewQuery(kind).Namespace(s.namespace).
-			FilterField(obOrdering, "=", orderingKey).FilterField(obTopic, "=", topic).
-			Order(obEnqueued).Limit(limit).KeysOnly()
-		first, err := s.client.GetAll(ctx, q, nil)
-		ids := make([]string, len(first))
-		for i, k := range first {
-			ids[i] = k.Name
+			FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit)
+		var ents []*outboxEntity
+		keys, err := s.client.GetAll(ctx, q, &ents)
+		heads := make([]outboxq.Head, len(ents))
+		for i, e := range ents {
+			heads[i] = outboxq.Head{ID: keys[i].Name, Msg: (*outboxq.Stored)(e).Msg()}
 		}
-		return ids, err
+		return heads, err
 	})
-	if err != nil || len(names) == 0 {
-		return nil, err
+	// Candidates: the due messages, oldest first, until the plan is full.
+	it := s.client.Run(ctx, datastore.NewQuery(kind).Namespace(s.namespace).
+		FilterField(obDue, "<=", s.now()).Order(obDue).Order(obEnqueued).Limit(limit*outboxq.ScanPages))
+	for !plan.Full() {
+		var e outboxEntity
+		k, err := it.Next(&e)
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Add(outboxq.Head{ID: k.Name, Msg: (*outboxq.Stored)(&e).Msg()}); err != nil {
+			return nil, err
+		}
+	}
+	names := plan.IDs()
+	if len(names) == 0 {
+		return nil, nil
 	}
 	order := make([]*datastore.Key, len(names))
 	for i, n := range names {
 		order[i] = s.outboxKey(n)
 	}
 	token := rand.Text()
-	type took struct {
-		name string
-		e    *outboxEntity
-	}
-	var taken []took
-	var now time.Time // of the transaction that took them
-	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		taken = taken[:0]
-		got := make([]*outboxEntity, len(order))
-		for i := range got {
-			got[i] = new(outboxEntity)
-		}
-		err := tx.GetMulti(order, got)
-		var merr datastore.MultiError
-		if err != nil && !errors.As(err, &merr) {
+	var out []outbox.Pending
+	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		out = out[:0]
+		got, err := s.getOutbox(tx, order)
+		if err != nil {
 			return err
 		}
 		msgs := make([]*outboxq.Msg, len(order))
 		for i, e := range got {
-			if merr != nil && merr[i] != nil {
-				if errors.Is(merr[i], datastore.ErrNoSuchEntity) {
-					continue // sent and deleted since the query
-				}
-				return merr[i]
+			if e != nil { // else sent and deleted since the query
+				m := (*outboxq.Stored)(e).Msg()
+				msgs[i] = &m
 			}
-			msgs[i] = &outboxq.Msg{Topic: e.Topic, OrderingKey: e.OrderingKey, Due: e.Due}
 		}
-		now = s.now()
+		now := s.now()
 		var putKeys []*datastore.Key
 		var putEnts []*outboxEntity
 		for _, i := range outboxq.Pick(msgs, now) {
 			e := got[i]
 			e.Due, e.Token = now.Add(lease), token
 			putKeys, putEnts = append(putKeys, order[i]), append(putEnts, e)
-			taken = append(taken, took{order[i].Name, e})
+			out = append(out, (*outboxq.Stored)(e).Pending(names[i], token, now))
 		}
 		if len(putKeys) == 0 {
 			return nil
 		}
 		_, err = tx.PutMulti(putKeys, putEnts)
 		return err
-	}, datastore.MaxAttempts(1))
+	}, datastore.BeginLater, datastore.MaxAttempts(1))
 	if errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted {
 		return nil, nil // another relay's transaction won: poll again
 	}
 	if err != nil {
 		return nil, err
 	}
-	// Publish in the order of enqueueing.
-	slices.SortStableFunc(taken, func(a, b took) int { return a.e.Enqueued.Compare(b.e.Enqueued) })
-	out := make([]outbox.Pending, len(taken))
-	for i, t := range taken {
-		out[i] = (*outboxq.Stored)(t.e).Pending(t.name, token, now)
+	return out, nil
+}
+
+// getOutbox reads the outbox entities of keys in tx: nil for one that does
+// not exist.
+func (s *Store) getOutbox(tx *datastore.Transaction, keys []*datastore.Key) ([]*outboxEntity, error) {
+	got := make([]*outboxEntity, len(keys))
+	for i := range got {
+		got[i] = new(outboxEntity)
+	}
+	err := tx.GetMulti(keys, got)
+	var merr datastore.MultiError
+	if err != nil && !errors.As(err, &merr) {
+		return nil, err
+	}
+	for i := range got {
+		if merr != nil && merr[i] != nil {
+			if !errors.Is(merr[i], datastore.ErrNoSuchEntity) {
+				return nil, merr[i]
+			}
+			got[i] = nil
+		}
+	}
+	return got, nil
+}
+
+// Settle implements relay.Source in one transaction: a lookup of every
+// message given, then one commit. It deletes each sent message whose
+// version is still the one taken (a message written anew under its child
+// key since the Take stays), and applies each failure to the message the
+// same Take still holds: its attempts and reason, its backoff on this
+// store's clock, or its death.
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	acts, err := outboxq.Actions(sent, failed)
+	if err != nil || len(acts) == 0 {
+		return err
+	}
+	s := o.s
+	keys := make([]*datastore.Key, len(acts))
+	for i, a := range acts {
+		keys[i] = s.outboxKey(a.ChildKey)
+	}
+	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		got, err := s.getOutbox(tx, keys)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		var dels, putKeys []*datastore.Key
+		var putEnts []*outboxEntity
+		for i, e := range got {
+			if e == nil {
+				continue // deleted already
+			}
+			switch del, write := acts[i].Apply((*outboxq.Stored)(e), now); {
+			case del:
+				dels = append(dels, keys[i])
+			case write:
+				putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
+			}
+		}
+		if len(dels) > 0 {
+			if err := tx.DeleteMulti(dels); err != nil {
+				return err
+			}
+		}
+		if len(putKeys) > 0 {
+			_, err = tx.PutMulti(putKeys, putEnts)
+		}
+		return err
+	}, datastore.BeginLater)
+	return err
+}
+
+// Dead implements relay.DeadLetters: up to n dead messages, oldest first,
+// by a query on died, which only dead messages have.
+func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
+	s := o.s
+	if n <= 0 {
+		return nil, nil
+	}
+	q := datastore.NewQuery(s.kind + outboxSuffix).Namespace(s.namespace).Order(obDied).Limit(n)
+	var ents []*outboxEntity
+	keys, err := s.client.GetAll(ctx, q, &ents)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]outbox.DeadMessage, len(ents))
+	for i, e := range ents {
+		out[i] = (*outboxq.Stored)(e).DeadMessage(keys[i].Name, now)
 	}
 	return out, nil
 }
 
-// Settle implements relay.Source: it deletes sent and makes unsent due
-// again at once, those of them the same Take still holds.
-func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
-	if err := o.s.markSent(ctx, sent); err != nil {
-		return err
-	}
-	unsent := make([]outbox.Pending, len(failed))
-	for i, f := range failed {
-		unsent[i] = f.Pending
-	}
-	return o.s.releaseOutbox(ctx, unsent, o.s.now())
-}
-
-// markSent deletes the outbox entities of messages a relay published.
-func (s *Store) markSent(ctx context.Context, ps []outbox.Pending) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	return s.client.DeleteMulti(ctx, s.outboxKeys(ps))
-}
-
-// outboxKeys returns the keys of the entities of ps.
-func (s *Store) outboxKeys(ps []outbox.Pending) []*datastore.Key {
-	keys := make([]*datastore.Key, len(ps))
-	for i, p := range ps {
-		keys[i] = s.outboxKey(p.ID)
-	}
-	return keys
-}
-
-// releaseOutbox makes messages a relay took but could not publish due again
-// at after, if the Take that handed them out still holds them.
-func (s *Store) releaseOutbox(ctx context.Context, ps []outbox.Pending, after time.Time) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	keys := s.outboxKeys(ps)
-	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		got := make([]*outboxEntity, len(keys))
-		for i := range got {
-			got[i] = new(outboxEntity)
+// Revive implements relay.DeadLetters in one transaction: the dead
+// messages of ids are due at once, their attempts at zero and their reason
+// cleared. An ID of a message that is not dead, or that was written anew
+// since it was listed, is skipped.
+func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
+	s := o.s
+	var keys []*datastore.Key
+	var versions []string
+	for _, id := range ids {
+		ck, v, err := outboxq.ParseID(id)
+		if err != nil {
+			continue // names no message of ours
 		}
-		err := tx.GetMulti(keys, got)
-		var merr datastore.MultiError
-		if err != nil && !errors.As(err, &merr) {
+		if slices.ContainsFunc(keys, func(k *datastore.Key) bool { return k.Name == ck }) {
+			continue
+		}
+		keys, versions = append(keys, s.outboxKey(ck)), append(versions, v)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	var n int
+	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		n = 0
+		got, err := s.getOutbox(tx, keys)
+		if err != nil {
 			return err
 		}
+		now := s.now()
 		var putKeys []*datastore.Key
 		var putEnts []*outboxEntity
 		for i, e := range got {
-			if merr != nil && merr[i] != nil || e.Token != ps[i].Token {
-				continue // gone, or taken by another relay since
+			if e != nil && outboxq.Revive((*outboxq.Stored)(e), versions[i], now) {
+				putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
 			}
-			e.Due = after
-			putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
 		}
-		_, err = tx.PutMulti(putKeys, putEnts)
+		n = len(putKeys)
+		if n > 0 {
+			_, err = tx.PutMulti(putKeys, putEnts)
+		}
 		return err
-	})
-	return err
+	}, datastore.BeginLater)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

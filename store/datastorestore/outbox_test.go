@@ -25,19 +25,43 @@ func TestOutbox(t *testing.T) {
 	googletest.Outbox(t, func(t *testing.T, now func() time.Time) googletest.OutboxWorld {
 		st := newStore(t, client, datastorestore.Options{Now: now})
 		return googletest.OutboxWorld{
-			Store:  st,
-			Source: st.Outbox(),
-			Complete: func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
-				_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-					if err := st.CompleteTx(tx, c, msgs...); err != nil {
-						return err
-					}
-					return fail
-				})
-				return err
-			},
+			Store:    st,
+			Source:   st.Outbox(),
+			Complete: completeIn(client, st),
 		}
 	})
+}
+
+// TestOutboxSource: the Source contract's cases the store had wrong (issue
+// 29): oversized messages, order across skewed clocks, a Settle of a
+// message written anew, failures and dead letters.
+func TestOutboxSource(t *testing.T) {
+	client := newClient(t)
+	googletest.OutboxSource(t, func(t *testing.T, skew time.Duration, clocks ...func() time.Time) []googletest.OutboxWorld {
+		ns := namespace()
+		var ws []googletest.OutboxWorld
+		for _, now := range clocks {
+			st, err := datastorestore.New(client, &datastorestore.Options{Namespace: ns, SkewMargin: skew, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)})
+		}
+		return ws
+	}, googletest.OutboxLimits{Entity: datastorestore.MaxEntityBytes, Commit: datastorestore.MaxCommitBytes})
+}
+
+// completeIn is OutboxWorld.Complete for st on client.
+func completeIn(client *datastore.Client, st *datastorestore.Store) func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+	return func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+		_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			if err := st.CompleteTx(tx, c, msgs...); err != nil {
+				return err
+			}
+			return fail
+		})
+		return err
+	}
 }
 
 // TestRelaytest runs the outbox conformance suite, its relay cases on the
@@ -138,4 +162,20 @@ func TestCompleteTxRefusesMoreMessagesThanACommitHolds(t *testing.T) {
 	if n, err := st.Outbox().Backlog(ctx); err != nil || n != 0 {
 		t.Errorf("outbox backlog = %d, %v; want 0", n, err)
 	}
+}
+
+// TestOutboxRPCsPerMessage pins the round trips of an outgoing message:
+// an ordered one costs no more than an unordered one (its key's sequence
+// is read in the record's lookup and written in the same commit).
+func TestOutboxRPCsPerMessage(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	st := newStore(t, client, datastorestore.Options{Now: func() time.Time { return googletest.WiredNow }})
+	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
+		Complete:        []string{"BeginTransaction", "Lookup", "Commit"},
+		CompleteOrdered: []string{"BeginTransaction", "Lookup", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "Lookup", "Commit"},
+		SettleFailed:    []string{"Lookup", "Commit"},
+		SettleSent:      []string{"Lookup", "Commit"},
+	})
 }

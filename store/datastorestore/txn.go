@@ -70,7 +70,7 @@ func (s *Store) readFirst(ctx context.Context, key string, _ int, decide record.
 func (s *Store) inTx(ctx context.Context, key string, decide record.Decide) error {
 	committing := false
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		wrote, err := s.step(tx, key, decide)
+		wrote, err := s.step(tx, key, decide, nil)
 		if err == nil && !wrote {
 			return errReadOnly
 		}
@@ -86,11 +86,35 @@ func (s *Store) inTx(ctx context.Context, key string, decide record.Decide) erro
 	return err
 }
 
-// step reads key's record in tx, calls decide, and queues the write decide
-// asks for in tx. It reports whether it queued one.
-func (s *Store) step(tx *datastore.Transaction, key string, decide record.Decide) (wrote bool, err error) {
+// lookup is what a step reads in the same lookup as the record: entities
+// of keys, into dst (a missing one leaves its dst as it was).
+type lookup struct {
+	keys []*datastore.Key
+	dst  []any
+}
+
+// step reads key's record in tx, with also when it is not nil, calls
+// decide, and queues the write decide asks for in tx. It reports whether
+// it queued one.
+func (s *Store) step(tx *datastore.Transaction, key string, decide record.Decide, also *lookup) (wrote bool, err error) {
 	k, hashed := s.entityKey(key)
-	cur, err := s.read(k, key, hashed, func(dst *entity) error { return tx.Get(k, dst) })
+	get := func(dst *entity) error { return tx.Get(k, dst) }
+	if also != nil {
+		get = func(dst *entity) error {
+			err := tx.GetMulti(append([]*datastore.Key{k}, also.keys...), append([]any{dst}, also.dst...))
+			var merr datastore.MultiError
+			if !errors.As(err, &merr) {
+				return err
+			}
+			for _, e := range merr[1:] {
+				if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
+					return e
+				}
+			}
+			return merr[0]
+		}
+	}
+	cur, err := s.read(k, key, hashed, get)
 	if err != nil {
 		return false, err
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
@@ -63,15 +65,44 @@ import (
 // msgs are outgoing messages, written in tx after the record (see
 // [Store.Outbox]): they commit if and only if the completion does, and a
 // relay publishes them afterwards, each with its child key. An invalid
-// message fails CompleteTx (see [outbox.Prepare]).
+// message fails CompleteTx (see [outbox.Prepare]) before anything is read
+// or written, and so does a message whose document could be over
+// MaxDocumentBytes, and messages over MaxCommitBytes together (the body's
+// own writes count too). Messages with an ordering key are ordered by
+// their key's sequence document, which CompleteTx reads with the record
+// (the same request) and writes back: two transactions that commit one
+// after the other order their messages so, whatever the clocks of their
+// processes say. Completions that enqueue on one ordering key therefore
+// contend on its sequence document, as they would on a record.
 func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("firestorestore: CompleteTx: nil transaction")
 	}
-	err := s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
+	q, err := s.queue(c.Key, msgs)
+	if err != nil {
+		return err
+	}
+	err = s.ops.CompleteTx(c, func(key string, decide record.Decide) error {
 		s.versions.drop(key) // tx may change the document: the next write reads it
 		ref, hashed := s.docRef(key)
-		snap, err := tx.Get(ref)
+		var snap *firestore.DocumentSnapshot
+		var err error
+		if q == nil || len(q.seqs) == 0 {
+			snap, err = tx.Get(ref)
+		} else {
+			// The order keys' sequences are read with the record, in one
+			// request, before the transaction writes anything.
+			var snaps []*firestore.DocumentSnapshot
+			snaps, err = tx.GetAll(append([]*firestore.DocumentRef{ref}, q.seqs...))
+			if err == nil {
+				err = q.read(snaps[1:])
+			}
+			if err == nil {
+				if snap = snaps[0]; !snap.Exists() {
+					err = status.Error(codes.NotFound, "no record")
+				}
+			}
+		}
 		cur, err := load(ref, key, hashed, snap, err)
 		if err != nil {
 			return err
@@ -84,5 +115,5 @@ func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...out
 	if err != nil {
 		return err
 	}
-	return s.enqueueTx(tx, c.Key, msgs)
+	return s.enqueueTx(tx, q)
 }

@@ -3,15 +3,19 @@ package firestorestore
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -26,10 +30,17 @@ const (
 	obData     = "data"
 	obAttrs    = "attributes"  // map of strings
 	obOrdering = "orderingKey" // "" for none
+	obOrderKey = "orderKey"    // outbox.OrderKey; "" when unordered
+	obSeq      = "seq"         // its place in its order key, from the key's sequence document
+	obVersion  = "version"     // written at enqueue: the version a Take hands out
 	obEnqueued = "enqueued"    // when the transaction queued it, plus its index in the transaction (µs)
-	obDue      = "due"         // when a relay may take it: enqueued, or the end of a relay's lease
-	obToken    = "token"       // the lease of the relay that took it last ("" before any)
+	obDue      = "due"         // when a relay may take it: enqueued, the end of a lease or a backoff; outboxq.Never when dead
+	obToken    = "token"       // the Take that holds it ("" before any, and once given back)
 	obName     = "name"        // the name its child key was derived from
+	obAttempts = "attempts"    // failed publishes since the enqueue or the last revival
+	obReason   = "reason"      // the last failure's reason
+	obDied     = "died"        // when a relay gave it up; only dead messages have it
+	obHolds    = "holds"       // dead and holding its order key's later messages
 )
 
 // outboxDoc is an outgoing message as stored. Its document ID is the
@@ -47,15 +58,41 @@ func (d *outboxDoc) fields() map[string]any {
 	if data == nil {
 		data = []byte{}
 	}
-	return map[string]any{
+	f := map[string]any{
 		obTopic:    d.Topic,
 		obData:     data,
 		obAttrs:    attrs,
 		obOrdering: d.OrderingKey,
+		obOrderKey: d.OrderKey,
+		obSeq:      d.Seq,
+		obVersion:  d.Version,
 		obEnqueued: d.Enqueued,
 		obDue:      d.Due,
 		obToken:    d.Token,
 		obName:     d.Name,
+		obAttempts: d.Attempts,
+		obReason:   d.Reason,
+	}
+	if !d.Died.IsZero() {
+		f[obDied], f[obHolds] = d.Died, d.Holds
+	}
+	return f
+}
+
+// state returns the updates that write the fields of d that a Settle or a
+// Revive changes, so that the payload is not written again.
+func (d *outboxDoc) state() []firestore.Update {
+	var died, holds any = firestore.Delete, firestore.Delete
+	if !d.Died.IsZero() {
+		died, holds = d.Died, d.Holds
+	}
+	return []firestore.Update{
+		{Path: obDue, Value: d.Due},
+		{Path: obToken, Value: d.Token},
+		{Path: obAttempts, Value: d.Attempts},
+		{Path: obReason, Value: d.Reason},
+		{Path: obDied, Value: died},
+		{Path: obHolds, Value: holds},
 	}
 }
 
@@ -84,6 +121,12 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 			}
 		case obOrdering:
 			d.OrderingKey, ok = v.(string)
+		case obOrderKey:
+			d.OrderKey, ok = v.(string)
+		case obSeq:
+			d.Seq, ok = v.(int64)
+		case obVersion:
+			d.Version, ok = v.(string)
 		case obEnqueued:
 			d.Enqueued, ok = v.(time.Time)
 		case obDue:
@@ -92,6 +135,14 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 			d.Token, ok = v.(string)
 		case obName:
 			d.Name, ok = v.(string)
+		case obAttempts:
+			d.Attempts, ok = v.(int64)
+		case obReason:
+			d.Reason, ok = v.(string)
+		case obDied:
+			d.Died, ok = v.(time.Time)
+		case obHolds:
+			d.Holds, ok = v.(bool)
 		}
 		if !ok {
 			return outboxDoc{}, fmt.Errorf("field %q holds a %T", name, v)
@@ -101,6 +152,25 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 		return outboxDoc{}, fmt.Errorf("field %q is missing", obTopic)
 	}
 	return d, nil
+}
+
+// seqLast is the field of an order key's sequence document: the last
+// place given to one of its messages. The document's ID is the order key.
+// CompleteTx reads it with the record and writes it back in its
+// transaction, so that the database, not the completing process's clock,
+// orders the key's messages.
+const seqLast = "last"
+
+// seqSuffix names the collection of the order keys' sequences after the
+// records' collection: "idemgate_records_outbox_seq" by default.
+const seqSuffix = outboxSuffix + "_seq"
+
+// seqs returns the collection of the order keys' sequences.
+func (s *Store) seqs() *firestore.CollectionRef {
+	if p := s.coll.Parent; p != nil {
+		return p.Collection(s.coll.ID + seqSuffix)
+	}
+	return s.client.Collection(s.coll.ID + seqSuffix)
 }
 
 // outbox returns the outbox collection.
@@ -113,27 +183,49 @@ func (s *Store) outbox() *firestore.CollectionRef {
 
 // Outbox is the outbox of a [Store]: the messages that CompleteTx queued
 // with the records, committed and not yet sent. It is the [relay.Source]
-// a relay publishes from. It is safe for concurrent use, also by relays in
-// other processes.
+// a relay publishes from, and its [relay.DeadLetters]. It is safe for
+// concurrent use, also by relays in other processes.
 //
 // Each message is a document of the collection next to the records' named
 // [Options.Collection] + "_outbox", whose ID is its child key. Take finds
-// due messages with a query on the field due, and the first messages of a
-// topic's ordering key with equality filters on orderingKey and topic
-// ordered by enqueued, which needs a composite index in production (see
-// docs/stores/firestore.md). Settle deletes what was sent; nothing else
-// deletes outbox documents.
+// due messages with a query on the field due, and the first messages of an
+// order key (outbox.OrderKey) with an equality filter on orderKey ordered
+// by seq, which needs a composite index in production (see
+// docs/stores/firestore.md). Settle deletes what was sent, as it was
+// taken; nothing else deletes outbox documents. Dead messages stay until
+// revived, listed by the field died, which only they have.
 //
 // [relay.Source]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#Source
+// [relay.DeadLetters]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#DeadLetters
 type Outbox struct{ s *Store }
+
+var (
+	_ relay.Source      = (*Outbox)(nil)
+	_ relay.DeadLetters = (*Outbox)(nil)
+)
 
 // Outbox returns the store's outbox. It does no I/O.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
 
-// Backlog implements relay.Source: how many messages are committed and
-// unsent, held or not.
+// Firestore's limits on what CompleteTx writes.
+const (
+	// MaxDocumentBytes is the most bytes of one document. CompleteTx
+	// refuses a message whose document could be larger (see Size in
+	// store/internal/outboxq: an upper bound, about 1 KiB over the payload,
+	// attributes and names).
+	MaxDocumentBytes = 1 << 20
+	// MaxCommitBytes is the most bytes of one request, a commit's
+	// included. CompleteTx refuses messages whose documents could be
+	// larger together, with 16 KiB for the record; the body's own writes
+	// count too.
+	MaxCommitBytes = 10 << 20
+)
+
+// Backlog implements relay.Source: how many live messages are committed
+// and unsent, held or not; dead ones are not counted. One count query.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
-	res, err := o.s.outbox().NewAggregationQuery().WithCount("n").Get(ctx)
+	live := o.s.outbox().Where(obDue, "<", outboxq.Never)
+	res, err := live.NewAggregationQuery().WithCount("n").Get(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -148,22 +240,86 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// enqueueTx queues the messages of the claim keyed parent in tx, as
-// documents whose IDs are their child keys (see [outbox.Prepare]). Each
-// message is stamped a microsecond after the one before it, so that a
-// relay publishes them in their order. A retried transaction writes the
-// same documents again.
-func (s *Store) enqueueTx(tx *firestore.Transaction, parent string, msgs []outbox.Message) error {
+// queued is what a CompleteTx enqueues: the messages, and the sequence
+// documents of their order keys, which it reads with the record.
+type queued struct {
+	ids  []string // the messages' child keys
+	msgs []outboxq.Stored
+	keys []string // the order keys, as outboxq.OrderKeys
+	seqs []*firestore.DocumentRef
+	last map[string]int64 // each key's last place, as read
+}
+
+// queue prepares msgs, the messages a CompleteTx of the claim keyed
+// parent enqueues at now: nil when there are none. It refuses, before
+// anything is read or written, a message Pub/Sub would refuse (see
+// [outbox.Prepare]) and one Firestore could not hold (MaxDocumentBytes,
+// MaxCommitBytes).
+func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	ps, err := outbox.Prepare(parent, msgs)
 	if err != nil {
-		return fmt.Errorf("firestorestore: %w", err)
+		return nil, fmt.Errorf("firestorestore: %w", err)
 	}
+	q := &queued{msgs: outboxq.Queued(ps, s.now()), last: map[string]int64{}}
+	for _, p := range ps {
+		q.ids = append(q.ids, p.ChildKey)
+	}
+	// The document's name: its full path, with a byte per segment and
+	// 16 more, and its ID.
+	path := s.outbox().Path
+	nameBytes := len(path) + strings.Count(path, "/") + 1 + 16 + 64 + 1
+	size := func(m *outboxq.Stored) int {
+		attrs := 0
+		for k, v := range m.Attributes {
+			attrs += len(k) + 1 + len(v) + 1
+		}
+		return outboxq.Size(m, nameBytes, attrs)
+	}
+	if err := outboxq.CheckSizes(q.msgs, size, MaxDocumentBytes, MaxCommitBytes, "document", "Firestore"); err != nil {
+		return nil, fmt.Errorf("firestorestore: CompleteTx: %w", err)
+	}
+	q.keys = outboxq.OrderKeys(q.msgs)
+	for _, k := range q.keys {
+		q.seqs = append(q.seqs, s.seqs().Doc(k))
+	}
+	return q, nil
+}
+
+// read takes the sequences of q from snaps, read in the transaction.
+func (q *queued) read(snaps []*firestore.DocumentSnapshot) error {
+	for i, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		last, ok := snap.Data()[seqLast].(int64)
+		if !ok {
+			return fmt.Errorf("sequence document %q: field %q holds a %T", snap.Ref.ID, seqLast, snap.Data()[seqLast])
+		}
+		q.last[q.keys[i]] = last
+	}
+	return nil
+}
+
+// enqueueTx writes q in tx, its sequences read: the messages, as documents
+// whose IDs are their child keys, each ordered message at the next place
+// of its order key, and the sequences advanced. A retried transaction
+// reads the sequences again and writes the same documents again.
+func (s *Store) enqueueTx(tx *firestore.Transaction, q *queued) error {
+	if q == nil {
+		return nil
+	}
+	outboxq.Number(q.msgs, q.last)
 	ob := s.outbox()
-	for i, q := range outboxq.Queued(ps, s.now()) {
-		if err := tx.Set(ob.Doc(ps[i].ChildKey), (*outboxDoc)(&q).fields()); err != nil {
+	for i := range q.msgs {
+		if err := tx.Set(ob.Doc(q.ids[i]), (*outboxDoc)(&q.msgs[i]).fields()); err != nil {
+			return err
+		}
+	}
+	for i, k := range q.keys {
+		if err := tx.Set(q.seqs[i], map[string]any{seqLast: q.last[k]}); err != nil {
 			return err
 		}
 	}
@@ -172,78 +328,89 @@ func (s *Store) enqueueTx(tx *firestore.Transaction, parent string, msgs []outbo
 
 // Take implements relay.Source: it leases up to limit due messages to the
 // caller for lease and returns them in the order to publish them. A
-// message is taken only with every earlier message of its topic and
-// ordering key, and never while one of those is held by another Take.
-// The messages are taken in one transaction; when another relay's
-// transaction wins the race, Take returns none and no error, and the
-// relay polls again.
+// message of an order key is taken only with every earlier message of
+// that key, and never while one of those is held by another Take, waits
+// out a backoff, or is dead and holds the key. The due messages are
+// scanned oldest first, at most outboxq.ScanPages (4) times limit of
+// them, past the later messages of keys that wait, so that those never
+// fill the window while a free message waits. The messages are taken in
+// one transaction; when another relay's transaction wins the race, Take
+// returns none and no error, and the relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	s := o.s
 	if limit <= 0 {
 		return nil, nil
 	}
 	ob := s.outbox()
-	// Candidates: the due messages, oldest first.
-	cands, err := ob.Where(obDue, "<=", s.now()).OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
-	if err != nil {
-		return nil, err
+	heads := func(snaps []*firestore.DocumentSnapshot) ([]outboxq.Head, error) {
+		out := make([]outboxq.Head, len(snaps))
+		for i, snap := range snaps {
+			d, err := parseOutbox(snap.Data())
+			if err != nil {
+				return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+			}
+			out[i] = outboxq.Head{ID: snap.Ref.ID, Msg: (*outboxq.Stored)(&d).Msg()}
+		}
+		return out, nil
 	}
-	heads := make([]outboxq.Head, len(cands))
-	for i, c := range cands {
-		d, err := parseOutbox(c.Data())
+	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
+		first, err := ob.Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
 		if err != nil {
-			return nil, fmt.Errorf("outbox document %q: %w", c.Ref.ID, err)
+			return nil, err
 		}
-		heads[i] = outboxq.Head{ID: c.Ref.ID, Topic: d.Topic, OrderingKey: d.OrderingKey}
-	}
-	ids, err := outboxq.Plan(heads, limit, func(topic, orderingKey string) ([]string, error) {
-		first, err := ob.Where(obOrdering, "==", orderingKey).Where(obTopic, "==", topic).
-			OrderBy(obEnqueued, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
-		ids := make([]string, len(first))
-		for i, f := range first {
-			ids[i] = f.Ref.ID
-		}
-		return ids, err
+		return heads(first)
 	})
-	if err != nil || len(ids) == 0 {
-		return nil, err
+	// Candidates: the due messages, oldest first, until the plan is full.
+	it := ob.Where(obDue, "<=", s.now()).OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).
+		Limit(limit * outboxq.ScanPages).Documents(ctx)
+	defer it.Stop()
+	for !plan.Full() {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		h, err := heads([]*firestore.DocumentSnapshot{snap})
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Add(h[0]); err != nil {
+			return nil, err
+		}
+	}
+	ids := plan.IDs()
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	order := make([]*firestore.DocumentRef, len(ids))
 	for i, id := range ids {
 		order[i] = ob.Doc(id)
 	}
 	token := rand.Text()
-	type took struct {
-		id string
-		d  outboxDoc
-	}
-	var taken []took
-	var now time.Time // of the transaction that took them
-	err = s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-		taken = taken[:0]
-		snaps, err := tx.GetAll(order)
+	var out []outbox.Pending
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+		out = out[:0]
+		docs, err := getOutbox(tx, order)
 		if err != nil {
 			return err
 		}
-		docs := make([]outboxDoc, len(snaps))
-		msgs := make([]*outboxq.Msg, len(snaps))
-		for i, snap := range snaps {
-			if !snap.Exists() {
-				continue // sent and deleted since the query
+		msgs := make([]*outboxq.Msg, len(docs))
+		for i, d := range docs {
+			if d != nil { // else sent and deleted since the query
+				m := (*outboxq.Stored)(d).Msg()
+				msgs[i] = &m
 			}
-			if docs[i], err = parseOutbox(snap.Data()); err != nil {
-				return fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
-			}
-			msgs[i] = &outboxq.Msg{Topic: docs[i].Topic, OrderingKey: docs[i].OrderingKey, Due: docs[i].Due}
 		}
-		now = s.now()
+		now := s.now()
 		for _, i := range outboxq.Pick(msgs, now) {
 			d := docs[i]
 			d.Due, d.Token = now.Add(lease), token
 			if err := tx.Update(order[i], []firestore.Update{{Path: obDue, Value: d.Due}, {Path: obToken, Value: token}}); err != nil {
 				return err
 			}
-			taken = append(taken, took{ids[i], d})
+			out = append(out, (*outboxq.Stored)(d).Pending(ids[i], token, now))
 		}
 		return nil
 	}, firestore.MaxAttempts(1))
@@ -253,80 +420,138 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	if err != nil {
 		return nil, err
 	}
-	// Publish in the order of enqueueing.
-	slices.SortStableFunc(taken, func(a, b took) int { return a.d.Enqueued.Compare(b.d.Enqueued) })
-	out := make([]outbox.Pending, len(taken))
-	for i, t := range taken {
-		out[i] = (*outboxq.Stored)(&t.d).Pending(t.id, token, now)
-	}
 	return out, nil
 }
 
-// Settle implements relay.Source: it deletes sent and makes unsent due
-// again at once, those of them the same Take still holds.
+// getOutbox reads the outbox documents of refs in tx: nil for one that
+// does not exist.
+func getOutbox(tx *firestore.Transaction, refs []*firestore.DocumentRef) ([]*outboxDoc, error) {
+	snaps, err := tx.GetAll(refs)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]*outboxDoc, len(snaps))
+	for i, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		d, err := parseOutbox(snap.Data())
+		if err != nil {
+			return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+		}
+		docs[i] = &d
+	}
+	return docs, nil
+}
+
+// Settle implements relay.Source in one transaction: a read of every
+// message given, then one commit. It deletes each sent message whose
+// version is still the one taken (a message written anew under its child
+// key since the Take stays), and applies each failure to the message the
+// same Take still holds: its attempts and reason, its backoff on this
+// store's clock, or its death.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
-	if err := o.s.markSent(ctx, sent); err != nil {
+	acts, err := outboxq.Actions(sent, failed)
+	if err != nil || len(acts) == 0 {
 		return err
 	}
-	unsent := make([]outbox.Pending, len(failed))
-	for i, f := range failed {
-		unsent[i] = f.Pending
-	}
-	return o.s.releaseOutbox(ctx, unsent, o.s.now())
-}
-
-// markSent deletes the outbox documents of messages a relay published.
-func (s *Store) markSent(ctx context.Context, ps []outbox.Pending) error {
-	if len(ps) == 0 {
-		return nil
-	}
+	s := o.s
 	ob := s.outbox()
-	bw := s.client.BulkWriter(ctx)
-	jobs := make([]*firestore.BulkWriterJob, 0, len(ps))
-	for _, p := range ps {
-		j, err := bw.Delete(ob.Doc(p.ID))
-		if err != nil {
-			bw.End()
-			return err
-		}
-		jobs = append(jobs, j)
-	}
-	bw.End()
-	for _, j := range jobs {
-		if _, err := j.Results(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// releaseOutbox makes messages a relay took but could not publish due again
-// at after, if the Take that handed them out still holds them.
-func (s *Store) releaseOutbox(ctx context.Context, ps []outbox.Pending, after time.Time) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	ob := s.outbox()
-	refs := make([]*firestore.DocumentRef, len(ps))
-	for i, p := range ps {
-		refs[i] = ob.Doc(p.ID)
+	refs := make([]*firestore.DocumentRef, len(acts))
+	for i, a := range acts {
+		refs[i] = ob.Doc(a.ChildKey)
 	}
 	return s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-		snaps, err := tx.GetAll(refs)
+		docs, err := getOutbox(tx, refs)
 		if err != nil {
 			return err
 		}
-		for i, snap := range snaps {
-			if !snap.Exists() {
-				continue
+		now := s.now()
+		for i, d := range docs {
+			if d == nil {
+				continue // deleted already
 			}
-			if tok, _ := snap.Data()[obToken].(string); tok != ps[i].Token {
-				continue // taken by another relay since
+			var err error
+			switch del, write := acts[i].Apply((*outboxq.Stored)(d), now); {
+			case del:
+				err = tx.Delete(refs[i])
+			case write:
+				err = tx.Update(refs[i], d.state())
 			}
-			if err := tx.Update(refs[i], []firestore.Update{{Path: obDue, Value: after}}); err != nil {
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// Dead implements relay.DeadLetters: up to n dead messages, oldest first,
+// by a query on died, which only dead messages have.
+func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
+	s := o.s
+	if n <= 0 {
+		return nil, nil
+	}
+	snaps, err := s.outbox().OrderBy(obDied, firestore.Asc).Limit(n).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]outbox.DeadMessage, len(snaps))
+	for i, snap := range snaps {
+		d, err := parseOutbox(snap.Data())
+		if err != nil {
+			return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+		}
+		out[i] = (*outboxq.Stored)(&d).DeadMessage(snap.Ref.ID, now)
+	}
+	return out, nil
+}
+
+// Revive implements relay.DeadLetters in one transaction: the dead
+// messages of ids are due at once, their attempts at zero and their reason
+// cleared. An ID of a message that is not dead, or that was written anew
+// since it was listed, is skipped.
+func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
+	s := o.s
+	ob := s.outbox()
+	var refs []*firestore.DocumentRef
+	var versions []string
+	for _, id := range ids {
+		ck, v, err := outboxq.ParseID(id)
+		if err != nil {
+			continue // names no message of ours
+		}
+		if slices.ContainsFunc(refs, func(r *firestore.DocumentRef) bool { return r.ID == ck }) {
+			continue
+		}
+		refs, versions = append(refs, ob.Doc(ck)), append(versions, v)
+	}
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+		n = 0
+		docs, err := getOutbox(tx, refs)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		for i, d := range docs {
+			if d == nil || !outboxq.Revive((*outboxq.Stored)(d), versions[i], now) {
+				continue
+			}
+			if err := tx.Update(refs[i], d.state()); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

@@ -22,18 +22,42 @@ func TestOutbox(t *testing.T) {
 	googletest.Outbox(t, func(t *testing.T, now func() time.Time) googletest.OutboxWorld {
 		st := newStore(t, client, firestorestore.Options{Now: now})
 		return googletest.OutboxWorld{
-			Store:  st,
-			Source: st.Outbox(),
-			Complete: func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
-				return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-					if err := st.CompleteTx(tx, c, msgs...); err != nil {
-						return err
-					}
-					return fail
-				})
-			},
+			Store:    st,
+			Source:   st.Outbox(),
+			Complete: completeIn(client, st),
 		}
 	})
+}
+
+// TestOutboxSource: the Source contract's cases the store had wrong (issue
+// 29): oversized messages, order across skewed clocks, a Settle of a
+// message written anew, failures and dead letters.
+func TestOutboxSource(t *testing.T) {
+	client := newClient(t)
+	googletest.OutboxSource(t, func(t *testing.T, skew time.Duration, clocks ...func() time.Time) []googletest.OutboxWorld {
+		coll := collection()
+		var ws []googletest.OutboxWorld
+		for _, now := range clocks {
+			st, err := firestorestore.New(client, &firestorestore.Options{Collection: coll, SkewMargin: skew, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)})
+		}
+		return ws
+	}, googletest.OutboxLimits{Entity: firestorestore.MaxDocumentBytes, Commit: firestorestore.MaxCommitBytes})
+}
+
+// completeIn is OutboxWorld.Complete for st on client.
+func completeIn(client *firestore.Client, st *firestorestore.Store) func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+	return func(ctx context.Context, c store.Claim, fail error, msgs ...outbox.Message) error {
+		return client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+			if err := st.CompleteTx(tx, c, msgs...); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
 }
 
 // TestRelaytest runs the outbox conformance suite, its relay cases on the
@@ -53,5 +77,21 @@ func TestRelaytest(t *testing.T) {
 			})
 		},
 		PubSub: googletest.PubSubClient(t),
+	})
+}
+
+// TestOutboxRPCsPerMessage pins the round trips of an outgoing message:
+// an ordered one costs no more than an unordered one (its key's sequence
+// is read with the record and written in the same commit).
+func TestOutboxRPCsPerMessage(t *testing.T) {
+	w := &googletest.Wire{}
+	client := wireClient(t, w)
+	st := newStore(t, client, firestorestore.Options{Now: func() time.Time { return googletest.WiredNow }})
+	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
+		Complete:        []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		CompleteOrdered: []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "BeginTransaction", "BatchGetDocuments", "Commit"},
+		SettleFailed:    []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
+		SettleSent:      []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
 	})
 }

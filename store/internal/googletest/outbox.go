@@ -41,11 +41,7 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 	}
 	claim := func(t *testing.T, w OutboxWorld, key string) store.Claim {
 		t.Helper()
-		c, err := w.Store.Claim(t.Context(), key, lease)
-		if err != nil || c.Status != store.Won {
-			t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
-		}
-		return c
+		return claimWon(t, w, key, lease)
 	}
 	backlog := func(t *testing.T, w OutboxWorld) int64 {
 		t.Helper()
@@ -57,11 +53,7 @@ func Outbox(t *testing.T, newWorld NewOutboxWorld) {
 	}
 	take := func(t *testing.T, w OutboxWorld, n int) []outbox.Pending {
 		t.Helper()
-		ps, err := w.Source.Take(t.Context(), n, lease)
-		if err != nil {
-			t.Fatalf("Take: %v", err)
-		}
-		return ps
+		return takeN(t, w, n, lease)
 	}
 
 	t.Run("commit", func(t *testing.T) {
@@ -239,4 +231,25 @@ func untried(ps []outbox.Pending) []outbox.Failure {
 		out[i] = outbox.Failure{Pending: p}
 	}
 	return out
+}
+
+// claimWon claims key in w's store for lease, failing t unless it wins.
+func claimWon(t *testing.T, w OutboxWorld, key string, lease time.Duration) store.Claim {
+	t.Helper()
+	c, err := w.Store.Claim(t.Context(), key, lease)
+	if err != nil || c.Status != store.Won {
+		t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
+	}
+	return c
+}
+
+// takeN takes up to n messages from w's outbox for lease, failing t on an
+// error.
+func takeN(t *testing.T, w OutboxWorld, n int, lease time.Duration) []outbox.Pending {
+	t.Helper()
+	ps, err := w.Source.Take(t.Context(), n, lease)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	return ps
 }

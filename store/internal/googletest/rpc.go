@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -36,14 +37,7 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	ctx := store.WithFingerprint(t.Context(), Fingerprint)
 	step := func(name string, want []string, f func()) []string {
 		t.Helper()
-		w.Take()
-		f()
-		got := w.Take()
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
-		}
-		t.Logf("%-28s %d RPCs %v", name, len(got), got)
-		return got
+		return pinRPCs(t, w, name, want, f)
 	}
 	// readOnly fails the test when a step that must write nothing
 	// committed, whatever the store's want says.
@@ -155,4 +149,70 @@ func CancelledMidCall(t *testing.T, wired Wired) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Claim cancelled mid-call = %v, want an error wrapping context.Canceled", err)
 	}
+}
+
+// OutboxRPCs are the calls, in order, each step of OutboxRPCsPerMessage
+// must make.
+type OutboxRPCs struct {
+	Complete        []string // a CompleteTx transaction with one unordered message
+	CompleteOrdered []string // the same with one ordered message: the same calls
+	Take            []string // a Take of both messages, its queries included
+	SettleSent      []string
+	SettleFailed    []string
+}
+
+// OutboxRPCsPerMessage pins the round trips of an outgoing message's life
+// in w, whose client's RPCs go through wire: two messages, one without
+// an ordering key and one with, each enqueued by a CompleteTx, both
+// taken, given back once, taken again and settled as sent.
+func OutboxRPCsPerMessage(t *testing.T, w OutboxWorld, wire *Wire, want OutboxRPCs) {
+	ctx := t.Context()
+	step := func(name string, want []string, f func()) {
+		t.Helper()
+		pinRPCs(t, wire, name, want, f)
+	}
+	complete := func(key string, m outbox.Message) {
+		t.Helper()
+		c := claimWon(t, w, key, time.Minute)
+		step("CompleteTx, "+key, want.Complete, func() {
+			if err := w.Complete(ctx, c, nil, m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	complete("unordered", outbox.Message{Topic: "shipments"})
+	want.Complete = want.CompleteOrdered
+	complete("ordered", outbox.Message{Topic: "invoices", OrderingKey: "k"})
+	var ps []outbox.Pending
+	step("Take", want.Take, func() {
+		if ps = takeN(t, w, 2, time.Minute); len(ps) != 2 {
+			t.Fatalf("Take = %d messages, want both", len(ps))
+		}
+	})
+	step("Settle failed", want.SettleFailed, func() {
+		f := []outbox.Failure{{Pending: ps[0], Reason: "refused"}, {Pending: ps[1], Reason: "refused"}}
+		if err := w.Source.Settle(ctx, nil, f); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ps = takeN(t, w, 2, time.Minute)
+	step("Settle sent", want.SettleSent, func() {
+		if err := w.Source.Settle(ctx, ps, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// pinRPCs runs f, the step name, and fails t unless the RPCs it made
+// through w are want. It returns them.
+func pinRPCs(t *testing.T, w *Wire, name string, want []string, f func()) []string {
+	t.Helper()
+	w.Take()
+	f()
+	got := w.Take()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: RPCs (-want +got):\n%s", name, diff)
+	}
+	t.Logf("%-32s %d RPCs %v", name, len(got), got)
+	return got
 }

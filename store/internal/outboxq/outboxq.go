@@ -1,79 +1,159 @@
-// Package outboxq holds the rules the Google stores' outboxes share: which
-// messages a Take reads again in its transaction, and which of those it
-// takes. The stores keep the queries and the transactions.
+// Package outboxq holds the rules the Google stores' outboxes share: how a
+// message is stored, which messages a Take reads again in its
+// transaction and which of those it takes, how a Settle applies, and what
+// one message costs in the database. The stores keep the queries and the
+// transactions.
 package outboxq
 
 import (
+	"cmp"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
+// Never is the due time of a dead message: no Take's query reaches it,
+// and Backlog, which counts the messages due before it, leaves it out.
+// Both databases keep timestamps up to the end of year 9999.
+var Never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// MaxReason is the most bytes of a failure's reason a message keeps.
+const MaxReason = 512
+
 // Head is a message as a Take's query found it.
 type Head struct {
-	ID, Topic, OrderingKey string
+	ID string // the entity's name, the document's ID: its child key
+	Msg
 }
 
-// Plan returns the IDs of the messages a Take reads in its transaction, at
-// most limit, in order: the due candidates cands (oldest first), where a
-// candidate with an ordering key stands for the first messages of its
-// topic and key, which first returns (their IDs, oldest first). Those may
-// not be candidates themselves: one may be held by another Take.
-func Plan(cands []Head, limit int, first func(topic, orderingKey string) ([]string, error)) ([]string, error) {
-	var ids []string
-	chosen := map[string]bool{}
-	add := func(id string) {
-		if !chosen[id] && len(ids) < limit {
-			chosen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	seen := map[[2]string]bool{}
-	for _, c := range cands {
-		if c.OrderingKey == "" {
-			add(c.ID)
-			continue
-		}
-		k := [2]string{c.Topic, c.OrderingKey}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		firsts, err := first(c.Topic, c.OrderingKey)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range firsts {
-			add(id)
-		}
-	}
-	return ids, nil
+// ScanPages bounds a Take's scan of the due messages: it reads at most
+// ScanPages times its limit of them, looking for takeable ones past those
+// that wait behind a message of their order key.
+const ScanPages = 4
+
+// Planner chooses the messages a Take reads in its transaction: fed the
+// due candidates oldest first, it keeps those it could take, at most
+// limit. An unordered candidate stands for itself; an ordered one for the
+// first messages of its order key, which first returns (in the key's
+// order): those up to the first that is held, waits out a backoff, or is
+// dead and holds the key (a dead one that released it is skipped). A key
+// is looked up once, so the later candidates of a key that waits cost no
+// query and take no room: a free message past them is still found.
+type Planner struct {
+	limit  int
+	now    time.Time
+	first  func(orderKey string) ([]Head, error)
+	ids    []string
+	chosen map[string]bool
+	keys   map[string]bool // order keys looked up
 }
+
+// NewPlanner returns a Planner of a Take of limit messages at now.
+func NewPlanner(limit int, now time.Time, first func(orderKey string) ([]Head, error)) *Planner {
+	return &Planner{limit: limit, now: now, first: first, chosen: map[string]bool{}, keys: map[string]bool{}}
+}
+
+// Full reports whether the Planner holds limit messages.
+func (p *Planner) Full() bool { return len(p.ids) >= p.limit }
+
+// IDs returns the messages chosen, in order.
+func (p *Planner) IDs() []string { return p.ids }
+
+// Add considers c, the next due candidate.
+func (p *Planner) Add(c Head) error {
+	add := func(id string) {
+		if !p.chosen[id] && !p.Full() {
+			p.chosen[id] = true
+			p.ids = append(p.ids, id)
+		}
+	}
+	if c.OrderKey == "" {
+		if takeable(&c.Msg, p.now) {
+			add(c.ID)
+		}
+		return nil
+	}
+	if p.keys[c.OrderKey] || p.Full() {
+		return nil
+	}
+	p.keys[c.OrderKey] = true
+	firsts, err := p.first(c.OrderKey)
+	if err != nil {
+		return err
+	}
+	for _, f := range firsts {
+		switch {
+		case f.Dead && !f.Holds:
+			continue
+		case !takeable(&f.Msg, p.now):
+			return nil
+		}
+		add(f.ID)
+	}
+	return nil
+}
+
+// takeable reports whether m, live and not held, may be taken at now.
+func takeable(m *Msg, now time.Time) bool { return !m.Dead && !m.Due.After(now) }
 
 // Msg is a message as a Take's transaction read it.
 type Msg struct {
-	Topic, OrderingKey string
-	Due                time.Time // when a Take may take it
+	OrderKey string
+	Seq      int64     // its place in its order key
+	Due      time.Time // when a Take may take it
+	Dead     bool
+	Holds    bool // dead, and holding its key's later messages
 }
 
 // Pick returns the indexes of the messages of msgs (in Plan's order; nil
-// for one that is gone) that a Take takes at now: each due one, but none
-// of an ordering key after one of that key that is not due, so that a
-// held message keeps the later ones of its key behind it.
+// for one that is gone) that a Take takes at now, in the order to publish
+// them: the messages of an order key by their Seq, at the place of the
+// key's first, the others where Plan put them. It takes each due, live
+// message, but none of an order key after one of that key that is held,
+// waits out a backoff, or is dead and holds its key. A dead message that
+// released its key is skipped and blocks nothing.
 func Pick(msgs []*Msg, now time.Time) []int {
-	var out []int
-	blocked := map[[2]string]bool{}
+	var idx []int
+	first := map[string]int{} // an order key's first place in idx
 	for i, m := range msgs {
 		if m == nil {
 			continue
 		}
-		k := [2]string{m.Topic, m.OrderingKey}
-		if blocked[k] {
+		if _, ok := first[m.OrderKey]; !ok && m.OrderKey != "" {
+			first[m.OrderKey] = len(idx)
+		}
+		idx = append(idx, i)
+	}
+	place := make(map[int]int, len(idx))
+	for p, i := range idx {
+		place[i] = p
+		if k := msgs[i].OrderKey; k != "" {
+			place[i] = first[k]
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := place[a] - place[b]; c != 0 {
+			return c
+		}
+		return cmp.Compare(msgs[a].Seq, msgs[b].Seq)
+	})
+	var out []int
+	blocked := map[string]bool{}
+	for _, i := range idx {
+		m := msgs[i]
+		if m.OrderKey != "" && blocked[m.OrderKey] {
 			continue
 		}
-		if m.Due.After(now) {
-			if m.OrderingKey != "" {
-				blocked[k] = true
+		if !takeable(m, now) {
+			if m.OrderKey != "" && (!m.Dead || m.Holds) {
+				blocked[m.OrderKey] = true
 			}
 			continue
 		}
@@ -89,24 +169,81 @@ type Stored struct {
 	Data        []byte
 	Attributes  map[string]string // the child key's included
 	OrderingKey string
-	Enqueued    time.Time // when its transaction queued it, a microsecond apart per message
-	Due         time.Time // when a Take may take it
-	Token       string    // the Take that holds it; "" before any
+	OrderKey    string    // outbox.OrderKey of Topic and OrderingKey
+	Seq         int64     // its place in its order key, from the key's sequence; 0 when unordered
+	Version     string    // written at enqueue: a message written anew under its child key has another
+	Enqueued    time.Time // when its transaction queued it (the completing process's clock)
+	Due         time.Time // when a Take may take it; Never once dead
+	Token       string    // the Take that holds it; "" before any and once given back
+	Attempts    int64     // failed publishes since the enqueue or the last revival
+	Reason      string    // the last failure's reason
+	Died        time.Time // when a relay gave it up; zero while live
+	Holds       bool      // dead, and holding its key's later messages
 }
 
 // Queued returns the messages of ps, prepared by [outbox.Prepare], as a
-// transaction stores them at now: due at once, and enqueued a microsecond
-// apart (the stores keep microseconds), so that a relay publishes them in
-// their order.
+// transaction stores them at now: due at once, each with a version of its
+// own, and its order key. Number gives them their places in their keys.
 func Queued(ps []outbox.Pending, now time.Time) []Stored {
 	out := make([]Stored, len(ps))
 	for i, p := range ps {
 		out[i] = Stored{
 			Name: p.Name, Topic: p.Topic, Data: p.Data, Attributes: p.Attributes,
-			OrderingKey: p.OrderingKey, Enqueued: now.Add(time.Duration(i) * time.Microsecond), Due: now,
+			OrderingKey: p.OrderingKey, OrderKey: outbox.OrderKey(p.Topic, p.OrderingKey),
+			Version:  rand.Text(),
+			Enqueued: now.Add(time.Duration(i) * time.Microsecond), Due: now,
 		}
 	}
 	return out
+}
+
+// OrderKeys returns the distinct order keys of ms, in the order they first
+// come: the sequences a transaction reads before it enqueues ms.
+func OrderKeys(ms []Stored) []string {
+	var out []string
+	for _, m := range ms {
+		if m.OrderKey != "" && !slices.Contains(out, m.OrderKey) {
+			out = append(out, m.OrderKey)
+		}
+	}
+	return out
+}
+
+// Number gives each ordered message of ms the next place of its order key:
+// last holds each key's last place, as its sequence was read in the
+// transaction, and is advanced to what the transaction writes back. Two
+// transactions that write one key's sequence are serialized by the
+// database, so the one that commits later numbers its messages after the
+// other's, whatever the processes' clocks say.
+func Number(ms []Stored, last map[string]int64) {
+	for i := range ms {
+		m := &ms[i]
+		if m.OrderKey == "" {
+			continue
+		}
+		last[m.OrderKey]++
+		m.Seq = last[m.OrderKey]
+		if plant.On(294) {
+			m.Seq = m.Enqueued.UnixMicro() // the completing process's clock orders the key
+		}
+	}
+}
+
+// idSep separates the child key from the version in a message's ID.
+const idSep = ":"
+
+// ID returns the ID a Take hands a message out with: its child key and
+// its version, so that a Settle or a Revive finds the very version taken
+// or listed.
+func ID(childKey, version string) string { return childKey + idSep + version }
+
+// ParseID splits an ID made by ID.
+func ParseID(id string) (childKey, version string, err error) {
+	ck, v, ok := strings.Cut(id, idSep)
+	if !ok || ck == "" || v == "" {
+		return "", "", fmt.Errorf("outbox message ID %.80q is not one this store handed out", id)
+	}
+	return ck, v, nil
 }
 
 // Pending returns m, stored under its child key, as a Take with token
@@ -118,8 +255,157 @@ func (m *Stored) Pending(childKey, token string, now time.Time) outbox.Pending {
 			OrderingKey: m.OrderingKey, Name: m.Name,
 		},
 		ChildKey: childKey,
-		ID:       childKey,
+		ID:       ID(childKey, m.Version),
 		Token:    token,
 		Waited:   max(now.Sub(m.Enqueued), 0),
+		Attempts: int(m.Attempts),
 	}
+}
+
+// Msg returns m's state, as Take's Planner and Pick need it.
+func (m *Stored) Msg() Msg {
+	return Msg{OrderKey: m.OrderKey, Seq: m.Seq, Due: m.Due, Dead: !m.Died.IsZero(), Holds: m.Holds}
+}
+
+// DeadMessage returns m, dead and stored under its child key, as
+// DeadLetters lists it at now.
+func (m *Stored) DeadMessage(childKey string, now time.Time) outbox.DeadMessage {
+	return outbox.DeadMessage{Pending: m.Pending(childKey, "", now), Reason: m.Reason, Died: m.Died, Holds: m.Holds}
+}
+
+// Action is what a Settle does to one message.
+type Action struct {
+	ChildKey, Version string
+	Token             string // the Take that gave it back
+	Sent              bool
+	Failure           outbox.Failure // when not Sent
+}
+
+// Actions returns what Settle does with sent and failed, one Action per
+// message: a message both sent and failed was sent.
+func Actions(sent []outbox.Pending, failed []outbox.Failure) ([]Action, error) {
+	var out []Action
+	at := map[string]int{}
+	add := func(p outbox.Pending, a Action) error {
+		ck, v, err := ParseID(p.ID)
+		if err != nil {
+			return err
+		}
+		a.ChildKey, a.Version, a.Token = ck, v, p.Token
+		if i, ok := at[ck]; ok {
+			if a.Sent && out[i].Version == v {
+				out[i] = a
+			}
+			return nil
+		}
+		at[ck] = len(out)
+		out = append(out, a)
+		return nil
+	}
+	for _, p := range sent {
+		if err := add(p, Action{Sent: true}); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range failed {
+		if err := add(f.Pending, Action{Failure: f}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Apply applies a to m, the message stored under a.ChildKey as Settle's
+// transaction read it, at now. It returns del when Settle deletes m,
+// write when it rewrites it (m is changed), neither when m is no longer
+// the version taken, or no longer held by the Take that failed it.
+func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
+	if a.Sent {
+		return m.Version == a.Version || plant.On(296), false // 296: by name, whatever was written since
+	}
+	if m.Version != a.Version || m.Token != a.Token || !m.Died.IsZero() {
+		return false, false
+	}
+	f := a.Failure
+	m.Token = ""
+	if f.Reason != "" {
+		m.Attempts++
+		m.Reason = Cut(f.Reason)
+	}
+	if f.Dead {
+		m.Due, m.Died, m.Holds = Never, now, !f.Release && m.OrderKey != ""
+		return false, true
+	}
+	m.Due = now.Add(max(f.After, 0))
+	return false, true
+}
+
+// Revive makes m, the message stored under childKey, takeable at now if it
+// is the dead version named by id. It reports whether it did: the
+// attempts start again from zero and the reason is cleared, as for a
+// message never tried (DeadLetters listed them before).
+func Revive(m *Stored, version string, now time.Time) bool {
+	if m.Version != version || m.Died.IsZero() {
+		return false
+	}
+	m.Due, m.Died, m.Holds, m.Token, m.Attempts, m.Reason = now, time.Time{}, false, "", 0, ""
+	return true
+}
+
+// Cut returns the first MaxReason bytes of reason at most, not splitting
+// a UTF-8 sequence.
+func Cut(reason string) string {
+	if len(reason) <= MaxReason {
+		return reason
+	}
+	n := MaxReason
+	for n > 0 && !utf8.RuneStart(reason[n]) {
+		n--
+	}
+	return reason[:n]
+}
+
+// sizeSlack is what Size adds to the bytes a message brings: the field
+// names (about 100 bytes), a byte per string, the timestamps, integers
+// and booleans (about 60 bytes), the 32 bytes each database adds per
+// entity or document, and the longest token and reason (27 and 513 bytes)
+// that a Take and a failed publish write later. About 750 bytes; 1 KiB
+// leaves room.
+const sizeSlack = 1024
+
+// Size is an upper bound of the bytes of m as a database sizes it against
+// its limits: the name, path or key (name bytes), the attributes as stored
+// (attrs bytes), the payload and strings of m, and sizeSlack for the rest.
+// It follows Datastore's and Firestore's storage size rules (each string
+// its UTF-8 bytes plus one, bytes their length, each number and timestamp
+// 8, each entity or document 32), rounded up.
+func Size(m *Stored, name, attrs int) int {
+	return name + attrs + len(m.Data) + len(m.Topic) + len(m.OrderingKey) + len(m.Name) +
+		len(m.OrderKey) + len(m.Version) + sizeSlack
+}
+
+// RecordSlack is what CheckSizes leaves of a commit for the record and the
+// order keys' sequences that the transaction writes beside the messages.
+const RecordSlack = 16 << 10
+
+// ErrTooLarge is matched by the error of a CompleteTx whose messages the
+// database could not hold.
+var ErrTooLarge = errors.New("outbox: too large for the database")
+
+// CheckSizes refuses ms, sized by size, when one is over entity bytes, or
+// all together, with RecordSlack, over commit bytes. what names an entity
+// ("entity", "document") and db the database, for the error.
+func CheckSizes(ms []Stored, size func(*Stored) int, entity, commit int, what, db string) error {
+	total := RecordSlack
+	for i := range ms {
+		n := size(&ms[i])
+		if n > entity {
+			return fmt.Errorf("%w: message %d (%.80q): about %d bytes as an outbox %s, over %s's limit of %d bytes per %s", ErrTooLarge, i, ms[i].Name, n, what, db, entity, what)
+		}
+		total += n
+	}
+	if total > commit {
+		return fmt.Errorf("%w: %d messages of about %d bytes with the record, over %s's limit of %d bytes per commit (the transaction's own writes count too)", ErrTooLarge, len(ms), total, db, commit)
+	}
+	return nil
 }
