@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
-	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -177,11 +176,6 @@ func (s *Store) outboxKey(childKey string) *datastore.Key {
 // [relay.Source]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#Source
 // [relay.DeadLetters]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#DeadLetters
 type Outbox struct{ s *Store }
-
-var (
-	_ relay.Source      = (*Outbox)(nil)
-	_ relay.DeadLetters = (*Outbox)(nil)
-)
 
 // Outbox returns the store's outbox. It does no I/O.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }

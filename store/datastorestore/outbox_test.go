@@ -179,3 +179,9 @@ func TestOutboxRPCsPerMessage(t *testing.T) {
 		SettleSent:      []string{"Lookup", "Commit"},
 	})
 }
+
+// The outbox is what a relay publishes from, and keeps what it gives up.
+var (
+	_ relay.Source      = (*datastorestore.Outbox)(nil)
+	_ relay.DeadLetters = (*datastorestore.Outbox)(nil)
+)

@@ -95,3 +95,9 @@ func TestOutboxRPCsPerMessage(t *testing.T) {
 		SettleSent:      []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
 	})
 }
+
+// The outbox is what a relay publishes from, and keeps what it gives up.
+var (
+	_ relay.Source      = (*firestorestore.Outbox)(nil)
+	_ relay.DeadLetters = (*firestorestore.Outbox)(nil)
+)
