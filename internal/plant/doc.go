@@ -16,7 +16,10 @@
 // 290 + the item: 291, outbox.Prepare admits data up to 10 MiB, which the
 // Pub/Sub client then refuses on every try; 295, outbox.OrderKey counts
 // the topic as spelled, so that "t" and "projects/P/topics/t" are two
-// orders.
+// orders; 293, sqlstore's Take on PostgreSQL and MySQL/MariaDB chooses its
+// window of rows before it drops those behind a held (or backing-off, or
+// dead) message of their key, so that a window full of them returns
+// nothing while a free message waits after it.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other
