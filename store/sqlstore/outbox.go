@@ -25,7 +25,8 @@ import (
 // relay.Waker and relay.DeadLetters. It is safe for concurrent use, also
 // by relays in other processes on the same database.
 //
-// A Take leases its messages in one short transaction: on PostgreSQL,
+// A Take reads the database's clock once, judges every row at that
+// instant, and leases its messages in one short transaction: on PostgreSQL,
 // MySQL 8 and MariaDB 10.6 it selects them FOR UPDATE SKIP LOCKED, so
 // relays taking at once pass over each other's rows instead of waiting;
 // on SQLite, whose writers take turns, one UPDATE chooses and leases them.
@@ -102,7 +103,12 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 		return nil, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	rows, err := tx.QueryContext(ctx, s.ob.takeLocked(), n)
+	var now int64
+	if err := tx.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+		return nil, err
+	}
+	q, args := s.ob.takeLocked(n, now)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +140,7 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 	if len(out) == 0 {
 		return nil, tx.Commit()
 	}
-	args := []any{token, ms}
+	args = []any{token, ms}
 	for _, p := range out {
 		args = append(args, p.ID)
 	}
@@ -150,7 +156,11 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 // takeSQLite is Take on SQLite: one UPDATE … RETURNING.
 func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
-	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n)
+	var now int64
+	if err := s.db.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n, now)
 	if err != nil {
 		return nil, err
 	}

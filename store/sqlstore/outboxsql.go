@@ -209,38 +209,52 @@ func (o *outboxSQL) takeColumns(alias string) string {
 }
 
 // free is the condition on the row of alias c that it may be taken, by
-// itself: it lives, and its lease or backoff ran out.
-func (o *outboxSQL) free(c string) string {
-	return c + `.lease_until <= ` + o.now + ` AND ` + c + `.died_at IS NULL`
+// itself, at now (a placeholder): it lives, and its lease or backoff ran
+// out.
+func (o *outboxSQL) free(c, now string) string {
+	return c + `.lease_until <= ` + now + ` AND ` + c + `.died_at IS NULL`
 }
 
 // unblocked is the condition on the row of alias c that no earlier
-// message of its order key is held, backing off, or dead and holding it.
-func (o *outboxSQL) unblocked(c string) string {
+// message of its order key is held, backing off, or dead and holding it,
+// at now (a placeholder).
+func (o *outboxSQL) unblocked(c, now string) string {
 	return `(` + c + `.order_hash IS NULL OR NOT EXISTS (
-		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = ` + c + `.order_hash AND p.id < ` + c + `.id AND p.lease_until > ` + o.now + `))`
+		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = ` + c + `.order_hash AND p.id < ` + c + `.id AND p.lease_until > ` + now + `))`
 }
 
-// takeLocked selects up to $1 messages that are free and unblocked,
-// oldest first, locking them and skipping those another transaction has
-// locked (a Take or a Settle in flight). Take then keeps those of an
-// ordering key only behind a message it keeps too: the row before one on
-// its key, free by the statement's look, may be locked by a Take in
-// flight, which leases it when it commits. Plant 293 leaves unblocked
-// out, so that the rows behind a blocked message fill the window and are
-// only dropped after the LIMIT.
-func (o *outboxSQL) takeLocked() string {
+// clock reads the database's clock, in ms. Take reads it first and hands
+// it to its statement, which then judges every row at one instant and
+// reads no clock per row (PostgreSQL's clock_timestamp() and MySQL's
+// SYSDATE() run again for each).
+func (o *outboxSQL) clock() string { return `SELECT ` + o.now }
+
+// takeLocked selects up to n messages that are free and unblocked at now
+// (ms), oldest first, locking them and skipping those another transaction
+// has locked (a Take or a Settle in flight); it returns the statement and
+// its arguments. Take then keeps those of an ordering key only behind a
+// message it keeps too: the row before one on its key, free by the
+// statement's look, may be locked by a Take in flight, which leases it
+// when it commits. Plant 293 leaves unblocked out, so that the rows behind
+// a blocked message fill the window and are only dropped after the LIMIT.
+func (o *outboxSQL) takeLocked(n int, now int64) (string, []any) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return o.ph(len(args))
+	}
 	// prev: for an ordered message, the id of the one before it on its
 	// key that holds it (NULL for none, or unordered): any but a dead
 	// one released.
 	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
 		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
-	where := o.free("o")
+	where := o.free("o", arg(now))
 	if !plant.On(293) {
-		where += ` AND ` + o.unblocked("o")
+		where += ` AND ` + o.unblocked("o", arg(now))
 	}
-	return `SELECT ` + o.takeColumns("o") + `, ` + prev + ` FROM ` + o.ref + ` o WHERE ` + where +
-		` ORDER BY o.id LIMIT ` + o.ph(1) + ` FOR UPDATE SKIP LOCKED`
+	q := `SELECT ` + o.takeColumns("o") + `, ` + prev + ` FROM ` + o.ref + ` o WHERE ` + where +
+		` ORDER BY o.id LIMIT ` + arg(n) + ` FOR UPDATE SKIP LOCKED`
+	return q, args
 }
 
 // lease holds count messages, by id from $3 on, for the Take of token $1
@@ -250,14 +264,14 @@ func (o *outboxSQL) lease(count int) string {
 }
 
 // takeSQLite takes, in one statement, up to $3 messages that are free and
-// unblocked, oldest first, for the token $1 and $2 ms. Since the
+// unblocked at $4 (ms), oldest first, for the token $1 and $2 ms. Since the
 // candidates come in id order and a message that is not free blocks its
 // key (unless dead and released), every earlier live message of a taken
 // one's key is taken too. SQLite runs one
 // writer at a time, so nothing changes between the choice and the write.
 func (o *outboxSQL) takeSQLite() string {
 	return `UPDATE ` + o.ref + ` AS o SET taker = $1, lease_until = ` + o.now + ` + $2 WHERE o.id IN (
-	SELECT c.id FROM ` + o.ref + ` c WHERE ` + o.free("c") + ` AND ` + o.unblocked("c") + `
+	SELECT c.id FROM ` + o.ref + ` c WHERE ` + o.free("c", "$4") + ` AND ` + o.unblocked("c", "$4") + `
 	ORDER BY c.id LIMIT $3
 ) RETURNING ` + o.takeColumns("")
 }
