@@ -28,7 +28,11 @@
 // ahead within SkewMargin puts its earlier commit after a later one;
 // 296, their Settle deletes a sent message by its child key without
 // checking its version, so that a message written anew under that key
-// since the Take (its parent forgotten and completed again) is lost.
+// since the Take (its parent forgotten and completed again) is lost;
+// 293, sqlstore's Take on PostgreSQL and MySQL/MariaDB chooses its
+// window of rows before it drops those behind a held (or backing-off, or
+// dead) message of their key, so that a window full of them returns
+// nothing while a free message waits after it.
 //
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
@@ -21,15 +20,22 @@ import (
 )
 
 // Outbox is the outbox of a Store with Options.Outbox: the source a relay
-// (package relay) publishes from. It implements relay.Source and
-// relay.Waker. It is safe for concurrent use, also by relays in other
-// processes on the same database.
+// (package relay) publishes from. It implements relay.Source,
+// relay.Waker and relay.DeadLetters. It is safe for concurrent use, also
+// by relays in other processes on the same database.
 //
-// A Take leases its messages in one short transaction: on PostgreSQL,
+// A Take reads the database's clock once, judges every row at that
+// instant, and leases its messages in one short transaction: on PostgreSQL,
 // MySQL 8 and MariaDB 10.6 it selects them FOR UPDATE SKIP LOCKED, so
 // relays taking at once pass over each other's rows instead of waiting;
 // on SQLite, whose writers take turns, one UPDATE chooses and leases them.
-// Nothing is held open while the relay publishes.
+// Nothing is held open while the relay publishes. Both leave out, in the
+// statement that chooses, every message behind a held, backing-off or
+// dead-and-holding message of its order key (outbox.OrderKey), so that
+// such messages never fill a Take that a free message waits for.
+//
+// A failure given back with a reason counts in the message's attempts; a
+// dead one stays in the table, out of the backlog, until Revive.
 type Outbox struct {
 	s *Store
 }
@@ -82,10 +88,11 @@ func newTakeToken() string {
 }
 
 // takeLocked is Take on PostgreSQL, MySQL and MariaDB: it locks the
-// candidates, keeps those of an ordering key only behind a message kept
-// too (or the first of its key), leases what it keeps and commits. The
-// candidates it drops, whose key has an earlier message held by another
-// Take or locked by one in flight, stay where they are.
+// candidates, which the statement chose free of any earlier blocked
+// message of their key, keeps those of an ordering key only behind a
+// message kept too (or the first of its key), leases what it keeps and
+// commits. The candidates it drops, whose key has an earlier message
+// locked by a Take in flight, stay where they are.
 func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
 	// READ COMMITTED: on InnoDB, no gap locks; and every statement sees
@@ -95,7 +102,12 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 		return nil, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	rows, err := tx.QueryContext(ctx, s.ob.takeLocked(), n)
+	var now int64
+	if err := tx.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+		return nil, err
+	}
+	q, args := s.ob.takeLocked(n, now)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +139,7 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 	if len(out) == 0 {
 		return nil, tx.Commit()
 	}
-	args := []any{token, ms}
+	args = []any{token, ms}
 	for _, p := range out {
 		args = append(args, p.ID)
 	}
@@ -143,7 +155,11 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 // takeSQLite is Take on SQLite: one UPDATE … RETURNING.
 func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
-	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n)
+	var now int64
+	if err := s.db.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n, now)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +196,7 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 		attrs  string
 		waited int64
 	)
-	dest := append([]any{id, &p.Topic, &p.OrderingKey, &p.ChildKey, &p.Data, &attrs, &waited}, extra...)
+	dest := append([]any{id, &p.Topic, &p.OrderingKey, &p.ChildKey, &p.Data, &attrs, &waited, &p.Attempts}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
@@ -196,8 +212,9 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 	return nil
 }
 
-// Settle implements relay.Source: it deletes sent and gives back unsent
-// in one transaction.
+// Settle implements relay.Source: it deletes sent and gives back failed
+// in one transaction, one statement per chunk of sent messages and per
+// kind of failure.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	s := o.s
 	if len(sent) == 0 && len(failed) == 0 {
@@ -211,32 +228,28 @@ func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []out
 		}
 		del = append(del, id, p.ChildKey)
 	}
-	back := map[string][]any{} // by token
-	for _, f := range failed {
-		p := f.Pending
-		id, err := strconv.ParseInt(p.ID, 10, 64)
-		if err != nil {
-			return fmt.Errorf("sqlstore: outbox settle: message id %.40q is not this store's", p.ID)
-		}
-		back[p.Token] = append(back[p.Token], id)
+	back, err := groupFailures(failed)
+	if err != nil {
+		return fmt.Errorf("sqlstore: outbox settle: %w", err)
 	}
-	err := s.retry(ctx, func() error {
+	err = s.retry(ctx, func() error {
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
-		for len(del) > 0 {
-			chunk := del[:min(len(del), 2*maxTake)]
+		for rest := del; len(rest) > 0; {
+			chunk := rest[:min(len(rest), 2*maxTake)]
 			if _, err := tx.ExecContext(ctx, s.ob.deleteSent(len(chunk)/2), chunk...); err != nil {
 				return err
 			}
-			del = del[len(chunk):]
+			rest = rest[len(chunk):]
 		}
-		for token, ids := range back {
-			for len(ids) > 0 {
+		for _, g := range back {
+			for ids := g.ids; len(ids) > 0; {
 				chunk := ids[:min(len(ids), maxTake)]
-				if _, err := tx.ExecContext(ctx, s.ob.giveBack(len(chunk)), append([]any{token}, chunk...)...); err != nil {
+				q, args := s.ob.giveBack(g.failure, chunk)
+				if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 					return err
 				}
 				ids = ids[len(chunk):]
@@ -250,7 +263,8 @@ func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []out
 	return nil
 }
 
-// Backlog implements relay.Source: it counts the outbox's rows.
+// Backlog implements relay.Source: it counts the outbox's live rows, the
+// dead ones left out.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	s := o.s
 	var n int64
@@ -329,9 +343,12 @@ func (s *Store) enqueue(ctx context.Context, exec func(ctx context.Context, q st
 				return err
 			}
 			var orderHash any // NULL: unordered
-			if m.OrderingKey != "" {
-				h := sha256.Sum256([]byte(strconv.Itoa(len(m.Topic)) + "\x00" + m.Topic + m.OrderingKey))
-				orderHash = h[:]
+			if k := outbox.OrderKey(m.Topic, m.OrderingKey); k != "" {
+				h, err := hex.DecodeString(k)
+				if err != nil {
+					return fmt.Errorf("order key %q: %w", k, err)
+				}
+				orderHash = h
 			}
 			data := m.Data
 			if data == nil {

@@ -159,3 +159,45 @@ func TestOutboxSchema(t *testing.T) {
 		})
 	}
 }
+
+// An outbox table made before the columns of failures and dead messages
+// is reported, by TableExists and CreateTable, with the DDL that mends
+// it; that DDL does.
+func TestOutboxSchemaWithoutDeadColumns(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := b.open(t, 2)
+			st := outboxStore(t, db, b.dialect)
+			ob := sqlstore.OutboxTable(st)
+			for _, col := range []string{"attempts", "reason", "died_at"} {
+				if _, err := db.ExecContext(ctx, "ALTER TABLE "+ob+" DROP COLUMN "+col); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := st.TableExists(ctx)
+			if err == nil || !strings.Contains(err.Error(), "died_at") || !strings.Contains(err.Error(), "ALTER TABLE") {
+				t.Fatalf("TableExists on an outbox without the dead columns = %v; want an error naming them and the DDL that adds them", err)
+			}
+			if err := st.CreateTable(ctx); err == nil || !strings.Contains(err.Error(), "died_at") {
+				t.Fatalf("CreateTable on an outbox without the dead columns = %v; want the same error", err)
+			}
+			for _, ddl := range sqlstore.OutboxAddColumns(st) {
+				if _, err := db.ExecContext(ctx, ddl); err != nil {
+					t.Fatalf("the advised DDL %q: %v", ddl, err)
+				}
+			}
+			if ok, err := st.TableExists(ctx); err != nil || !ok {
+				t.Fatalf("TableExists after the advised DDL = %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
+
+// The outbox is what a relay publishes from, and keeps what it gives up.
+var (
+	_ relay.Source      = (*sqlstore.Outbox)(nil)
+	_ relay.Waker       = (*sqlstore.Outbox)(nil)
+	_ relay.DeadLetters = (*sqlstore.Outbox)(nil)
+)

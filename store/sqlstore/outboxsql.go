@@ -3,8 +3,11 @@ package sqlstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/idemgate/idemgate/internal/plant"
 )
 
 // outboxSQL is the outbox of one store: its table, beside the records'
@@ -12,12 +15,24 @@ import (
 //
 //	id          ascending, never reused: the enqueue order
 //	topic, ordering_key, data, attributes (a JSON object), child_key
-//	order_hash  SHA-256 of topic and ordering key; NULL when unordered
+//	order_hash  outbox.OrderKey of topic and ordering key, its 32 bytes;
+//	            NULL when unordered
 //	enqueued_at when CompleteTx wrote it, ms on the database's clock
-//	lease_until until when a Take holds it (0: never taken or given back)
+//	lease_until until when it may not be taken (ms): a Take's lease, a
+//	            failure's backoff, deadHolds for a dead message that
+//	            holds its key; 0 once given back at once, or dead and
+//	            released
 //	taker       the token of the Take that holds it (NULL: none)
+//	attempts    failed publishes (with a reason) since the enqueue or
+//	            the last Revive
+//	reason      the last failure's reason ('' before any)
+//	died_at     when a relay gave it up, ms on the database's clock;
+//	            NULL while it lives
 //
-// A sent message is deleted.
+// A sent message is deleted; a dead one stays until it is revived (or an
+// operator deletes it). Every check "an earlier message of the key is
+// held" reads lease_until > now, so a lease, a backoff and a holding dead
+// message block their key alike, and a released dead one (0) does not.
 type outboxSQL struct {
 	table   table  // "<records>_outbox"
 	ref     string // its quoted reference in statements
@@ -30,7 +45,19 @@ type outboxSQL struct {
 	// (SQLite, whose writers take turns).
 	skipLocked bool
 	create     []string
+	// addColumns is the DDL that adds the columns of dead messages to an
+	// outbox table made before them.
+	addColumns []string
 }
+
+// deadHolds is the lease_until of a dead message that holds its key:
+// beyond every clock, so that it is never taken and every later message
+// of its key waits behind it.
+const deadHolds = math.MaxInt64
+
+// deadColumns are the columns of failures and dead messages, which the
+// outbox table lacked before issue 29.
+var deadColumns = []string{"attempts", "reason", "died_at"}
 
 // newOutboxSQL returns the outbox of records table t in dialect d.
 func newOutboxSQL(d Dialect, t table) *outboxSQL {
@@ -50,9 +77,14 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	enqueued_at  BIGINT NOT NULL,
 	lease_until  BIGINT NOT NULL DEFAULT 0,
 	taker        VARCHAR(64) CHARACTER SET ascii NULL,
+	attempts     INT NOT NULL DEFAULT 0,
+	reason       VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+	died_at      BIGINT NULL,
 	PRIMARY KEY (id),
 	KEY ` + backquote(idx) + ` (order_hash, id)
 ) ENGINE = InnoDB`}
+		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts INT NOT NULL DEFAULT 0, ` +
+			`ADD COLUMN reason VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '', ADD COLUMN died_at BIGINT NULL`}
 	case SQLite:
 		o.ref, o.now, o.numbered = o.table.ref(doubleQuote), sqliteNow, true
 		// AUTOINCREMENT: a rowid is never reused, even after the row with
@@ -67,9 +99,17 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	attributes   TEXT    NOT NULL,
 	enqueued_at  INTEGER NOT NULL,
 	lease_until  INTEGER NOT NULL DEFAULT 0,
-	taker        TEXT
+	taker        TEXT,
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	reason       TEXT    NOT NULL DEFAULT '',
+	died_at      INTEGER
 ) STRICT`,
 			`CREATE INDEX IF NOT EXISTS ` + o.table.qualify(doubleQuote, idx) + ` ON ` + doubleQuote(o.table.name) + ` (order_hash, id)`,
+		}
+		o.addColumns = []string{
+			`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE ` + o.ref + ` ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE ` + o.ref + ` ADD COLUMN died_at INTEGER`,
 		}
 	default: // PostgreSQL
 		o.ref, o.now, o.numbered, o.skipLocked = o.table.ref(doubleQuote), pgNow, true, true
@@ -83,10 +123,15 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	attributes   text   NOT NULL,
 	enqueued_at  bigint NOT NULL,
 	lease_until  bigint NOT NULL DEFAULT 0,
-	taker        text
+	taker        text,
+	attempts     integer NOT NULL DEFAULT 0,
+	reason       text   NOT NULL DEFAULT '',
+	died_at      bigint
 )`,
 			`CREATE INDEX IF NOT EXISTS ` + doubleQuote(idx) + ` ON ` + o.ref + ` (order_hash, id)`,
 		}
+		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts integer NOT NULL DEFAULT 0, ` +
+			`ADD COLUMN reason text NOT NULL DEFAULT '', ADD COLUMN died_at bigint`}
 		// A channel name is at most 63 bytes.
 		o.channel = o.table.String()
 		if len(o.channel) > 63 {
@@ -152,25 +197,64 @@ func (o *outboxSQL) insert(count int) string {
 }
 
 // takeColumns are what Take reads of a row: id, topic, ordering key,
-// child key, data, attributes and how long it has waited (ms).
+// child key, data, attributes, how long it has waited (ms) and its
+// attempts.
 func (o *outboxSQL) takeColumns(alias string) string {
 	a := alias
 	if a != "" {
 		a += "."
 	}
-	return a + `id, ` + a + `topic, ` + a + `ordering_key, ` + a + `child_key, ` + a + `data, ` + a + `attributes, ` + o.now + ` - ` + a + `enqueued_at`
+	return a + `id, ` + a + `topic, ` + a + `ordering_key, ` + a + `child_key, ` + a + `data, ` + a + `attributes, ` +
+		o.now + ` - ` + a + `enqueued_at, ` + a + `attempts`
 }
 
-// takeLocked selects up to $1 messages whose lease lapsed, oldest first,
-// locking them and skipping those another transaction has locked (a Take
-// or a Settle in flight). Take then keeps those of an ordering key only
-// behind a message it keeps too.
-func (o *outboxSQL) takeLocked() string {
+// free is the condition on the row of alias c that it may be taken, by
+// itself, at now (a placeholder): it lives, and its lease or backoff ran
+// out.
+func (o *outboxSQL) free(c, now string) string {
+	return c + `.lease_until <= ` + now + ` AND ` + c + `.died_at IS NULL`
+}
+
+// unblocked is the condition on the row of alias c that no earlier
+// message of its order key is held, backing off, or dead and holding it,
+// at now (a placeholder).
+func (o *outboxSQL) unblocked(c, now string) string {
+	return `(` + c + `.order_hash IS NULL OR NOT EXISTS (
+		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = ` + c + `.order_hash AND p.id < ` + c + `.id AND p.lease_until > ` + now + `))`
+}
+
+// clock reads the database's clock, in ms. Take reads it first and hands
+// it to its statement, which then judges every row at one instant and
+// reads no clock per row (PostgreSQL's clock_timestamp() and MySQL's
+// SYSDATE() run again for each).
+func (o *outboxSQL) clock() string { return `SELECT ` + o.now }
+
+// takeLocked selects up to n messages that are free and unblocked at now
+// (ms), oldest first, locking them and skipping those another transaction
+// has locked (a Take or a Settle in flight); it returns the statement and
+// its arguments. Take then keeps those of an ordering key only behind a
+// message it keeps too: the row before one on its key, free by the
+// statement's look, may be locked by a Take in flight, which leases it
+// when it commits. Plant 293 leaves unblocked out, so that the rows behind
+// a blocked message fill the window and are only dropped after the LIMIT.
+func (o *outboxSQL) takeLocked(n int, now int64) (string, []any) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return o.ph(len(args))
+	}
 	// prev: for an ordered message, the id of the one before it on its
-	// key (NULL for none, or unordered).
-	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref + ` p WHERE p.order_hash = o.order_hash AND p.id < o.id) END`
-	return `SELECT ` + o.takeColumns("o") + `, ` + prev + ` FROM ` + o.ref + ` o WHERE o.lease_until <= ` + o.now +
-		` ORDER BY o.id LIMIT ` + o.ph(1) + ` FOR UPDATE SKIP LOCKED`
+	// key that holds it (NULL for none, or unordered): any but a dead
+	// one released.
+	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
+		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
+	where := o.free("o", arg(now))
+	if !plant.On(293) {
+		where += ` AND ` + o.unblocked("o", arg(now))
+	}
+	q := `SELECT ` + o.takeColumns("o") + `, ` + prev + ` FROM ` + o.ref + ` o WHERE ` + where +
+		` ORDER BY o.id LIMIT ` + arg(n) + ` FOR UPDATE SKIP LOCKED`
+	return q, args
 }
 
 // lease holds count messages, by id from $3 on, for the Take of token $1
@@ -179,17 +263,15 @@ func (o *outboxSQL) lease(count int) string {
 	return `UPDATE ` + o.ref + ` SET taker = ` + o.ph(1) + `, lease_until = ` + o.now + ` + ` + o.ph(2) + ` WHERE id IN (` + o.list(3, count, 1) + `)`
 }
 
-// takeSQLite takes, in one statement, up to $3 messages whose lease
-// lapsed, oldest first, for the token $1 and $2 ms: only those of whose
-// ordering key no earlier message is held. Since the candidates come in
-// id order and only a held message is not one, every earlier message of a
-// taken one's key is taken too. SQLite runs one writer at a time, so
-// nothing changes between the choice and the write.
+// takeSQLite takes, in one statement, up to $3 messages that are free and
+// unblocked at $4 (ms), oldest first, for the token $1 and $2 ms. Since the
+// candidates come in id order and a message that is not free blocks its
+// key (unless dead and released), every earlier live message of a taken
+// one's key is taken too. SQLite runs one
+// writer at a time, so nothing changes between the choice and the write.
 func (o *outboxSQL) takeSQLite() string {
 	return `UPDATE ` + o.ref + ` AS o SET taker = $1, lease_until = ` + o.now + ` + $2 WHERE o.id IN (
-	SELECT c.id FROM ` + o.ref + ` c WHERE c.lease_until <= ` + o.now + `
-	AND (c.order_hash IS NULL OR NOT EXISTS (
-		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = c.order_hash AND p.id < c.id AND p.lease_until > ` + o.now + `))
+	SELECT c.id FROM ` + o.ref + ` c WHERE ` + o.free("c", "$4") + ` AND ` + o.unblocked("c", "$4") + `
 	ORDER BY c.id LIMIT $3
 ) RETURNING ` + o.takeColumns("")
 }
@@ -201,11 +283,54 @@ func (o *outboxSQL) deleteSent(count int) string {
 	return `DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, count, 2) + `)`
 }
 
-// giveBack ends the lease of count messages, by id from $2 on, that the
-// Take of token $1 still holds.
-func (o *outboxSQL) giveBack(count int) string {
-	return `UPDATE ` + o.ref + ` SET taker = NULL, lease_until = 0 WHERE taker = ` + o.ph(1) + ` AND id IN (` + o.list(2, count, 1) + `)`
+// giveBack renders the statement that ends the lease of the messages ids
+// that the Take of f.token still holds, as f says, and its arguments.
+func (o *outboxSQL) giveBack(f failure, ids []any) (string, []any) {
+	args := make([]any, 0, len(ids)+3)
+	arg := func(v any) string {
+		args = append(args, v)
+		return o.ph(len(args))
+	}
+	set := `taker = NULL`
+	if f.reason != "" {
+		set += `, attempts = attempts + 1, reason = ` + arg(f.reason)
+	}
+	switch {
+	case !f.dead:
+		set += `, lease_until = ` + o.now + ` + ` + arg(f.after)
+	case f.release:
+		set += `, lease_until = 0, died_at = ` + o.now
+	default:
+		set += `, lease_until = ` + strconv.FormatInt(deadHolds, 10) + `, died_at = ` + o.now
+	}
+	var b strings.Builder
+	b.WriteString(`UPDATE ` + o.ref + ` SET ` + set + ` WHERE taker = ` + arg(f.token) + ` AND id IN (`)
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(arg(id))
+	}
+	b.WriteByte(')')
+	return b.String(), args
 }
 
-// backlog counts the messages.
-func (o *outboxSQL) backlog() string { return `SELECT COUNT(*) FROM ` + o.ref }
+// backlog counts the live messages.
+func (o *outboxSQL) backlog() string {
+	return `SELECT COUNT(*) FROM ` + o.ref + ` WHERE died_at IS NULL`
+}
+
+// dead lists up to $1 dead messages, the longest dead first: Take's
+// columns, then reason, died_at and lease_until.
+func (o *outboxSQL) dead() string {
+	return `SELECT ` + o.takeColumns("") + `, reason, died_at, lease_until FROM ` + o.ref +
+		` WHERE died_at IS NOT NULL ORDER BY died_at, id LIMIT ` + o.ph(1)
+}
+
+// revive makes count dead messages, by id from $1 on, takeable at once
+// with no attempts. The reason stays, for the record, until the next
+// failure replaces it.
+func (o *outboxSQL) revive(count int) string {
+	return `UPDATE ` + o.ref + ` SET died_at = NULL, lease_until = 0, taker = NULL, attempts = 0 WHERE died_at IS NOT NULL AND id IN (` +
+		o.list(1, count, 1) + `)`
+}
