@@ -50,10 +50,6 @@ type PipeBackend struct {
 	// Prefix goes before every parent key, so that runs sharing a store
 	// never meet.
 	Prefix string
-	// OneSpelling names every topic by its ID, for a store that still
-	// orders by the topic as spelled (main's SQL store before issue 29's
-	// fix): the scenarios' full names would find that again and again.
-	OneSpelling bool
 	// DelayBound, if set, replaces the pipe-delay bound (in leases) for a
 	// store slower than the model under load.
 	DelayBound float64
@@ -542,11 +538,7 @@ func (w *pipeWorld) messages(p *PipeParent, attempt int) ([]outbox.Message, []*p
 			data = make([]byte, outbox.MaxPublishRequestBytes+r.IntN(400_000))
 			copy(data, tag+"|")
 		}
-		topic := m.Topic
-		if w.b.OneSpelling {
-			topic = outbox.TopicID(topic)
-		}
-		msgs = append(msgs, outbox.Message{Topic: topic, Data: data, OrderingKey: m.OrderingKey, Name: m.Name,
+		msgs = append(msgs, outbox.Message{Topic: m.Topic, Data: data, OrderingKey: m.OrderingKey, Name: m.Name,
 			Attributes: map[string]string{"parent": p.Key}})
 		order := ""
 		if m.OrderingKey != "" {

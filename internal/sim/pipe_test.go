@@ -153,10 +153,7 @@ func sqlPipeBackend(t *testing.T, name string, db *sql.DB, d sqlstore.Dialect) *
 		}
 		return tx.Commit()
 	}
-	// OneSpelling: main's SQL outbox orders by the topic as spelled (its
-	// enqueue hashes the raw topic); drop it once the store orders by
-	// outbox.OrderKey (issue 29, h-sql), and the family checks that too.
-	return &sim.PipeBackend{Name: name, Test: "TestSimPipeline" + name, Store: st, Complete: complete, Source: st.Outbox(), Lease: pipeLease, OneSpelling: true,
+	return &sim.PipeBackend{Name: name, Test: "TestSimPipeline" + name, Store: st, Complete: complete, Source: st.Outbox(), Lease: pipeLease,
 		// One connection (SQLite), shared by every stage A transaction and
 		// Take, under -race: seconds of queueing, no starvation.
 		DelayBound: 15}
