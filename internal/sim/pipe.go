@@ -50,6 +50,14 @@ type PipeBackend struct {
 	// Prefix goes before every parent key, so that runs sharing a store
 	// never meet.
 	Prefix string
+	// Replaces says that the store keeps one message per child key (the
+	// Google stores: an entity or document named by it), so that a
+	// version committed again under a child key (its parent forgotten by
+	// an operator and completed anew) replaces an earlier one not yet
+	// published, which is then never published: the child key still
+	// reaches stage B, once, with the later data. A SQL outbox keeps both
+	// versions, one row each, and publishes both.
+	Replaces bool
 	// DelayBound, if set, replaces the pipe-delay bound (in leases) for a
 	// store slower than the model under load.
 	DelayBound float64
@@ -103,6 +111,9 @@ type pipeVersion struct {
 	heldBy       string
 	heldUntil    time.Time
 	backoffUntil time.Time
+	// superseded: a later version of its child key replaced it in the
+	// store before it was published (PipeBackend.Replaces).
+	superseded bool
 }
 
 // pipeWorld is one pipeline run.
@@ -560,6 +571,14 @@ func (w *pipeWorld) complete(ctx context.Context, c store.Claim, msgs []outbox.M
 	if err == nil && commit {
 		w.mu.Lock()
 		for _, v := range vs {
+			if w.b.Replaces {
+				for _, u := range w.versions {
+					if u.childKey == v.childKey && u != v && u.seq != 0 && len(u.landings) == 0 && !u.superseded {
+						u.superseded, u.heldBy, u.backoffUntil = true, "", time.Time{}
+						w.events = append(w.events, traceLine{at: w.now(), key: u.tag, text: "replaced in the store by " + v.tag})
+					}
+				}
+			}
 			w.seq++
 			v.seq, v.at, v.phantom = w.seq, w.now(), ""
 			w.events = append(w.events, traceLine{at: v.at, key: v.tag, text: fmt.Sprintf("committed, seq %d", v.seq)})
@@ -670,7 +689,7 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 			continue
 		}
 		for _, u := range w.versions {
-			if u == v || v.order == "" || u.order != v.order || u.seq == 0 || u.seq > v.seq {
+			if u == v || v.order == "" || u.order != v.order || u.seq == 0 || u.seq > v.seq || u.superseded {
 				continue
 			}
 			if u.heldBy != "" && u.heldBy != p.Token && now.Before(u.heldUntil.Add(-margin)) {
@@ -793,7 +812,7 @@ func (w *pipeWorld) settled() bool {
 		return false
 	}
 	for _, v := range w.versions {
-		if v.seq == 0 {
+		if v.seq == 0 || v.superseded {
 			continue
 		}
 		if len(v.landings) == 0 && !v.dead && w.blockedBy(v) == nil {
@@ -886,7 +905,7 @@ func (w *pipeWorld) finalChecks() {
 		case v.dead && !injected:
 			add(v.tag, rulePipeDead, fmt.Sprintf("%s died (%q) though Pub/Sub was made to refuse nothing of it", v.tag, v.reason))
 		case v.dead:
-		case len(v.landings) == 0:
+		case len(v.landings) == 0 && !v.superseded:
 			if u := w.blockedBy(v); u == nil {
 				add(v.tag, rulePipeUnpub, fmt.Sprintf("%s (seq %d) was committed and never published, nor is it dead", v.tag, v.seq))
 			}
@@ -901,7 +920,7 @@ func (w *pipeWorld) finalChecks() {
 		}
 		gone := true
 		for _, v := range vs {
-			if !v.dead && w.blockedBy(v) == nil {
+			if !v.dead && !v.superseded && w.blockedBy(v) == nil {
 				gone = false
 			}
 		}
@@ -916,7 +935,11 @@ func (w *pipeWorld) finalChecks() {
 		dead     bool
 	}
 	firsts := map[string]*first{}
+	rewritten := map[string]bool{} // child keys committed more than once
 	for _, v := range committed {
+		if firsts[v.childKey] != nil {
+			rewritten[v.childKey] = true
+		}
 		f := firsts[v.childKey]
 		if f == nil {
 			f = &first{seq: v.seq, tag: v.tag}
@@ -931,6 +954,13 @@ func (w *pipeWorld) finalChecks() {
 		for _, b := range committed[i+1:] {
 			fa, fb := firsts[a.childKey], firsts[b.childKey]
 			if a.order == "" || a.order != b.order || fa == fb || fa.seq != a.seq || fb.seq != b.seq || fa.dead || fb.dead || fa.eff == 0 || fb.eff == 0 {
+				continue
+			}
+			if w.b.Replaces && (rewritten[a.childKey] || rewritten[b.childKey]) {
+				// A child key committed again after an operator's Forget
+				// takes the place of its last version in the key's order
+				// when it replaced an unpublished one: the operator broke
+				// that key's guarantee on purpose.
 				continue
 			}
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/sim"
+	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -81,10 +82,10 @@ type pipePlant struct {
 var pipePlants = map[int]pipePlant{
 	291: {[]string{"pipe-unpublished", "pipe-lost", "pipe-dead"}, pipeModel, "a message of 10,000,000+ bytes Prepare admits: the client refuses it on every try"},
 	292: {[]string{"pipe-lost", "pipe-unpublished", "pipe-delay"}, pipeModel, "a topic that refuses every message: never dead, retried at once for ever"},
-	293: {[]string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, pipeSQLite, "a key held behind a refused message fills a small Take window"},
-	294: {[]string{"pipe-order", "pipe-take-order"}, nil, "needs the Google stores in the family, with completing processes whose clocks differ"},
+	293: {[]string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, pipePostgres, "a key held behind a refused message fills a small Take window (PostgreSQL: SQLite's Take is one statement)"},
+	294: {[]string{"pipe-order", "pipe-take-order"}, pipeDatastore, "two completing processes, one two leases ahead"},
 	295: {[]string{"pipe-take-order", "pipe-order"}, pipeModel, "one key's messages naming their topic by ID and by full name"},
-	296: {[]string{"pipe-unpublished", "pipe-lost"}, nil, "needs the Google stores in the family: a Forget while the parent's message is held"},
+	296: {[]string{"pipe-unpublished", "pipe-lost"}, pipeDatastore, "a Forget while the parent's message is held, completed again"},
 	297: {[]string{"pipe-dup"}, pipeModel, "a publish that stalls or is retried past half the lease, given back, then lands"},
 	298: {[]string{"pipe-stop", "pipe-dup"}, pipeModel, "a shutdown while a publish stalls"},
 }
@@ -100,6 +101,19 @@ func pipeSQLite(t *testing.T) *sim.PipeBackend {
 	t.Cleanup(func() { db.Close() })
 	return sqlPipeBackend(t, "SQLite", db, sqlstore.SQLite)
 }
+
+func pipePostgres(t *testing.T) *sim.PipeBackend {
+	dsn := testenv.PostgresDSN(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(16)
+	t.Cleanup(func() { db.Close() })
+	return sqlPipeBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL)
+}
+
+func pipeDatastore(t *testing.T) *sim.PipeBackend { return datastoreBackend(t, datastoreClient(t)) }
 
 // TestSimPipelineFindsPlants proves the pipeline family finds each of
 // issue 29's plants listed in IDEMGATE_PLANT within its budget of seeds,
