@@ -45,8 +45,11 @@ bench:
 e2e:
 	$(GO) test -race -timeout 10m -v ./e2e/...
 
-## sim: the simulator's long soak on memstore (see docs/testing.md); SEEDS=n, FIRST=n
+## sim: the simulator's long soak on memstore, then its pipeline family on the
+## model outbox (see docs/testing.md); SEEDS=n, PIPE_SEEDS=n, FIRST=n
 SEEDS ?= 20000
+PIPE_SEEDS ?= 300
 FIRST ?= 1
 sim:
 	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSim$$' -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST)
+	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSimPipeline$$' -v -sim.seeds=$(PIPE_SEEDS) -sim.first=$(FIRST)

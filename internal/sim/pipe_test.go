@@ -29,8 +29,8 @@ const pipeBudget = 15 * time.Second
 const pipeParallel = 6
 
 // modelBackend is the model outbox over a memstore.
-func modelBackend(faults sim.ModelFaults) *sim.PipeBackend {
-	m := sim.NewModelOutbox(time.Hour, faults)
+func modelBackend() *sim.PipeBackend {
+	m := sim.NewModelOutbox(time.Hour)
 	return &sim.PipeBackend{Name: "model outbox", Test: "TestSimPipeline$", Store: m.Store(), Complete: m.CompleteTx, Source: m, Lease: pipeLease}
 }
 
@@ -83,7 +83,7 @@ func runPipe(t *testing.T, budget time.Duration, open func(t *testing.T) *sim.Pi
 
 // TestSimPipeline runs the pipeline family on the model outbox.
 func TestSimPipeline(t *testing.T) {
-	if failed, _ := runPipe(t, pipeBudget, func(*testing.T) *sim.PipeBackend { return modelBackend(sim.ModelFaults{}) }); failed != nil {
+	if failed, _ := runPipe(t, pipeBudget, func(*testing.T) *sim.PipeBackend { return modelBackend() }); failed != nil {
 		t.Logf("sim: found a violation at seed %d (rules: %v)", failed.Scenario.Seed, failed.Rules())
 		t.Fatal(failed.Report())
 	}
@@ -107,21 +107,41 @@ func TestSimPipelineSQLite(t *testing.T) {
 
 // TestSimPipelinePostgres runs the pipeline family on PostgreSQL's outbox.
 func TestSimPipelinePostgres(t *testing.T) {
+	db := postgresPool(t)
+	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
+		return sqlPipeBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL)
+	}); failed != nil {
+		t.Fatal(failed.Report())
+	}
+}
+
+// pgPool is the test binary's pool of PostgreSQL connections, shared by
+// its pipeline runs so that their seeds do not open a pool each.
+var pgPool struct {
+	sync.Mutex
+	db *sql.DB
+}
+
+// postgresPool returns the shared pool, opening it on first use; it lives
+// as long as the test binary.
+func postgresPool(t *testing.T) *sql.DB {
+	pgPool.Lock()
+	defer pgPool.Unlock()
+	if pgPool.db != nil {
+		return pgPool.db
+	}
 	dsn := testenv.PostgresDSN(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.SetMaxOpenConns(16)
-	t.Cleanup(func() { db.Close() })
 	if err := db.PingContext(t.Context()); err != nil {
+		db.Close()
 		testenv.Unavailable(t, "PostgreSQL at %s: %v", dsn, err)
 	}
-	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
-		return sqlPipeBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL)
-	}); failed != nil {
-		t.Fatal(failed.Report())
-	}
+	pgPool.db = db
+	return db
 }
 
 // sqlPipeBackend is a SQL store with its outbox on fresh tables of db.

@@ -22,23 +22,10 @@ import (
 type ModelOutbox struct {
 	st *memstore.Store
 
-	mu     sync.Mutex // guards rows, next and takes
-	rows   []*modelRow
-	next   int64
-	takes  int64
-	faults ModelFaults
-}
-
-// ModelFaults breaks the model on purpose, one contract clause each, so
-// that a test can prove the family's rules see the class of defect the
-// stores' plants put back (293, 294, 296) without those stores.
-type ModelFaults struct {
-	// Starve takes the n oldest live rows and only then drops the blocked
-	// ones, so that blocked rows fill the window (plant 293's class).
-	Starve bool
-	// SettleByChildKey deletes every row of a sent message's child key,
-	// a version written since the Take too (plant 296's class).
-	SettleByChildKey bool
+	mu    sync.Mutex // guards rows, next and takes
+	rows  []*modelRow
+	next  int64
+	takes int64
 }
 
 type modelRow struct {
@@ -58,12 +45,12 @@ type modelRow struct {
 
 // NewModelOutbox returns an empty model outbox over a fresh memstore whose
 // records live ttl.
-func NewModelOutbox(ttl time.Duration, faults ModelFaults) *ModelOutbox {
+func NewModelOutbox(ttl time.Duration) *ModelOutbox {
 	st, err := memstore.New(&memstore.Options{TTL: ttl})
 	if err != nil {
 		panic("sim: memstore.New: " + err.Error())
 	}
-	return &ModelOutbox{st: st, faults: faults}
+	return &ModelOutbox{st: st}
 }
 
 // Store is the memstore that holds the model's records.
@@ -112,19 +99,9 @@ func (m *ModelOutbox) Take(ctx context.Context, n int, lease time.Duration) ([]o
 	token := "take-" + strconv.FormatInt(m.takes, 10)
 	blocked := map[string]bool{}
 	var out []outbox.Pending
-	window := 0
 	for _, r := range m.rows {
 		if len(out) == n {
 			break
-		}
-		if m.faults.Starve {
-			// The window counts every live row, blocked or not.
-			if !r.dead {
-				window++
-			}
-			if window > n {
-				break
-			}
 		}
 		if r.order != "" && blocked[r.order] {
 			continue
@@ -153,16 +130,7 @@ func (m *ModelOutbox) Settle(ctx context.Context, sent []outbox.Pending, failed 
 	for _, p := range sent {
 		gone[p.ID] = true
 	}
-	m.rows = slices.DeleteFunc(m.rows, func(r *modelRow) bool {
-		if m.faults.SettleByChildKey {
-			for _, p := range sent {
-				if p.ChildKey == r.p.ChildKey {
-					return true
-				}
-			}
-		}
-		return gone[r.p.ID]
-	})
+	m.rows = slices.DeleteFunc(m.rows, func(r *modelRow) bool { return gone[r.p.ID] })
 	for _, f := range failed {
 		for _, r := range m.rows {
 			if r.p.ID != f.ID || r.token != f.Token || r.dead || f.Token == "" {

@@ -155,11 +155,27 @@ func NewPipeScenario(seed uint64) *PipeScenario {
 	}
 	if refusing {
 		// The first parent's first message goes to the refusing topic,
-		// ordered, early; the others of its key queue behind it.
+		// ordered, early; the other messages of its ordering key go there
+		// too, so that they queue behind it (one order key: the topic's
+		// ID and the ordering key), enough of them to fill a Take's
+		// window while messages of other keys wait after them.
 		p := s.Parents[0]
 		p.At = 0
 		p.Msgs[0].Topic, p.Msgs[0].OrderingKey = pipeTopicGone, "k0"
-		p.Msgs[0].ErrTries, p.Msgs[0].Unavailable, p.Msgs[0].Stall = 0, 0, 0
+		behind := 0
+		for _, q := range s.Parents {
+			for _, m := range q.Msgs {
+				if m.OrderingKey == "k0" {
+					m.Topic = strings.Replace(m.Topic, pipeTopicA, pipeTopicGone, 1)
+					m.Topic = strings.Replace(m.Topic, pipeTopicB, pipeTopicGone, 1)
+					m.ErrTries, m.Unavailable, m.Stall = 0, 0, 0
+					behind++
+				}
+			}
+		}
+		for ; behind <= s.Batch; behind++ {
+			p.Msgs = append(p.Msgs, &PipeMsg{Name: fmt.Sprintf("m%d", len(p.Msgs)), Topic: pipeTopicGone, OrderingKey: "k0"})
+		}
 	}
 	if big {
 		s.Parents[r.IntN(n)].Msgs[0].Big = true

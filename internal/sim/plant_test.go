@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/sim"
-	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -90,7 +89,7 @@ var pipePlants = map[int]pipePlant{
 	298: {[]string{"pipe-stop", "pipe-dup"}, pipeModel, "a shutdown while a publish stalls"},
 }
 
-func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend(sim.ModelFaults{}) }
+func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend() }
 
 func pipeSQLite(t *testing.T) *sim.PipeBackend {
 	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "pipe.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
@@ -103,14 +102,7 @@ func pipeSQLite(t *testing.T) *sim.PipeBackend {
 }
 
 func pipePostgres(t *testing.T) *sim.PipeBackend {
-	dsn := testenv.PostgresDSN(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(16)
-	t.Cleanup(func() { db.Close() })
-	return sqlPipeBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL)
+	return sqlPipeBackend(t, "PostgreSQL", postgresPool(t), sqlstore.PostgreSQL)
 }
 
 func pipeDatastore(t *testing.T) *sim.PipeBackend { return datastoreBackend(t, datastoreClient(t)) }
@@ -126,10 +118,6 @@ func TestSimPipelineFindsPlants(t *testing.T) {
 			continue
 		}
 		ran = true
-		if pp.backend == nil {
-			t.Logf("plant %d: not reachable yet: %s", n, pp.why)
-			continue
-		}
 		failed, seeds := runPipe(t, 2*pipeBudget, pp.backend)
 		if failed != nil && slices.ContainsFunc(failed.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) }) {
 			t.Logf("plant %d: found at seed %d, after %d seeds (rules: %s)", n, failed.Scenario.Seed, seeds, strings.Join(failed.Rules(), ", "))

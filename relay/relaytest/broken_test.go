@@ -37,6 +37,7 @@ type bugs struct {
 	backlogCountsDead bool // Backlog counts dead messages
 	reviveKeepsCount  bool // Revive keeps the attempts
 	settleByChildKey  bool // Settle deletes every message of a sent child key
+	releasedFill      bool // dead messages that released their key still fill a Take's window
 }
 
 // model is a small, obviously correct outbox (one mutex) over memstore,
@@ -74,12 +75,18 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	token := rand.Text()
 	blocked := map[string]bool{}
 	var out []outbox.Pending
-	window := 0
+	window, released := 0, 0
 	for _, r := range m.rows {
 		if len(out) == n || m.bugs.windowFirst && window == n {
 			break
 		}
 		k := m.order(r)
+		if m.bugs.releasedFill && !r.died.IsZero() && !r.holds && k != "" {
+			released++
+			if len(out)+released >= n {
+				break
+			}
+		}
 		dead := !r.died.IsZero() && !m.bugs.takesDead
 		held := now.Before(r.leaseUntil) && !m.bugs.leaseNeverLapses || m.bugs.leaseNeverLapses && r.taker != ""
 		if dead || held && !m.bugs.ignoresHold {
@@ -307,6 +314,7 @@ func TestSuiteCatchesBrokenSources(t *testing.T) {
 		"backlogCountsDead": {backlogCountsDead: true},
 		"reviveKeepsCount":  {reviveKeepsCount: true},
 		"settleByChildKey":  {settleByChildKey: true},
+		"releasedFill":      {releasedFill: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := failures(t, b); len(got) == 0 {

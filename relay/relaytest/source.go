@@ -31,6 +31,7 @@ var sourceCases = []testCase{
 	{"PoisonDoesNotStarveOthers", poisonDoesNotStarveOthers},
 	{"DeadKeptListedRevived", deadKeptListedRevived},
 	{"DeadReleaseLetsKeyPass", deadReleaseLetsKeyPass},
+	{"ReleasedDeadDoNotFillWindow", releasedDeadDoNotFillWindow},
 	{"SettleKeepsRewrittenMessage", settleKeepsRewrittenMessage},
 }
 
@@ -460,6 +461,43 @@ func deadReleaseLetsKeyPass(t testing.TB, e *env) {
 	dead, err := dl.Dead(e.ctx, 10)
 	if err != nil || len(dead) != 1 || dead[0].Holds {
 		t.Fatalf("Dead = %+v, %v; want k0, not holding its key", dead, err)
+	}
+}
+
+// releasedDeadDoNotFillWindow: messages given up with Release, however
+// many, never keep a Take from the live messages of their key behind
+// them.
+func releasedDeadDoNotFillWindow(t testing.TB, e *env) {
+	dl := e.deadLetters(t)
+	const released = 3
+	var msgs []outbox.Message
+	for i := range released + 1 {
+		msgs = append(msgs, outbox.Message{Topic: "t-rw", OrderingKey: "k", Data: []byte(fmt.Sprint("k", i))})
+	}
+	e.enqueue(t, msgs...)
+	for i := range released {
+		got := e.take(t, 1, time.Minute)
+		if len(got) != 1 || string(got[0].Data) != fmt.Sprint("k", i) {
+			t.Fatalf("Take(1) = %v, want k%d", data(got), i)
+		}
+		e.fail(t, outbox.Failure{Pending: got[0], Reason: "refused", Dead: true, Release: true})
+	}
+	got := e.take(t, 1, time.Minute)
+	if len(got) != 1 || string(got[0].Data) != fmt.Sprint("k", released) {
+		t.Fatalf("after %d messages of a key given up with Release, Take(1) = %v; want the live one behind them", released, data(got))
+	}
+	dead, err := dl.Dead(e.ctx, 10)
+	if err != nil || len(dead) != released {
+		t.Fatalf("Dead = %d messages, %v; want %d", len(dead), err, released)
+	}
+	// Revived, the first comes back first on its key, ahead of the one
+	// still held.
+	e.settle(t, nil, got)
+	if n, err := dl.Revive(e.ctx, dead[0].ID); err != nil || n != 1 {
+		t.Fatalf("Revive = %d, %v", n, err)
+	}
+	if again := e.take(t, 10, time.Minute); len(again) != 2 || string(again[0].Data) != "k0" || string(again[1].Data) != fmt.Sprint("k", released) {
+		t.Fatalf("after reviving k0, Take = %v; want k0 then k%d", data(again), released)
 	}
 }
 

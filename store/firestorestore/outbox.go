@@ -29,7 +29,7 @@ const (
 	obData     = "data"
 	obAttrs    = "attributes"  // map of strings
 	obOrdering = "orderingKey" // "" for none
-	obOrderKey = "orderKey"    // outbox.OrderKey; "" when unordered
+	obOrderKey = "orderKey"    // outbox.OrderKey; "" when unordered, or dead and released
 	obSeq      = "seq"         // its place in its order key, from the key's sequence document
 	obVersion  = "version"     // written at enqueue: the version a Take hands out
 	obEnqueued = "enqueued"    // when the transaction queued it, plus its index in the transaction (µs)
@@ -92,6 +92,7 @@ func (d *outboxDoc) state() []firestore.Update {
 		{Path: obReason, Value: d.Reason},
 		{Path: obDied, Value: died},
 		{Path: obHolds, Value: holds},
+		{Path: obOrderKey, Value: d.OrderKey}, // cleared while dead and released
 	}
 }
 

@@ -334,6 +334,11 @@ func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	}
 	if f.Dead {
 		m.Due, m.Died, m.Holds = Never, now, !f.Release && m.OrderKey != ""
+		if f.Release {
+			// Out of its key's queries, which read a key's first messages
+			// up to a limit: released dead messages must not fill it.
+			m.OrderKey = ""
+		}
 		return false, true
 	}
 	m.Due = now.Add(max(f.After, 0))
@@ -349,6 +354,7 @@ func Revive(m *Stored, version string, now time.Time) bool {
 		return false
 	}
 	m.Due, m.Died, m.Holds, m.Token, m.Attempts, m.Reason = now, time.Time{}, false, "", 0, ""
+	m.OrderKey = outbox.OrderKey(m.Topic, m.OrderingKey) // back in its key, at its place
 	return true
 }
 
