@@ -223,7 +223,9 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 	ks.forgetsBegun++
 	for o := range ks.running {
 		delete(ks.running, o)
-		o.frozen = true
+		// Its claim is gone: a real failure of its attempt, which Pub/Sub
+		// lets later messages overtake.
+		o.frozen, o.struck = true, true
 	}
 	w.mu.Unlock()
 	ok, err := w.insp.Forget(context.WithoutCancel(ctx), c.Key)

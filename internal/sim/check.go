@@ -138,13 +138,13 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	for o := range ks.running {
 		if freed(o) {
 			delete(ks.running, o)
-			o.frozen = true
+			o.frozen, o.struck = true, true
 			continue
 		}
 		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
 	}
 	if freed(d) {
-		d.frozen, others = true, nil
+		d.frozen, d.struck, others = true, true, nil
 	} else {
 		ks.running[d] = true
 	}
@@ -238,7 +238,11 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 			w.violate(d, ruleAckEffect, "acked a DONE record whose work was never done: no effect in the sink")
 		}
 		w.mu.Lock()
-		w.key(key).sawDone = true
+		ks := w.key(key)
+		ks.sawDone = true
+		if rec.ExpiresAt.After(ks.doneUntil) {
+			ks.doneUntil = rec.ExpiresAt
+		}
 		w.mu.Unlock()
 	case ok && wrote:
 		// SPEC section 3: the body succeeded, Complete could not record it
@@ -293,6 +297,9 @@ func (w *world) finalChecks() {
 			case err != nil:
 				w.violateKey(ms.key, ruleHarness, "reading the record at the end: "+err.Error())
 			case live && rec.State == store.Done, !live && ks.sawDone, ks.undoneAck, ks.forgotten:
+			case ks.sawDone && !rec.ReadAt.Before(ks.doneUntil):
+				// The DONE record the acks found lived its ttl; a later
+				// delivery's Claim made a new record, which is no DONE.
 			default:
 				w.violateKey(ms.key, ruleLost, fmt.Sprintf("message %s was acked, but its record is %s at the end", ms.m.ID, w.describe(rec, live)))
 			}

@@ -99,8 +99,10 @@ type keyState struct {
 	// undoneAck: a delivery was acked without DONE under SPEC section 3
 	// (its body succeeded; Complete could not record it).
 	undoneAck bool
-	// sawDone: an ack found the record DONE (it may expire before the end).
+	// sawDone: an ack found the record DONE (it may expire before the
+	// end, and a later delivery's Claim make a new record).
 	sawDone     bool
+	doneUntil   time.Time // the latest expiry of a DONE record an ack found
 	firstEffect time.Time // when its first effect was written
 	// forgotten: an operator forgot the key, on purpose breaking the
 	// guarantee for it (its DONE record may be gone).
@@ -149,7 +151,7 @@ type delivery struct {
 	late           bool // Pub/Sub stopped waiting for the answer
 	refused        bool // the answer met a record of another payload
 	held           bool // the answer met a live holder: in progress
-	struck         bool // its process paused (a stall) or crashed under it
+	struck         bool // its process paused (a stall) or crashed under it, or an operator's Forget freed its claim
 	busy           bool // the body's Mutex met a live holder of its entity
 	answer         bool // the callback returned (Ordered: the scheduler may go on)
 	acked          bool // it was acked (meaningful once answer is set)
