@@ -572,9 +572,16 @@ func (w *pipeWorld) complete(ctx context.Context, c store.Claim, msgs []outbox.M
 		w.mu.Lock()
 		for _, v := range vs {
 			if w.b.Replaces {
+				// The earlier versions' entity is now v's: none of them is
+				// held or backs off any more (their Takes' Settles find
+				// another version), and one not yet published never will be.
 				for _, u := range w.versions {
-					if u.childKey == v.childKey && u != v && u.seq != 0 && len(u.landings) == 0 && !u.superseded {
-						u.superseded, u.heldBy, u.backoffUntil = true, "", time.Time{}
+					if u.childKey != v.childKey || u == v || u.seq == 0 || u.superseded {
+						continue
+					}
+					u.heldBy, u.backoffUntil = "", time.Time{}
+					if len(u.landings) == 0 {
+						u.superseded = true
 						w.events = append(w.events, traceLine{at: w.now(), key: u.tag, text: "replaced in the store by " + v.tag})
 					}
 				}
