@@ -109,7 +109,10 @@ func (w *world) probeLostClaim(ctx context.Context, d *delivery, c store.Claim) 
 	held := live && before.State == store.Claimed && before.Token != "" && holderRuns()
 	relErr := w.b.Store.Release(ctx, c)
 	after, live2, err := w.insp.Inspect(ctx, c.Key)
-	if err == nil && held && holderRuns() && (!live2 || after.Token != before.Token || after.Fence != before.Fence) {
+	// The live holder may have completed its claim meanwhile (in its
+	// transaction, with CompleteTx): DONE under its fence is its doing.
+	completed := live2 && after.State == store.Done && after.Fence == before.Fence
+	if err == nil && held && holderRuns() && !completed && (!live2 || after.Token != before.Token || after.Fence != before.Fence) {
 		w.violate(d, ruleZombie, fmt.Sprintf("Release of the lost claim of fence %d (it answered %v) freed the live claim of fence %d: the record is now %s", c.Fence, relErr, before.Fence, w.describe(after, live2)))
 	}
 	if ok, err := w.b.Store.Complete(ctx, c); ok {
