@@ -69,7 +69,7 @@ func TestRenewalCountsFromTheClaimsSending(t *testing.T) {
 		}
 		start := time.Now()
 		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
-			time.Sleep(start.Add(lease * 105 / 100).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(lease * 105 / 100)))
 			if c, err := mem.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("a redelivery at 1.05 leases after the Claim was sent = %v, %v; want HeldByOther: the renewal must count from the Claim's sending", c.Status, err)
 			}

@@ -41,11 +41,17 @@ for n in 1 3 9 14 221 226 229; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The Datastore emulator's plants (294, 296) run after the others: eight
+# runs at once slow its answers past what the relays' short leases allow,
+# and a relay then gives its batches back untried (which the family reads
+# as a message delayed past its bound).
 pipe="291 292 293 294 295 296 297 298"
-for n in $pipe; do
-	IDEMGATE_PLANT=$n "$bin" -test.count=1 -test.run 'TestSimPipelineFindsPlants' -test.v >"$tmp/$n" 2>&1 &
+for group in "291 292 293 295 297 298" "294 296"; do
+	for n in $group; do
+		IDEMGATE_PLANT=$n "$bin" -test.count=1 -test.run 'TestSimPipelineFindsPlants' -test.v >"$tmp/$n" 2>&1 &
+	done
+	wait
 done
-wait
 for n in $pipe; do
 	line=$(grep -E "plant $n: (found|not found)" "$tmp/$n" | head -1)
 	echo "${line:-plant $n: no report}" | sed 's/^ *//; s/^plant_test.go:[0-9]*: //'
