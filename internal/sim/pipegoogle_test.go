@@ -54,9 +54,9 @@ func completer(key string) int {
 	return int(h.Sum32() % 2)
 }
 
-// skewedClocks returns the two processes' clocks.
-func skewedClocks() [2]func() time.Time {
-	return [2]func() time.Time{time.Now, func() time.Time { return time.Now().Add(googleSkew) }}
+// skewedClocks returns the two processes' clocks, the second skew ahead.
+func skewedClocks(skew time.Duration) [2]func() time.Time {
+	return [2]func() time.Time{time.Now, func() time.Time { return time.Now().Add(skew) }}
 }
 
 // TestSimPipelineDatastore runs the pipeline family on Datastore's outbox
@@ -64,7 +64,7 @@ func skewedClocks() [2]func() time.Time {
 func TestSimPipelineDatastore(t *testing.T) {
 	client := datastoreClient(t)
 	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
-		return datastoreBackend(t, client)
+		return datastoreBackend(t, client, googleSkew)
 	}); failed != nil {
 		t.Fatal(failed.Report())
 	}
@@ -75,7 +75,7 @@ func TestSimPipelineDatastore(t *testing.T) {
 func TestSimPipelineFirestore(t *testing.T) {
 	client := firestoreClient(t)
 	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
-		return firestoreBackend(t, client)
+		return firestoreBackend(t, client, googleSkew)
 	}); failed != nil {
 		t.Fatal(failed.Report())
 	}
@@ -110,11 +110,11 @@ func firestoreClient(t *testing.T) *firestore.Client {
 }
 
 // datastoreBackend is two Datastore stores in a fresh namespace, the
-// relays on the first's outbox.
-func datastoreBackend(t *testing.T, client *datastore.Client) *sim.PipeBackend {
+// second's clock skew ahead, the relays on the first's outbox.
+func datastoreBackend(t *testing.T, client *datastore.Client, skew time.Duration) *sim.PipeBackend {
 	ns := "sim-" + strings.ToLower(rand.Text()[:12])
 	var sts [2]*datastorestore.Store
-	for i, now := range skewedClocks() {
+	for i, now := range skewedClocks(skew) {
 		st, err := datastorestore.New(client, &datastorestore.Options{Namespace: ns, TTL: time.Hour, SkewMargin: 2 * googleSkew, Now: now})
 		if err != nil {
 			t.Fatal(err)
@@ -142,11 +142,11 @@ func datastoreBackend(t *testing.T, client *datastore.Client) *sim.PipeBackend {
 }
 
 // firestoreBackend is two Firestore stores on a fresh collection, the
-// relays on the first's outbox.
-func firestoreBackend(t *testing.T, client *firestore.Client) *sim.PipeBackend {
+// second's clock skew ahead, the relays on the first's outbox.
+func firestoreBackend(t *testing.T, client *firestore.Client, skew time.Duration) *sim.PipeBackend {
 	coll := "sim_" + strings.ToLower(rand.Text()[:12])
 	var sts [2]*firestorestore.Store
-	for i, now := range skewedClocks() {
+	for i, now := range skewedClocks(skew) {
 		st, err := firestorestore.New(client, &firestorestore.Options{Collection: coll, TTL: time.Hour, SkewMargin: 2 * googleSkew, Now: now})
 		if err != nil {
 			t.Fatal(err)

@@ -150,6 +150,11 @@ func NewPipeScenario(seed uint64) *PipeScenario {
 		}
 		if r.IntN(5) == 0 {
 			p.Forget, p.ForgetAfter = true, float64(r.IntN(5))/10
+			if r.IntN(2) == 0 {
+				// Its first publish lands late: the Forget and the next
+				// completion come while the relay still holds it.
+				p.Msgs[0].Stall = 0.6 + float64(r.IntN(5))/10
+			}
 		}
 		s.Parents = append(s.Parents, p)
 	}
