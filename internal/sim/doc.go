@@ -95,7 +95,15 @@
 // message's tag to a ledger by child key. Each message's data is its
 // version's tag (parent, name, attempt), so that the checker tells the
 // versions of one child key apart. The backends are [ModelOutbox] (the
-// Source contract over memstore) and the SQL stores' outboxes.
+// Source contract over memstore), the SQL stores' outboxes (SQLite,
+// PostgreSQL) and the Google stores' (Datastore, Firestore, on their
+// emulators). On the Google stores two processes complete the parents,
+// the second's clock two leases ahead of the first's, so that a key's
+// order must come from the database; and since they keep one message per
+// child key, a version committed again replaces one not yet published
+// ([PipeBackend].Replaces), which the rules follow: the replaced version
+// is not owed a publish, holds nothing, and the child key still reaches
+// stage B once.
 //
 // The faults: stage A attempts that roll back, or outlive their lease
 // while a redelivery takes the key over and commits, after which their
@@ -109,9 +117,7 @@
 // message for good. The relays: a process that dies between its publish
 // and its Settle (the Settle never reaches the store), a shutdown while a
 // batch is out, the store's clock ahead of the relay's by up to a tenth of
-// the lease. The faults only issue 29's relay is meant to survive are
-// drawn when relay.Options has its fields (pipeRelayOptions sets them by
-// name).
+// the lease. The relays' options are set in one place, pipeRelayOptions.
 //
 // The rules of the pipeline family:
 //
