@@ -144,13 +144,16 @@
 //     Take or backs off, as the relays' Takes and Settles show it (with a
 //     tenth of the lease of margin).
 //   - pipe-order: stage B effects a key's child keys in the order of their
-//     first commits (keys with a dead version left out).
+//     first commits (keys with a dead version left out; on a store that
+//     replaces, keys committed again after a Forget left out too).
 //   - pipe-delay: a message with no injected fault, whose Takes never
-//     lapsed, is published within 5 leases (plus the time the server was
-//     held meanwhile) of being free: committed, and every earlier message
-//     of its key published or dead.
+//     lapsed nor took more than an eighth of the lease (the relay gives
+//     such a batch back untried: the store is too slow for the lease), is
+//     published within 5 leases (plus the time the server was held
+//     meanwhile) of being free: committed, and every earlier message of
+//     its key published or dead.
 //   - pipe-stop: a relay's Run returns within its StopTimeout plus a
-//     lease once its context ends (two leases for a relay without one).
+//     lease, beside the time its Settles took, once its context ends.
 //
 // # The rules
 //

@@ -111,6 +111,10 @@ type pipeVersion struct {
 	heldBy       string
 	heldUntil    time.Time
 	backoffUntil time.Time
+	// lateTakes counts its Takes that took more than an eighth of the
+	// lease, whose batches the relay gives back untried: a store slower
+	// than the lease allows delays it, which pipe-delay then forgives.
+	lateTakes int
 	// superseded: a later version of its child key replaced it in the
 	// store before it was published (PipeBackend.Replaces).
 	superseded bool
@@ -631,16 +635,27 @@ func (w *pipeWorld) relaySlot(slot int) {
 		case <-done:
 		case <-ctx.Done():
 			stopped := time.Now()
-			bound := stopBound(w.ropts)
-			t := time.NewTimer(bound)
+			rp.mu.Lock()
+			rp.stopping = true
+			rp.mu.Unlock()
+			// Each Settle is bounded by 10s: past that and a little more,
+			// Run hangs.
+			hang := time.NewTimer(stopBound(w.ropts) + 15*time.Second)
 			select {
 			case <-done:
-			case <-t.C:
-				w.violate("", rulePipeStop, fmt.Sprintf("relay %d.%d: Run did not return within %v of its context's end", slot, gen, bound))
+			case <-hang.C:
+				w.violate("", rulePipeStop, fmt.Sprintf("relay %d.%d: Run has not returned %v after its context's end", slot, gen, time.Since(stopped).Round(time.Millisecond)))
 				<-done
 			}
-			t.Stop()
-			w.tracef("", "relay %d.%d stopped in %v", slot, gen, time.Since(stopped).Round(time.Millisecond))
+			hang.Stop()
+			took := time.Since(stopped)
+			rp.mu.Lock()
+			bound := stopBound(w.ropts) + rp.stopSettle
+			rp.mu.Unlock()
+			if took > bound {
+				w.violate("", rulePipeStop, fmt.Sprintf("relay %d.%d: Run returned %v after its context's end, past its StopTimeout, a lease and the %v its Settles took", slot, gen, took.Round(time.Millisecond), (bound - stopBound(w.ropts)).Round(time.Millisecond)))
+			}
+			w.tracef("", "relay %d.%d stopped in %v", slot, gen, took.Round(time.Millisecond))
 		}
 		cancel()
 		w.sleep(w.L / 4)
@@ -663,11 +678,16 @@ type relayProc struct {
 	dead    bool
 	takes   int
 	settles int
+	// stopping: its Run's context ended; stopSettle is the time its
+	// Settles took since then, which Run's bound allows on top.
+	stopping   bool
+	stopSettle time.Duration
 }
 
 func (rp *relayProc) who() string { return fmt.Sprintf("relay %d.%d", rp.slot, rp.gen) }
 
 func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	start := time.Now()
 	rp.mu.Lock()
 	dead := rp.dead
 	rp.mu.Unlock()
@@ -684,6 +704,7 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 	w.mu.Lock()
 	var tags []string
 	now := time.Now()
+	late := now.Sub(start) > w.ropts.Lease/8
 	margin := w.L / 10
 	var bad []string
 	for _, p := range ps {
@@ -707,6 +728,9 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 			}
 		}
 		v.heldBy, v.heldUntil = p.Token, now.Add(lease-w.leases(rp.fault.Skew))
+		if late {
+			v.lateTakes++
+		}
 	}
 	w.mu.Unlock()
 	for _, b := range bad {
@@ -728,6 +752,13 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 
 func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	w := rp.w
+	defer func(start time.Time) {
+		rp.mu.Lock()
+		if rp.stopping {
+			rp.stopSettle += time.Since(start)
+		}
+		rp.mu.Unlock()
+	}(time.Now())
 	rp.mu.Lock()
 	if len(sent) > 0 {
 		rp.settles++
@@ -979,7 +1010,7 @@ func (w *pipeWorld) finalChecks() {
 	// Delay: a clean message, free of its key's earlier ones, is
 	// published within the bound (plus Pub/Sub's stalls meanwhile).
 	for _, v := range committed {
-		if len(v.landings) == 0 || lapsed[v.tag] > 0 || v.msg.ErrTries+v.msg.Unavailable > 0 || v.msg.Stall > 0 || v.msg.Big {
+		if len(v.landings) == 0 || lapsed[v.tag] > 0 || v.lateTakes > 0 || v.msg.ErrTries+v.msg.Unavailable > 0 || v.msg.Stall > 0 || v.msg.Big {
 			continue
 		}
 		free, ok := v.at, true

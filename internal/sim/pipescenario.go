@@ -218,5 +218,6 @@ func pipeRelayOptions(s *PipeScenario, lease time.Duration) relay.Options {
 }
 
 // stopBound is how long a relay's Run may take to return once its context
-// ends: its StopTimeout and a lease for its last Settle and the scheduler.
+// ends, beside the time its Settles take meanwhile (each bounded by the
+// relay): its StopTimeout and a lease of slack for the scheduler.
 func stopBound(o relay.Options) time.Duration { return o.StopTimeout + o.Lease }
