@@ -653,7 +653,7 @@ func (w *pipeWorld) relaySlot(slot int) {
 			bound := stopBound(w.ropts) + rp.stopSettle
 			rp.mu.Unlock()
 			if took > bound {
-				w.violate("", rulePipeStop, fmt.Sprintf("relay %d.%d: Run returned %v after its context's end, past its StopTimeout, a lease and the %v its Settles took", slot, gen, took.Round(time.Millisecond), (bound - stopBound(w.ropts)).Round(time.Millisecond)))
+				w.violate("", rulePipeStop, fmt.Sprintf("relay %d.%d: Run returned %v after its context's end, past its StopTimeout, a lease and the %v its Settles took", slot, gen, took.Round(time.Millisecond), (bound-stopBound(w.ropts)).Round(time.Millisecond)))
 			}
 			w.tracef("", "relay %d.%d stopped in %v", slot, gen, took.Round(time.Millisecond))
 		}
