@@ -260,6 +260,10 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		// An operator's Forget may have freed the record between the
 		// answer and this reading: the guarantee is off for the key.
 		w.tracef(d, "acked; the record was forgotten by an operator since")
+	case !live && w.doneExpired(key):
+		// A duplicate answered by a DONE record that lived out its ttl
+		// between the answer and this reading.
+		w.tracef(d, "acked; the DONE record it met expired since")
 	default:
 		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
 	}
@@ -272,6 +276,15 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		close(d.ms.settled)
 	}
 	w.mu.Unlock()
+}
+
+// doneExpired reports whether a DONE record of key that an ack found has
+// expired by now.
+func (w *world) doneExpired(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ks := w.key(key)
+	return ks.sawDone && !time.Now().Before(ks.doneUntil)
 }
 
 // finalChecks runs the end-of-run rules.
