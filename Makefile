@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: demo test lint bench e2e sim
+.PHONY: demo test lint bench e2e sim mutate
 
 ## demo: example-run on the in-memory store under a local push storm with
 ## duplicates, concurrent copies, republishes and a supplier that fails once
@@ -53,3 +53,9 @@ FIRST ?= 1
 sim:
 	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSim$$' -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST)
 	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSimPipeline$$' -v -sim.seeds=$(PIPE_SEEDS) -sim.first=$(FIRST)
+
+## mutate: mutation testing of the packages whose tests need no server
+## (scripts/mutate.sh; figures and survivors in docs/testing.md); PKGS=./gateway…
+PKGS ?=
+mutate:
+	scripts/mutate.sh $(PKGS)
