@@ -143,9 +143,12 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 		}
 		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
 	}
-	if freed(d) {
+	switch {
+	case freed(d):
 		d.frozen, d.struck, others = true, true, nil
-	} else {
+	case d.proc.crashed(): // a claim won just before its process crashed
+		d.frozen, others = true, nil
+	default:
 		ks.running[d] = true
 	}
 	w.mu.Unlock()

@@ -289,14 +289,22 @@ func (w *world) process(slot int) *process {
 }
 
 // crash kills p: its store calls fail from now on, its bodies freeze, and
-// a new process takes its slot.
+// a new process takes its slot. A body of p caught inside a library call
+// (a nested Lock's completion, say) may still be scheduled after this, but
+// it is a dead process's: it no longer counts as running, and what it does
+// later is a zombie's (bodyStarts freezes one that starts after the crash).
 func (w *world) crash(p *process, d *delivery) {
 	w.mu.Lock()
 	p.once.Do(func() {
 		close(p.dead)
 		w.procs[p.slot] = w.newProcess(p.slot)
 		for o := range p.inflt {
-			w.key(o.ms.key).excused = true
+			ks := w.key(o.ms.key)
+			ks.excused = true
+			if o.ran {
+				delete(ks.running, o)
+				o.frozen = true
+			}
 		}
 	})
 	w.mu.Unlock()
