@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -404,7 +405,34 @@ func (w *world) noteText(d *delivery, where string, err error) {
 	if err == nil || !w.sc.HideKeys {
 		return
 	}
+	text := treeText(err)
 	w.mu.Lock()
-	w.texts = append(w.texts, whoOf(d)+": "+where+": "+err.Error())
+	w.texts = append(w.texts, whoOf(d)+": "+where+": "+text)
 	w.mu.Unlock()
+}
+
+// treeText is the text of err and of every error in its tree, which a
+// caller may reach with errors.As or Unwrap and print.
+func treeText(err error) string {
+	var b strings.Builder
+	var walk func(error, int)
+	walk = func(e error, depth int) {
+		if e == nil || depth > 16 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(" | ")
+		}
+		b.WriteString(e.Error())
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, c := range u.Unwrap() {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(err, 0)
+	return b.String()
 }
