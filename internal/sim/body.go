@@ -21,6 +21,7 @@ var (
 	errHandler = errors.New("sim: the handler failed")
 	errNon2xx  = errors.New("sim: the handler answered non-2xx")
 	errBailed  = errors.New("sim: the handler stopped: lease lost")
+	errInner   = errors.New("sim: the handler failed inside its Mutex or nested Lock")
 )
 
 // panicValue is what a panicking body panics with.
@@ -34,6 +35,15 @@ func (w *world) pushBody(ctx context.Context, _ *pushenvelope.Message) error {
 }
 
 func (w *world) idempotentBody(rw http.ResponseWriter, r *http.Request) {
+	if a := deliveryFrom(r.Context()).a; a.Behave == behave2xxFail {
+		// A 2xx first, then the failure (work plans it): the status, or
+		// the 200 of a first line of progress.
+		if a.N%2 == 0 {
+			rw.WriteHeader(http.StatusOK)
+		} else {
+			rw.Write([]byte("working\n"))
+		}
+	}
 	err := w.work(r.Context())
 	switch {
 	case err == nil:
@@ -102,16 +112,31 @@ func (w *world) work(ctx context.Context) error {
 	}
 	switch a.Behave {
 	case behaveFail:
+		w.failed(d)
 		w.tracef(d, "body fails")
 		return errHandler
 	case behaveNon2xx:
+		w.failed(d)
 		w.tracef(d, "body answers non-2xx")
 		return errNon2xx
 	case behavePanic:
+		w.failed(d)
 		w.tracef(d, "body panics")
 		panic(panicValue)
 	case behaveForget:
 		return w.forgetThenCommit(ctx, d, c)
+	case behave2xxFail:
+		w.failed(d)
+		switch a.After2xx {
+		case after2xxPanic:
+			w.tracef(d, "body panics after its 2xx")
+			panic(panicValue)
+		case after2xxAbort:
+			w.tracef(d, "body cuts the connection after its 2xx (http.ErrAbortHandler)")
+			panic(http.ErrAbortHandler)
+		}
+		w.tracef(d, "body fails after its 2xx")
+		return errHandler
 	}
 	if a.Crash == crashBeforeEffect {
 		w.crash(d.proc, d)
@@ -119,7 +144,20 @@ func (w *world) work(ctx context.Context) error {
 	}
 	if w.sc.Nested {
 		nk := "welcome:" + w.b.Prefix + d.ms.m.Customer
-		err := d.proc.g.Lock(ctx, nk, func(context.Context) error { return nil })
+		ran := false
+		err := d.proc.g.Lock(ctx, nk, func(context.Context) error {
+			if !a.Inner || w.sc.Mutex {
+				return nil
+			}
+			ran = true
+			w.failed(d)
+			w.tracef(d, "body fails inside its nested Lock")
+			return errInner
+		})
+		w.noteText(d, "the nested Lock's error", err)
+		if ran && !errors.Is(err, errInner) {
+			w.violate(d, ruleSwallowed, fmt.Sprintf("the nested Lock of a body that failed inside it returned %v, not the body's error", err))
+		}
 		if err != nil && !errors.Is(err, gateway.ErrDuplicate) {
 			if errors.Is(err, gateway.ErrInProgress) {
 				// A live holder of the nested key: a real failure, which
@@ -173,6 +211,11 @@ func (w *world) busy(ctx context.Context, d *delivery, dur time.Duration) error 
 				}
 				w.tracef(d, "body bails out with an error: %v", context.Cause(ctx))
 				return errBailed
+			}
+			if d.a.StopHonour && w.stopped(d) {
+				w.failed(d)
+				w.tracef(d, "body stops with Receive: %v", context.Cause(ctx))
+				return fmt.Errorf("sim: the handler stopped with Receive: %w", context.Cause(ctx))
 			}
 			w.tracef(d, "body's caller is gone (%v); it works on", context.Cause(ctx))
 			if d.a.Faults[opExtend].mode != faultNone {

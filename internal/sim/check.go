@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -26,6 +28,12 @@ const (
 	ruleHideKeys    = "hidekeys"
 	ruleUnsettled   = "unsettled"
 	ruleHarness     = "harness" // the simulation itself went wrong
+	// Issue 30's reaches.
+	ruleInstant   = "instant"    // a store call at the instant its contract turns answered as on the other side
+	ruleAckFailed = "ack-failed" // a delivery whose body failed was acked
+	ruleUndone    = "undone"     // work acked undone (SPEC section 3) on a store that did not fail, nobody holding the key
+	ruleStop      = "stop"       // a body started on a Claim sent once its pull Receive had stopped
+	rulePanic     = "panic"      // a panic other than http.ErrAbortHandler came out of a push handler
 )
 
 // Violation is one broken rule.
@@ -128,6 +136,7 @@ func (v Violation) at() time.Duration { return v.At }
 func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	w.mu.Lock()
 	d.ran, d.claim = true, c
+	stopped := d.claimStopped
 	ks := w.key(d.ms.key)
 	var others []string
 	// A body whose Claim began before a Forget of the key ended may have
@@ -153,6 +162,9 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	}
 	w.mu.Unlock()
 	w.tracef(d, "body starts, fence %d, lease until %s", c.Fence, fmtDur(c.LeaseUntil.Sub(w.start)))
+	if stopped {
+		w.violate(d, ruleStop, fmt.Sprintf("body with fence %d starts on a Claim sent once its pull Receive had stopped", c.Fence))
+	}
 	if len(others) > 0 {
 		slices.Sort(others)
 		w.violate(d, ruleConcurrent, fmt.Sprintf("body with fence %d starts while %s still runs", c.Fence, strings.Join(others, ", ")))
@@ -212,7 +224,8 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	key := d.ms.key
 	rec, live, err := w.insp.Inspect(ctx, key)
 	w.mu.Lock()
-	late, ok, wrote, fenced, claim := d.late, d.ok, d.wrote, d.fenced, d.claim
+	late, ok, wrote, fenced, claim, failed := d.late, d.ok, d.wrote, d.fenced, d.claim, d.failed
+	struck := d.struck || d.frozen
 	forgotten := w.key(key).forgotten
 	w.mu.Unlock()
 	verdict := "nack"
@@ -235,6 +248,9 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		w.mu.Unlock()
 		return
 	}
+	if failed {
+		w.violate(d, ruleAckFailed, fmt.Sprintf("acked (%s) a delivery whose body failed: a failure silently acked", how))
+	}
 	switch {
 	case live && rec.State == store.Done:
 		if w.effects(key) == 0 {
@@ -255,6 +271,14 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		w.key(key).undoneAck = true
 		w.mu.Unlock()
 		w.tracef(d, "acked undone: the work is done, its completion was not recorded (SPEC section 3)")
+		if w.b.Fake && !struck && d.a.Faults[opComplete].mode == faultNone && live && rec.State == store.Claimed &&
+			rec.Fence == claim.Fence && rec.Token == claim.Token && rec.Token != "" {
+			// Nothing failed Complete and nobody took the key over: the
+			// claim still owns its record, and Complete should have
+			// recorded it (it runs on a context the caller's end does not
+			// cancel).
+			w.violate(d, ruleUndone, fmt.Sprintf("acked (%s) work whose completion was not recorded, though no fault hit Complete and the claim (fence %d) still owns its record", how, claim.Fence))
+		}
 	case fenced && live && rec.State == store.Claimed && rec.Token != "" && rec.Fence > claim.Fence && rec.ReadAt.Before(rec.LeaseUntil):
 		w.tracef(d, "acked fenced out: another live claim (fence %d) holds the key", rec.Fence)
 	case fenced:
@@ -356,15 +380,89 @@ func (w *world) checkHiddenKeys() {
 	slices.Sort(secret)
 	secret = slices.Compact(secret)
 	leaks := 0
-	for _, l := range w.logs.all() {
+	look := func(what, text string) {
 		for _, k := range secret {
-			if strings.Contains(l.text, k) {
+			if strings.Contains(text, k) {
 				if leaks < 3 {
-					w.violateKey(k, ruleHideKeys, "a log line names the key under HideKeys: "+l.text)
+					w.violateKey(k, ruleHideKeys, what+" names the key under HideKeys: "+text)
 				}
 				leaks++
 			}
 		}
+	}
+	for _, l := range w.logs.all() {
+		look("a log line", l.text)
+	}
+	w.mu.Lock()
+	texts := slices.Clone(w.texts)
+	w.mu.Unlock()
+	for _, t := range texts {
+		look("an error or answer the library returned", t)
+	}
+	if w.spans != nil {
+		spans := w.spans.Ended()
+		for _, s := range w.spans.Started() {
+			spans = append(spans, s)
+		}
+		for _, s := range spans {
+			look("a span", renderSpan(s))
+		}
+	}
+}
+
+// renderSpan renders what a span exports: its name, attributes, events
+// (a recorded error's message among them) and status.
+func renderSpan(s sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	b.WriteString(s.Name())
+	for _, a := range s.Attributes() {
+		fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+	}
+	for _, e := range s.Events() {
+		fmt.Fprintf(&b, " event %s", e.Name)
+		for _, a := range e.Attributes {
+			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+		}
+	}
+	fmt.Fprintf(&b, " status %s %s", s.Status().Code, s.Status().Description)
+	return b.String()
+}
+
+// checkClaimInstant holds a Claim of key, answered c at the instant at (no
+// time passed during the call), to the store contract at that instant: a
+// holder's lease is over at its end (now ≥ leaseUntil: the key is
+// reclaimable), and a DONE record is gone at its expiry (now ≥ expiresAt).
+// done is the DONE record the Claim waited for, if any (see
+// faulty.edgeClaim).
+func (w *world) checkClaimInstant(d *delivery, key string, at time.Time, c store.Claim, done store.Record) {
+	switch {
+	case c.Status == store.HeldByOther && !c.LeaseUntil.After(at):
+		w.violateKey(key, ruleInstant, fmt.Sprintf("%s: a Claim at %s answered HeldByOther (fence %d) with a lease that ends at %s: at its end a lease is over",
+			whoOf(d), fmtDur(at.Sub(w.start)), c.Fence, fmtDur(c.LeaseUntil.Sub(w.start))))
+	case c.Status == store.AlreadyDone && done.State == store.Done && c.Fence == done.Fence && !at.Before(done.ExpiresAt):
+		w.violateKey(key, ruleInstant, fmt.Sprintf("%s: a Claim at %s answered AlreadyDone (fence %d) from a DONE record that expired at %s: at its expiry a record is gone",
+			whoOf(d), fmtDur(at.Sub(w.start)), c.Fence, fmtDur(done.ExpiresAt.Sub(w.start))))
+	}
+}
+
+// checkCompleteInstant holds a Complete of c, answered ok at the instant at
+// (no time passed), to the contract at that instant: it records a claim
+// that still owns its record whatever its lease (Complete has no lease
+// check), and it answers false for a DONE record at or past its expiry.
+// done is the DONE record the Complete waited for, if any (see
+// faulty.edgeComplete).
+func (w *world) checkCompleteInstant(d *delivery, c store.Claim, at time.Time, ok bool, done store.Record) {
+	if ok {
+		if done.State == store.Done && !at.Before(done.ExpiresAt) {
+			w.violateKey(c.Key, ruleInstant, fmt.Sprintf("%s: Complete of fence %d at %s answered true on a DONE record that expired at %s: at its expiry a record is gone",
+				whoOf(d), c.Fence, fmtDur(at.Sub(w.start)), fmtDur(done.ExpiresAt.Sub(w.start))))
+		}
+		return
+	}
+	rec, live, err := w.insp.Inspect(context.Background(), c.Key)
+	if err == nil && live && rec.State == store.Claimed && rec.Fence == c.Fence && rec.Token == c.Token && rec.Token != "" {
+		w.violateKey(c.Key, ruleInstant, fmt.Sprintf("%s: Complete of fence %d at %s answered false while its claim still owns the record (%s)",
+			whoOf(d), c.Fence, fmtDur(at.Sub(w.start)), w.describe(rec, live)))
 	}
 }
 

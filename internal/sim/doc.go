@@ -44,6 +44,12 @@
 // A stall pauses one body and every store call of its process (renewals
 // included) for longer than the lease, then lets them go on: a zombie.
 //
+// Besides, an attempt may make a handler answer 2xx and then fail (an
+// error, a panic, or panic(http.ErrAbortHandler)), fail inside its Mutex
+// or nested Lock, land one of its store calls on an instant where the
+// contract turns, or, on pull, see Receive stop (as its Claim is sent, or
+// at a drawn moment) with a body that works on or stops with it.
+//
 // A handler's effect goes to a [ledger] keyed by the store key, with the
 // fence of the claim it ran under; the ledger refuses fences lower than the
 // highest it has seen for the key, as docs/design.md tells a sink to do,
@@ -203,7 +209,40 @@
 //     and never changes the record (read before and after it, when no
 //     genuine delivery of the key is in flight); the genuine deliveries of
 //     its message are held to every other rule.
-//   - hidekeys: under HideKeys no log line names a business key.
+//   - hidekeys: under HideKeys no log line, no span (the gateways export
+//     theirs to an in-memory recorder, go.opentelemetry.io/otel/sdk/trace/tracetest)
+//     and no error or answer the library hands a caller (a verb's error,
+//     with every error in its tree, a CloudEvents result, the body of a
+//     push answer) names a business key.
+//   - instant: a store call made at the very instant where the contract
+//     turns answers as the contract says on that side: a Claim at a
+//     holder's leaseUntil is not HeldByOther (now ≥ leaseUntil reclaims),
+//     a Claim or a Complete at a DONE record's expiresAt finds it gone,
+//     and a Complete of a claim that still owns its record (whatever its
+//     lease) records it. Under fake time no time passes inside a call, so
+//     the instant is exact; a seed's attempts land calls there on purpose
+//     (Attempt.Edge): a Claim waits for a live holder's lease to end (a
+//     copy, for a DONE record to expire), a Complete for its own lease to
+//     end, a Complete retried after a lost reply for its DONE record to
+//     expire, and a Claim's reply comes exactly one lease late, the
+//     gateway's own boundary (lapsed-start then judges it).
+//   - ack-failed: a delivery whose body failed (an error, a non-2xx, a
+//     panic, a failure after a 2xx, a failure inside its Mutex or nested
+//     Lock, a stop with Receive) is never acked (SPEC section 10,
+//     invariant 3).
+//   - panic: nothing but http.ErrAbortHandler comes out of a push
+//     handler (a body may panic with it after its 2xx: the connection is
+//     cut, a nack).
+//   - swallowed: a Mutex or nested Lock whose body failed inside it
+//     returns that failure.
+//   - stop: no body starts on a Claim sent once its pull Receive had
+//     stopped (the callback's context cancelled, as the Claim is sent or
+//     at a drawn moment, before, during or after the body).
+//   - undone: on a store that did not fail, work acked undone (SPEC
+//     section 3) is a bug: when no fault hit Complete, no stall or crash
+//     struck the delivery and its claim still owns the record, Complete
+//     should have recorded it (it runs on a context the caller's end does
+//     not cancel). Memstore only.
 //   - unsettled: every message is acknowledged or dead-lettered within the
 //     run's horizon.
 package sim

@@ -27,6 +27,9 @@ const (
 	ruleOrder  = "order"  // a message of an ordering key effected before an earlier one still not done
 	ruleMutex  = "mutex"  // two live Mutex bodies of one entity at once
 	ruleAuth   = "auth"   // a forged request ran a body, changed a record or was answered 2xx
+	// ruleSwallowed: a Mutex or nested Lock whose body failed inside it
+	// reported something else (success).
+	ruleSwallowed = "swallowed"
 )
 
 // claimWon checks claim c, just won: its fence is above every earlier
@@ -160,9 +163,16 @@ func (w *world) checkZombieWrite(d *delivery, c store.Claim) {
 // a while.
 func (w *world) mutexEffect(ctx context.Context, d *delivery, c store.Claim) error {
 	ent := "po:" + w.b.Prefix + d.ms.m.Customer
+	ran := false
 	err := d.proc.g.Mutex(ctx, ent, func(mctx context.Context) error {
 		w.mutexStarts(d, ent)
 		defer w.mutexEnds(d, ent)
+		if d.a.Inner {
+			ran = true
+			w.failed(d)
+			w.tracef(d, "body fails inside its Mutex on %s", ent)
+			return errInner
+		}
 		if d.a.Wait > 0 {
 			if err := w.busy(mctx, d, d.a.Wait); err == errBailedNil {
 				return nil
@@ -175,6 +185,10 @@ func (w *world) mutexEffect(ctx context.Context, d *delivery, c store.Claim) err
 		}
 		return w.effect(mctx, d, c)
 	})
+	w.noteText(d, "Mutex's error", err)
+	if ran && !errors.Is(err, errInner) {
+		w.violate(d, ruleSwallowed, fmt.Sprintf("Mutex returned %v for a body that failed inside it, not the body's error", err))
+	}
 	if errors.Is(err, gateway.ErrInProgress) {
 		w.mu.Lock()
 		d.busy = true

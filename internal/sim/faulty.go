@@ -114,15 +114,32 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 }
 
 func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c store.Claim, err error) {
-	if d := deliveryFrom(ctx); d != nil && key == d.ms.key {
+	d := deliveryFrom(ctx)
+	if d != nil && key == d.ms.key {
+		if d.a.StopAtClaim {
+			f.w.stopReceive(d)
+		}
 		f.w.mu.Lock()
 		d.forgetsAtClaim = f.w.key(key).forgetsEnded
+		d.claimStopped = d.stopped
 		f.w.mu.Unlock()
 	}
 	err = f.do(ctx, opClaim, key, func() (err error) {
-		c, err = f.inner.Claim(ctx, key, lease)
+		cctx, done, ok := ctx, store.Record{}, true
+		// A Lock or Mutex the body takes on another key waits only while
+		// renewal keeps the body's own claim.
+		if d != nil && d.a.Edge == edgeClaim && (key == d.ms.key || f.w.sc.Renew) {
+			if cctx, done, ok = f.edgeClaim(ctx, d, key); !ok {
+				return fmt.Errorf("%w: Claim of %s: the run ended or the process died", errGone, key)
+			}
+		}
+		at := time.Now()
+		c, err = f.inner.Claim(cctx, key, lease)
 		if err == nil && c.Status == store.Won {
-			f.w.claimWon(deliveryFrom(ctx), c)
+			f.w.claimWon(d, c)
+		}
+		if err == nil && f.w.b.Fake && time.Now().Equal(at) {
+			f.w.checkClaimInstant(d, key, at, c, done)
 		}
 		return err
 	})
@@ -133,8 +150,19 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c 
 }
 
 func (f *faulty) Complete(ctx context.Context, c store.Claim) (ok bool, err error) {
+	d := deliveryFrom(ctx)
 	err = f.do(ctx, opComplete, c.Key, func() (err error) {
-		ok, err = f.inner.Complete(ctx, c)
+		cctx, done, alive := ctx, store.Record{}, true
+		if d != nil && c.Key == d.ms.key && (d.a.Edge == edgeCompleteLease || d.a.Edge == edgeCompleteExpiry) {
+			if cctx, done, alive = f.edgeComplete(ctx, d, c); !alive {
+				return fmt.Errorf("%w: Complete of %s: the run ended or the process died", errGone, c.Key)
+			}
+		}
+		at := time.Now()
+		ok, err = f.inner.Complete(cctx, c)
+		if err == nil && f.w.b.Fake && time.Now().Equal(at) {
+			f.w.checkCompleteInstant(d, c, at, ok, done)
+		}
 		return err
 	})
 	if err != nil {
@@ -170,4 +198,72 @@ func (f *faulty) Inspect(ctx context.Context, key string) (store.Record, bool, e
 
 func (f *faulty) Forget(ctx context.Context, key string) (bool, error) {
 	return f.w.insp.Forget(ctx, key)
+}
+
+// edgeClaim waits, before d's Claim of key, for the very instant at which
+// the live holder it finds loses its lease (again, if the holder renewed
+// meanwhile, up to three times), or, for a copy, at which the DONE record
+// it finds expires: the Claim then lands on the instant where the contract
+// turns. It returns the context to claim with (one the caller's end does
+// not cancel, after a wait past the ack deadline: the request was in
+// flight), the DONE record waited for (zero if none), and false if the
+// run ended or the process died meanwhile.
+func (f *faulty) edgeClaim(ctx context.Context, d *delivery, key string) (context.Context, store.Record, bool) {
+	lease := leaseOf(f.w.sc, f.w.t)
+	for range 3 {
+		rec, live, err := f.w.insp.Inspect(context.WithoutCancel(ctx), key)
+		if err != nil || !live {
+			return ctx, store.Record{}, true
+		}
+		now := time.Now()
+		switch {
+		case rec.State == store.Done && d.a.Copy && key == d.ms.key:
+			f.w.tracef(d, "edge: the Claim waits for the DONE record (fence %d) to expire at %s", rec.Fence, fmtDur(rec.ExpiresAt.Sub(f.w.start)))
+			if !f.w.sleep(rec.ExpiresAt.Sub(now)) || f.proc.crashed() {
+				return ctx, store.Record{}, false
+			}
+			return context.WithoutCancel(ctx), rec, true
+		case rec.State == store.Claimed && !rec.Released() && rec.LeaseUntil.After(now) && rec.LeaseUntil.Sub(now) <= lease:
+			f.w.tracef(d, "edge: the Claim waits for the holder's lease (fence %d) to end at %s", rec.Fence, fmtDur(rec.LeaseUntil.Sub(f.w.start)))
+			// The caller may give up meanwhile (a body whose own lease is
+			// lost): the Claim then goes out on its ended context.
+			if !f.w.sleepCtx(ctx, rec.LeaseUntil.Sub(now)) || f.proc.crashed() {
+				return ctx, store.Record{}, false
+			}
+			if ctx.Err() != nil {
+				return ctx, store.Record{}, true
+			}
+		default:
+			return ctx, store.Record{}, true
+		}
+	}
+	return ctx, store.Record{}, true
+}
+
+// edgeComplete waits, before d's Complete of c, for the very end of c's
+// lease (edgeCompleteLease), or, when c's record is DONE already (the
+// retry after a lost reply, edgeCompleteExpiry), for its expiry. It
+// returns the context to complete with, the DONE record waited for (zero
+// if none), and false if the run ended or the process died meanwhile.
+func (f *faulty) edgeComplete(ctx context.Context, d *delivery, c store.Claim) (context.Context, store.Record, bool) {
+	rec, live, err := f.w.insp.Inspect(context.WithoutCancel(ctx), c.Key)
+	if err != nil || !live || rec.Fence != c.Fence {
+		return ctx, store.Record{}, true
+	}
+	now := time.Now()
+	switch {
+	case d.a.Edge == edgeCompleteLease && rec.State == store.Claimed && rec.Token == c.Token && rec.LeaseUntil.After(now):
+		f.w.tracef(d, "edge: Complete waits for its lease to end at %s", fmtDur(rec.LeaseUntil.Sub(f.w.start)))
+		if !f.w.sleep(rec.LeaseUntil.Sub(now)) || f.proc.crashed() {
+			return ctx, store.Record{}, false
+		}
+		return context.WithoutCancel(ctx), store.Record{}, true
+	case d.a.Edge == edgeCompleteExpiry && rec.State == store.Done:
+		f.w.tracef(d, "edge: Complete, retried, waits for the DONE record to expire at %s", fmtDur(rec.ExpiresAt.Sub(f.w.start)))
+		if !f.w.sleep(rec.ExpiresAt.Sub(now)) || f.proc.crashed() {
+			return ctx, store.Record{}, false
+		}
+		return context.WithoutCancel(ctx), rec, true
+	}
+	return ctx, store.Record{}, true
 }

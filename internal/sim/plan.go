@@ -33,9 +33,49 @@ const (
 	// body's transaction then finds its claim fenced out and returns
 	// store.ErrFenced, as CompleteTx would.
 	behaveForget
+	// behave2xxFail: the handler answers 2xx first (Idempotent: a status,
+	// or a line of progress), then fails before any effect, as planned by
+	// Attempt.After2xx; on the other surfaces it fails the same way.
+	behave2xxFail
 )
 
-var behaviourNames = [...]string{"ok", "fail", "non-2xx", "panic", "forget-then-fenced"}
+var behaviourNames = [...]string{"ok", "fail", "non-2xx", "panic", "forget-then-fenced", "2xx-then-fail"}
+
+// after2xx is how a behave2xxFail handler fails after its 2xx.
+type after2xx uint8
+
+const (
+	after2xxError after2xx = iota // a non-2xx status (http.Error 500) / an error
+	after2xxPanic                 // a panic
+	after2xxAbort                 // panic(http.ErrAbortHandler): the connection is cut
+)
+
+var after2xxNames = [...]string{"an error", "a panic", "http.ErrAbortHandler"}
+
+// edge names the instant of the store's contract an attempt's store calls
+// are made to land on exactly (see Attempt.Edge).
+type edge uint8
+
+const (
+	edgeNone edge = iota
+	// edgeClaim: the Claim waits for the very end of the lease of a live
+	// holder it finds (a copy also for the expiry of a DONE record), so
+	// that it lands on the instant the key turns reclaimable.
+	edgeClaim
+	// edgeCompleteLease: Complete waits for the very end of its own
+	// claim's lease.
+	edgeCompleteLease
+	// edgeCompleteExpiry: Complete applies but its reply is lost, and the
+	// gateway's retry lands on the very expiry of the DONE record the
+	// first call made.
+	edgeCompleteExpiry
+	// edgeLateClaim: the Claim's reply comes exactly one lease after it
+	// was sent, the gateway's own boundary for a claim that may have
+	// lapsed.
+	edgeLateClaim
+)
+
+var edgeNames = [...]string{"none", "Claim at the holder's lease end", "Complete at its lease end", "Complete retried at the DONE record's expiry", "Claim answered exactly a lease late"}
 
 func (b behaviour) String() string { return behaviourNames[b] }
 
@@ -138,6 +178,23 @@ type Attempt struct {
 	// after it.
 	CopyAfter time.Duration
 	copy      *Attempt
+	// Edge lands one of the attempt's store calls on an instant where the
+	// contract turns (see edge).
+	Edge edge
+	// After2xx is how a behave2xxFail handler fails.
+	After2xx after2xx
+	// Inner moves the body's planned failure inside the verb it takes on
+	// another key: its Mutex (Scenario.Mutex) or its nested Lock
+	// (Scenario.Nested). The verb must report it.
+	Inner bool
+	// Stop, on the pull surface, stops Receive (cancels the callback's
+	// context) that long after the delivery starts; StopAtClaim stops it
+	// as the delivery's Claim is sent instead. StopHonour makes the body,
+	// if it runs, stop with the caller (returning the context's error)
+	// instead of working on.
+	Stop        time.Duration
+	StopAtClaim bool
+	StopHonour  bool
 }
 
 // String describes the attempt for the trace.
@@ -171,6 +228,24 @@ func (a *Attempt) String() string {
 	if a.LostCommit {
 		b.WriteString(", COMMIT reply lost")
 	}
+	if a.Behave == behave2xxFail {
+		fmt.Fprintf(&b, " (by %s)", after2xxNames[a.After2xx])
+	}
+	if a.Edge != edgeNone {
+		fmt.Fprintf(&b, ", edge: %s", edgeNames[a.Edge])
+	}
+	if a.Inner {
+		b.WriteString(", fails inside its Mutex or nested Lock")
+	}
+	switch {
+	case a.StopAtClaim:
+		b.WriteString(", Receive stops as the Claim is sent")
+	case a.Stop > 0:
+		fmt.Fprintf(&b, ", Receive stops after %v", a.Stop)
+	}
+	if a.StopHonour && (a.StopAtClaim || a.Stop > 0) {
+		b.WriteString(" (the body stops with it)")
+	}
 	if a.RepeatableRead {
 		b.WriteString(", REPEATABLE READ")
 	}
@@ -200,7 +275,7 @@ const (
 // injectedFailure reports whether the attempt was made to fail: a failing
 // handler, a crash, or a store fault.
 func (a *Attempt) injectedFailure() bool {
-	if a.Behave != behaveOK || a.Crash != crashNone || a.Stall > 0 {
+	if a.Behave != behaveOK || a.Crash != crashNone || a.Stall > 0 || a.Edge != edgeNone || a.Inner || a.Stop > 0 || a.StopAtClaim {
 		return true
 	}
 	for _, f := range a.Faults {
@@ -216,7 +291,9 @@ func (a *Attempt) injectedFailure() bool {
 // lease), an operator's Forget, or Complete failing past the lease while
 // renewal cannot keep the claim alive.
 func (a *Attempt) excusesRepeat(sc *Scenario, t Timing) bool {
-	if a.Crash != crashNone || a.Stall > 0 || a.Behave == behaveForget {
+	if a.Crash != crashNone || a.Stall > 0 || a.Behave == behaveForget || a.Edge == edgeCompleteLease {
+		// edgeCompleteLease: Complete comes as the lease ends, when a
+		// redelivery may take the key over first.
 		return true
 	}
 	c := a.Faults[opComplete]
@@ -367,5 +444,36 @@ func drawLater(sc *Scenario, t Timing, m *Message, n int, isCopy bool, a *Attemp
 		a.Behave, a.Crash, a.Wait = behaveOK, crashNone, 0
 		a.Faults = [opCount]fault{}
 		a.CopyAfter, a.copy = 0, nil
+		return
+	}
+	drawReaches(sc, t, m, a)
+}
+
+// drawReaches draws what issue 30 added (after every earlier draw): the
+// instants where the contract turns, handlers that fail after a 2xx,
+// failures inside a Mutex or nested Lock, and pull's Receive stopping.
+func drawReaches(sc *Scenario, t Timing, m *Message, a *Attempt) {
+	if m.chance(5) {
+		a.Edge = edge(1 + m.rng.IntN(4))
+		switch a.Edge {
+		case edgeCompleteExpiry:
+			a.Faults[opComplete] = fault{mode: faultLost}
+		case edgeLateClaim:
+			a.Faults[opClaim] = fault{mode: faultSlow, Delay: leaseOf(sc, t)}
+		}
+	}
+	if a.Behave == behaveOK && m.chance(10) {
+		a.Behave, a.After2xx = behave2xxFail, after2xx(m.rng.IntN(3))
+	}
+	if (sc.Mutex || sc.Nested) && a.Behave == behaveOK && m.chance(6) {
+		a.Inner = true
+	}
+	if a.Surface == surfacePull && m.chance(4) {
+		if m.chance(3) {
+			a.StopAtClaim = true
+		} else {
+			a.Stop = m.between(t, 0, 1.5)
+		}
+		a.StopHonour = m.chance(2)
 	}
 }

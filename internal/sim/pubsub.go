@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -160,8 +161,13 @@ func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string)
 			req.Header.Set("Authorization", "Bearer "+genuineToken)
 		}
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code >= 200 && rec.Code <= 299, http.StatusText(rec.Code) + " (" + itoa(rec.Code) + ")"
+		if aborted := w.serve(d, h, rec, req); aborted != "" {
+			return false, aborted
+		}
+		if !is2xx(rec.Code) {
+			w.noteText(d, "the answer's body", errors.New(rec.Body.String()))
+		}
+		return is2xx(rec.Code), http.StatusText(rec.Code) + " (" + itoa(rec.Code) + ")"
 	case surfaceCloudEvent:
 		e := event.New()
 		e.SetID(m.ID)
@@ -182,18 +188,57 @@ func (w *world) drive(ctx context.Context, d *delivery) (acked bool, how string)
 		if res == nil {
 			return true, "nil"
 		}
+		w.noteText(d, "the CloudEvents result", res)
 		return ceAcknowledged(res), res.Error()
 	default: // pull
 		acks := &ackRecorder{}
 		pm := newPullMessage(w.b.Prefix+m.ID, m, w.attributes(m), d.a.N, acks)
+		// Receive's context: the callback's, which a planned stop cancels.
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		w.mu.Lock()
+		d.stopRecv = stop
+		w.mu.Unlock()
+		if d.a.Stop > 0 && !d.a.StopAtClaim {
+			w.all.Add(1)
+			go func() {
+				defer w.all.Done()
+				t := time.NewTimer(d.a.Stop)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					w.stopReceive(d)
+				case <-rctx.Done():
+				}
+			}()
+		}
 		func() {
 			defer func() { recover() }() // the panic of a Receive callback, after its nack
-			d.proc.pull(ctx, pm)
+			d.proc.pull(rctx, pm)
 		}()
 		v := acks.Verdict()
 		return v == "Ack", v
 	}
 }
+
+// serve hands req to the push handler h as net/http would: a panic with
+// http.ErrAbortHandler cuts the connection, which Pub/Sub takes for a
+// nack, and serve then returns how the answer went; any other panic out of
+// the library breaks a rule (the surface documents none).
+func (w *world) serve(d *delivery, h http.Handler, rec *httptest.ResponseRecorder, req *http.Request) (aborted string) {
+	defer func() {
+		if p := recover(); p != nil {
+			aborted = "connection aborted"
+			if p != http.ErrAbortHandler {
+				w.violate(d, rulePanic, fmt.Sprintf("the push handler let a panic out: %v", p))
+			}
+		}
+	}()
+	h.ServeHTTP(rec, req)
+	return ""
+}
+
+func is2xx(code int) bool { return code >= 200 && code <= 299 }
 
 // wireMessage is m as the message object of a push body and of
 // messagePublished data.

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
@@ -22,6 +25,11 @@ func Run(sc *Scenario, b *Backend) *Result {
 	w.logs = &lineLog{w: w}
 	w.start = time.Now()
 	w.root, w.stop = context.WithCancel(context.Background())
+	if sc.HideKeys {
+		// The spans, like the log lines, must hold no key.
+		w.spans = tracetest.NewSpanRecorder()
+		w.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(w.spans))
+	}
 	for slot := range sc.Instances {
 		w.procs = append(w.procs, w.newProcess(slot))
 	}

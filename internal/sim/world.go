@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
@@ -85,6 +88,14 @@ type world struct {
 	begun    map[string]int
 	// inMutex counts the live Mutex bodies of each entity.
 	inMutex map[string]map[*delivery]bool
+	// texts are the errors and answers the library handed its callers
+	// (a verb's error, a CloudEvents result, an HTTP answer's body), for
+	// the HideKeys rule.
+	texts []string
+	// spans records the gateways' spans when the route hides keys, for the
+	// HideKeys rule; nil otherwise.
+	spans *tracetest.SpanRecorder
+	tp    *sdktrace.TracerProvider
 
 	live sync.WaitGroup // deliveries whose bodies may still act (not frozen dead)
 	all  sync.WaitGroup // every goroutine of the run
@@ -157,6 +168,10 @@ type delivery struct {
 	acked          bool // it was acked (meaningful once answer is set)
 	forged         bool // a forged request: no body may run for it
 	lost           bool // a zombie that found its claim lost (Attempt.Zombie)
+	failed         bool // the body failed as planned, before any effect: its delivery must not be acked
+	stopped        bool // Receive stopped (Attempt.Stop, StopAtClaim)
+	claimStopped   bool // a Claim of its key was sent once Receive had stopped
+	stopRecv       context.CancelFunc
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
@@ -255,10 +270,14 @@ func (w *world) newProcess(slot int) *process {
 	w.nextProc++
 	f := &faulty{w: w, inner: w.b.Store, ext: w.ext, proc: p}
 	lease := leaseOf(w.sc, w.t)
-	g, err := gateway.New(f, &gateway.Options{
+	opts := &gateway.Options{
 		Lease: lease, NoRenew: !w.sc.Renew, SettleTimeout: w.t.settle(),
 		Logger: w.logs.logger(), HideKeys: w.sc.HideKeys,
-	})
+	}
+	if w.tp != nil {
+		opts.TracerProvider = w.tp
+	}
+	g, err := gateway.New(f, opts)
 	if err != nil {
 		panic("sim: gateway.New: " + err.Error())
 	}
@@ -339,4 +358,89 @@ func (w *world) sleep(d time.Duration) bool {
 	}
 }
 
+// sleepCtx waits d, or until ctx ends, or until the run ends; it reports
+// false if the run ended first.
+func (w *world) sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-w.end:
+		return false
+	}
+	return true
+}
+
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%8.3fs", d.Seconds()) }
+
+// failed marks d's body as failed on purpose, before any effect: an ack of
+// its delivery would be a failure silently acked (SPEC section 10,
+// invariant 3).
+func (w *world) failed(d *delivery) {
+	w.mu.Lock()
+	d.failed = true
+	w.mu.Unlock()
+}
+
+// stopReceive stops the pull Receive that d's callback runs under: its
+// context is cancelled, as Receive's is when the subscriber stops.
+func (w *world) stopReceive(d *delivery) {
+	w.mu.Lock()
+	if d.stopped || d.stopRecv == nil {
+		w.mu.Unlock()
+		return
+	}
+	d.stopped = true
+	stop := d.stopRecv
+	w.mu.Unlock()
+	w.tracef(d, "Receive stops")
+	stop()
+}
+
+func (w *world) stopped(d *delivery) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return d.stopped
+}
+
+// noteText keeps the text of err, which the library handed a caller, for
+// the HideKeys rule.
+func (w *world) noteText(d *delivery, where string, err error) {
+	if err == nil || !w.sc.HideKeys {
+		return
+	}
+	text := treeText(err)
+	w.mu.Lock()
+	w.texts = append(w.texts, whoOf(d)+": "+where+": "+text)
+	w.mu.Unlock()
+}
+
+// treeText is the text of err and of every error in its tree, which a
+// caller may reach with errors.As or Unwrap and print.
+func treeText(err error) string {
+	var b strings.Builder
+	var walk func(error, int)
+	walk = func(e error, depth int) {
+		if e == nil || depth > 16 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(" | ")
+		}
+		b.WriteString(e.Error())
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, c := range u.Unwrap() {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(err, 0)
+	return b.String()
+}
