@@ -1,0 +1,271 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/sqlstore"
+)
+
+var (
+	relayMessages = flag.Int("relay.n", 20000, "BenchmarkRelayThroughput: messages drained per run")
+	relayBatch    = flag.Int("relay.batch", 0, "BenchmarkRelayThroughput: the relays' BatchSize (0: the default)")
+)
+
+// relayMix is how a throughput run's messages are spread over ordering
+// keys.
+type relayMix struct {
+	name string
+	key  func(i int) string // the ordering key of the i-th message
+}
+
+var relayMixes = []relayMix{
+	{"unordered", func(int) string { return "" }},
+	{"hot-keys", func(i int) string { return fmt.Sprintf("hot-%d", i%4) }},
+	{"many-keys", func(i int) string { return fmt.Sprintf("k-%d", i%1000) }},
+}
+
+// BenchmarkRelayThroughput drains -relay.n messages (256 bytes, committed
+// 100 per transaction with CompleteTx) from the outbox into an in-process
+// Pub/Sub fake (pstest), by one relay and by three, timed from the start
+// of the relays to the Settle of the last message. Beside it, in the same
+// run, the floor: the same messages published straight from memory with
+// the same client. It reports the relay's rate, the floor's, their ratio,
+// and the relays' Takes and database statements per message (PostgreSQL:
+// counted by a pgx tracer; MariaDB: the server's Questions counter;
+// SQLite runs in process, no round trip). See docs/benchmarks.md.
+func BenchmarkRelayThroughput(b *testing.B) {
+	for _, be := range []backend{postgresBackend, mariadbBackend, sqliteBackend} {
+		for _, mix := range relayMixes {
+			for _, relays := range []int{1, 3} {
+				b.Run(fmt.Sprintf("%s/%s/relays=%d", be.name, mix.name, relays), func(b *testing.B) {
+					benchmarkRelayThroughput(b, be, mix, relays)
+				})
+			}
+		}
+	}
+}
+
+func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int) {
+	ctx := b.Context()
+	n := *relayMessages
+	var stmts statementCounter
+	conns := 8
+	if be.dialect == sqlstore.SQLite {
+		conns = 1
+	}
+	db := openDB(b, stmts.wrap(b, be), conns)
+	st := outboxStore(b, db, be.dialect)
+	srv := pstest.NewServer()
+	b.Cleanup(func() { srv.Close() })
+	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	topic := "projects/p/topics/out"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		b.Fatal(err)
+	}
+	data := []byte(strings.Repeat("x", 256))
+
+	var relayRate, floorRate, takes, statements float64
+	for range b.N {
+		b.StopTimer()
+		commitMessages(b, db, st, topic, data, mix, n)
+		srv.ClearMessages()
+		b.StartTimer()
+
+		before := stmts.read(b, ctx, db)
+		src := &countingSource{Source: st.Outbox(), want: int64(n), done: make(chan struct{})}
+		start := time.Now()
+		rctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range relays {
+			r, err := relay.New(src, ps, &relay.Options{BatchSize: *relayBatch, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Go(func() {
+				if err := r.Run(rctx); !errors.Is(err, context.Canceled) {
+					b.Error(err)
+				}
+			})
+		}
+		select {
+		case <-src.done:
+		case <-time.After(5 * time.Minute):
+			b.Error("the relays did not drain the outbox in 5 minutes")
+		}
+		elapsed := time.Since(start)
+		cancel()
+		wg.Wait()
+		statements += float64(stmts.read(b, ctx, db) - before)
+		takes += float64(src.takes.Load())
+		relayRate += float64(n) / elapsed.Seconds()
+		if got := len(srv.Messages()); got < n {
+			b.Fatalf("Pub/Sub holds %d messages, want %d", got, n)
+		}
+
+		b.StopTimer()
+		srv.ClearMessages()
+		floorRate += publishFloor(b, ps, topic, data, mix, n)
+		b.StartTimer()
+	}
+	runs := float64(b.N)
+	b.ReportMetric(relayRate/runs, "msgs/s")
+	b.ReportMetric(floorRate/runs, "floor-msgs/s")
+	b.ReportMetric(relayRate/floorRate, "ratio")
+	b.ReportMetric(takes/runs/float64(n), "takes/msg")
+	if be.dialect != sqlstore.SQLite {
+		b.ReportMetric(statements/runs/float64(n), "stmts/msg")
+	}
+}
+
+// commitMessages commits n messages to st's outbox, 100 per transaction,
+// each transaction completing a claim of its own.
+func commitMessages(b *testing.B, db *sql.DB, st *sqlstore.Store, topic string, data []byte, mix relayMix, n int) {
+	ctx := b.Context()
+	prefix := uniqueTable()
+	for first := 0; first < n; first += 100 {
+		c, err := st.Claim(ctx, fmt.Sprintf("%s-%d", prefix, first), time.Minute)
+		if err != nil || c.Status != store.Won {
+			b.Fatal(c, err)
+		}
+		msgs := make([]outbox.Message, 0, 100)
+		for i := first; i < min(n, first+100); i++ {
+			msgs = append(msgs, outbox.Message{Topic: topic, OrderingKey: mix.key(i), Data: data})
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.CompleteTx(ctx, tx, c, msgs...); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// publishFloor publishes n messages like the outbox's straight from
+// memory with ps, as a relay would (one publisher, ordering on when the
+// mix has keys), and returns the rate at which Pub/Sub acknowledged them.
+func publishFloor(b *testing.B, ps *pubsub.Client, topic string, data []byte, mix relayMix, n int) float64 {
+	ctx := b.Context()
+	pub := ps.Publisher(topic)
+	pub.EnableMessageOrdering = mix.key(0) != ""
+	defer pub.Stop()
+	start := time.Now()
+	results := make([]*pubsub.PublishResult, n)
+	for i := range n {
+		results[i] = pub.Publish(ctx, &pubsub.Message{Data: data, OrderingKey: mix.key(i),
+			Attributes: map[string]string{outbox.ChildKeyAttribute: fmt.Sprintf("floor-%d", i)}})
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// countingSource counts a relay's Takes and closes done once want
+// messages were settled as sent.
+type countingSource struct {
+	relay.Source
+	takes      atomic.Int64
+	sent, want int64
+	mu         sync.Mutex
+	done       chan struct{}
+}
+
+func (c *countingSource) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	c.takes.Add(1)
+	return c.Source.Take(ctx, n, lease)
+}
+
+func (c *countingSource) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	err := c.Source.Settle(ctx, sent, failed)
+	if err == nil && len(sent) > 0 {
+		c.mu.Lock()
+		c.sent += int64(len(sent))
+		if c.sent >= c.want && c.sent-int64(len(sent)) < c.want {
+			close(c.done)
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Listen passes the source's notifications on, if it has them.
+func (c *countingSource) Listen(ctx context.Context, wake func()) error {
+	if w, ok := c.Source.(relay.Waker); ok {
+		return w.Listen(ctx, wake)
+	}
+	return errors.ErrUnsupported
+}
+
+// statementCounter counts the statements a pool sends: on PostgreSQL with
+// a pgx tracer on its connections, on MariaDB by the server's Questions
+// counter (every client's: the benchmark runs alone).
+type statementCounter struct {
+	n     atomic.Int64
+	maria bool
+}
+
+func (s *statementCounter) wrap(b *testing.B, be backend) driver.Connector {
+	switch be.dialect {
+	case sqlstore.PostgreSQL:
+		cfg, err := pgx.ParseConfig(testenv.PostgresDSN(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Tracer = s
+		return stdlib.GetConnector(*cfg)
+	case sqlstore.MariaDB:
+		s.maria = true
+	}
+	return be.connector(b)
+}
+
+func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// read returns the count so far.
+func (s *statementCounter) read(b *testing.B, ctx context.Context, db *sql.DB) int64 {
+	if !s.maria {
+		return s.n.Load()
+	}
+	var name string
+	var v int64
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v); err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
