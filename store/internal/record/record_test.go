@@ -48,7 +48,7 @@ func TestClaimTransitions(t *testing.T) {
 		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, next := p.Claim(tc.r, "k", tc.token, tc.fp, lease, tc.now)
+			c, next, write := p.Claim(tc.r, "k", func() string { return tc.token }, tc.fp, lease, tc.now)
 			wantFence := tc.wantFence
 			if tc.writes {
 				var old int64
@@ -60,10 +60,10 @@ func TestClaimTransitions(t *testing.T) {
 			if c.Status != tc.want || c.Fence != wantFence {
 				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, wantFence)
 			}
-			if (next != nil) != tc.writes {
-				t.Fatalf("claim writes = %v, want %v", next != nil, tc.writes)
+			if write != tc.writes {
+				t.Fatalf("claim writes = %v, want %v", write, tc.writes)
 			}
-			if next != nil {
+			if write {
 				if next.Token != tc.token || !next.LeaseUntil.Equal(tc.now.Add(lease)) || !next.ExpiresAt.Equal(tc.now.Add(lease+p.TTL)) {
 					t.Fatalf("claim wrote %+v", next)
 				}
@@ -77,7 +77,7 @@ func TestClaimTransitions(t *testing.T) {
 			// A write keeps the caller's fingerprint, even none; otherwise
 			// the record's is returned.
 			wantFP := tc.fp
-			if next == nil {
+			if !write {
 				wantFP = tc.r.Fingerprint
 			} else if !bytes.Equal(next.Fingerprint, tc.fp) {
 				t.Fatalf("claim wrote fingerprint %q, want the caller's %q", next.Fingerprint, tc.fp)
@@ -100,47 +100,47 @@ func TestSettleTransitions(t *testing.T) {
 	at := func(fence int64, token string) store.Claim {
 		return store.Claim{Key: "k", Status: store.Won, Fence: fence, Token: token}
 	}
-	if ok, next := p.Complete(claimed, own, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
+	if ok, next, write := p.Complete(claimed, own, now); !ok || !write || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
 	}
-	if ok, next := p.Complete(done, own, now); !ok || next != nil {
+	if ok, next, write := p.Complete(done, own, now); !ok || write {
 		t.Errorf("complete retried on DONE = %v, %+v; want true, no write", ok, next)
 	}
-	if ok, next := p.Complete(claimed, at(2, "a"), now); ok || next != nil {
+	if ok, next, write := p.Complete(claimed, at(2, "a"), now); ok || write {
 		t.Errorf("complete with a stale fence = %v, %+v; want false, no write", ok, next)
 	}
-	if ok, next := p.Complete(claimed, at(3, "b"), now); ok || next != nil {
+	if ok, next, write := p.Complete(claimed, at(3, "b"), now); ok || write {
 		t.Errorf("complete with the fence and another token = %v, %+v; want false, no write", ok, next)
 	}
-	if ok, _ := p.Complete(done, own, t0.Add(time.Hour+time.Second)); ok {
+	if ok, _, _ := p.Complete(done, own, t0.Add(time.Hour+time.Second)); ok {
 		t.Error("complete of an expired record must return false")
 	}
 
-	next := p.Release(claimed, own, now)
-	if next == nil || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
+	next, write := p.Release(claimed, own, now)
+	if !write || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
 		t.Errorf("release = %+v, want fence %d (now in microseconds), no token, leaseUntil now, no fingerprint, expiry a ttl from now", next, now.UnixMicro())
 	}
 	for _, r := range []*Record{nil, done} {
-		if next := p.Release(r, own, now); next != nil {
+		if next, write := p.Release(r, own, now); write {
 			t.Errorf("release of %+v wrote %+v", r, next)
 		}
 	}
-	if next := p.Release(claimed, at(2, "a"), now); next != nil {
+	if next, write := p.Release(claimed, at(2, "a"), now); write {
 		t.Errorf("release with a stale fence wrote %+v", next)
 	}
-	if next := p.Release(claimed, at(3, "b"), now); next != nil {
+	if next, write := p.Release(claimed, at(3, "b"), now); write {
 		t.Errorf("release with the fence and another token wrote %+v", next)
 	}
 	// An expiry further away than a ttl stays.
 	far := *claimed
 	far.ExpiresAt = t0.Add(5 * time.Hour)
-	if next := p.Release(&far, own, now); next == nil || !next.ExpiresAt.Equal(far.ExpiresAt) {
+	if next, write := p.Release(&far, own, now); !write || !next.ExpiresAt.Equal(far.ExpiresAt) {
 		t.Errorf("release = %+v, want the expiry %v kept", next, far.ExpiresAt)
 	}
 	// A fence that ran ahead of the clock still rises by one.
 	ahead := *claimed
 	ahead.Fence = now.UnixMicro() + 10
-	if next := p.Release(&ahead, at(ahead.Fence, "a"), now); next == nil || next.Fence != ahead.Fence+1 {
+	if next, write := p.Release(&ahead, at(ahead.Fence, "a"), now); !write || next.Fence != ahead.Fence+1 {
 		t.Errorf("release of a fence ahead of the clock = %+v, want fence %d", next, ahead.Fence+1)
 	}
 
@@ -166,8 +166,8 @@ func TestSettleTransitions(t *testing.T) {
 
 func TestMicro(t *testing.T) {
 	in := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
-	if got := micro(in); got.Nanosecond() != 123456000 {
-		t.Fatalf("micro(%v) = %v, want microseconds kept and the rest dropped", in, got)
+	if got := (Rules{}).kept(in); got.Nanosecond() != 123456000 {
+		t.Fatalf("kept(%v) = %v, want microseconds kept and the rest dropped", in, got)
 	}
 }
 
