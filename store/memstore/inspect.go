@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/idemgate/idemgate/store"
-	"github.com/idemgate/idemgate/store/internal/record"
 )
 
 var _ store.Inspector = (*Store)(nil)
@@ -16,8 +15,8 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 		return store.Record{}, false, err
 	}
 	defer sh.mu.Unlock()
-	var buf record.Record
-	out, ok := s.rules.View(sh.read(key, &buf), key, s.now())
+	r, found := sh.read(key)
+	out, ok := s.rules.View(orNil(&r, found), key, s.now())
 	return out, ok, nil
 }
 
@@ -29,8 +28,8 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	defer sh.mu.Unlock()
-	var buf record.Record
-	next, write := s.rules.Forget(sh.read(key, &buf), s.now())
+	r, found := sh.read(key)
+	next, write := s.rules.Forget(orNil(&r, found), s.now())
 	if write {
 		sh.m[key] = entryOf(&next)
 	}

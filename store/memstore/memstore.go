@@ -110,7 +110,7 @@ func New(opts *Options) (*Store, error) {
 		base := time.Now()
 		o.Now = func() time.Time { return base.Add(time.Since(base)) }
 	}
-	s := &Store{rules: record.Rules{TTL: o.TTL, Resolution: time.Nanosecond}, now: o.Now, seed: maphash.MakeSeed()}
+	s := &Store{rules: record.Rules{TTL: o.TTL, Exact: true}, now: o.Now, seed: maphash.MakeSeed()}
 	for i := range s.shard {
 		s.shard[i].m = make(map[string]entry)
 		s.shard[i].sweepAt = minSweep
@@ -144,8 +144,8 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
-	var buf record.Record
-	cur := sh.read(key, &buf)
+	r, found := sh.read(key)
+	cur := orNil(&r, found)
 	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, lease, now)
 	if write {
 		if plant.On(221) && (cur == nil || !now.Before(cur.ExpiresAt)) {
@@ -161,15 +161,22 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	return c, nil
 }
 
-// read returns key's record, decoded into buf, or nil when there is none.
-// Called with sh.mu held.
-func (sh *shard) read(key string, buf *record.Record) *record.Record {
+// read returns key's record and whether there is one. Called with sh.mu
+// held.
+func (sh *shard) read(key string) (record.Record, bool) {
 	e, ok := sh.m[key]
+	if !ok {
+		return record.Record{}, false
+	}
+	return e.record(), true
+}
+
+// orNil returns r when ok, else nil: how the rules read an absent record.
+func orNil(r *record.Record, ok bool) *record.Record {
 	if !ok {
 		return nil
 	}
-	*buf = e.record()
-	return buf
+	return r
 }
 
 // clone returns a copy of b, nil for none.
@@ -205,8 +212,8 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var buf record.Record
-	ok, next, write := s.rules.Complete(sh.read(c.Key, &buf), c, s.now())
+	r, found := sh.read(c.Key)
+	ok, next, write := s.rules.Complete(orNil(&r, found), c, s.now())
 	if write {
 		sh.m[c.Key] = entryOf(&next)
 	}
@@ -224,8 +231,8 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var buf record.Record
-	if next, write := s.rules.Release(sh.read(c.Key, &buf), c, s.now()); write {
+	r, found := sh.read(c.Key)
+	if next, write := s.rules.Release(orNil(&r, found), c, s.now()); write {
 		sh.m[c.Key] = entryOf(&next)
 	}
 	return nil
@@ -245,8 +252,8 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var buf record.Record
-	out, next, err := s.rules.Extend(sh.read(c.Key, &buf), c, lease, s.now())
+	r, found := sh.read(c.Key)
+	out, next, err := s.rules.Extend(orNil(&r, found), c, lease, s.now())
 	if err != nil {
 		return store.Claim{}, err
 	}

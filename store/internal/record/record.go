@@ -37,10 +37,10 @@ type Record struct {
 type Rules struct {
 	TTL  time.Duration
 	Skew time.Duration // how long past leaseUntil or expiresAt a record is still honoured
-	// Resolution is the unit the store keeps times in: the times written
-	// are truncated to it. Default (0) a microsecond, what Datastore and
-	// Firestore keep; memstore keeps nanoseconds.
-	Resolution time.Duration
+	// Exact keeps the times written to the nanosecond (memstore); by
+	// default they are truncated to the microsecond, what Datastore and
+	// Firestore keep.
+	Exact bool
 }
 
 // live reports whether r exists and has not expired: an expired record
@@ -179,11 +179,12 @@ func won(key string, r *Record) store.Claim {
 	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
 }
 
-// kept drops what the store cannot keep of t (see Rules.Resolution), so
-// that the times a call returns are exactly those a later read sees.
+// kept drops what the store cannot keep of t, so that the times a call
+// returns are exactly those a later read sees: the monotonic clock
+// reading, and what is below the microsecond unless Exact.
 func (p Rules) kept(t time.Time) time.Time {
-	if p.Resolution == 0 {
-		return t.Truncate(time.Microsecond)
+	if p.Exact {
+		return t.Round(0)
 	}
-	return t.Truncate(p.Resolution)
+	return t.Truncate(time.Microsecond)
 }
