@@ -1,6 +1,13 @@
 // Package memstore is an in-memory [store.Store] for tests, local runs and
 // single-process services.
 //
+// Its decisions are those of the Google stores (Datastore, Firestore): each
+// operation reads a key's record under the shard's lock and applies the
+// same transition functions (store/internal/record), with no skew margin,
+// since one clock decides. So the simulator and every test on memstore
+// exercise the rules those stores run; memstore adds only its concurrency,
+// a compact form of the record, and the sweep.
+//
 // Records live in a sharded map, so claims on different keys rarely contend.
 // Expired records are dropped lazily: a shard sweeps itself when it has grown
 // to twice its size after the previous sweep, which keeps memory proportional
@@ -188,7 +195,9 @@ func clone(b []byte) []byte {
 }
 
 // maybeSweep drops expired records once the shard has doubled since the last
-// sweep. Called with sh.mu held.
+// sweep: those the rules, with no skew margin, count as absent (now ≥
+// expiresAt), whose fences a record made anew still passes (see the package
+// documentation). Called with sh.mu held.
 func (sh *shard) maybeSweep(now int64) {
 	if len(sh.m) < sh.sweepAt {
 		return

@@ -88,6 +88,9 @@ func TestOpsFollowTheContract(t *testing.T) {
 	if err != nil || ext.Fence != c.Fence || !ext.LeaseUntil.Equal(t0.Add(2*time.Minute)) {
 		t.Fatalf("Extend = %+v, %v; want the same fence, lease two minutes from now", ext, err)
 	}
+	if got := f.recs["k"]; !got.LeaseUntil.Equal(ext.LeaseUntil) || !got.ExpiresAt.Equal(ext.LeaseUntil.Add(ttl)) {
+		t.Fatalf("after Extend the record is %+v, want the lease it answered and an expiry a ttl after", got)
+	}
 	if ok, err := o.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete of the holder = %v, %v; want true", ok, err)
 	}
@@ -97,8 +100,8 @@ func TestOpsFollowTheContract(t *testing.T) {
 	if got, err := o.Claim(ctx, "k", time.Minute); err != nil || got.Status != store.AlreadyDone {
 		t.Fatalf("Claim of a DONE key = %+v, %v; want already done", got, err)
 	}
-	if _, err := o.Extend(ctx, c, time.Minute); !errors.Is(err, store.ErrFenced) {
-		t.Fatalf("Extend of a DONE record = %v, want ErrFenced", err)
+	if _, err := o.Extend(ctx, c, time.Minute); !errors.Is(err, store.ErrFenced) || f.recs["k"].State != StateDone {
+		t.Fatalf("Extend of a DONE record = %v, left %+v; want ErrFenced and the record DONE", err, f.recs["k"])
 	}
 
 	// Release frees the key at once, a fence higher.
@@ -164,6 +167,7 @@ func TestOpsCheckTheirArguments(t *testing.T) {
 		{"Claim, cancelled", first(o.Claim(cancelled, "k", time.Minute)), context.Canceled, ""},
 		{"Claim, empty key", first(o.Claim(ctx, "", time.Minute)), store.ErrInvalidKey, ""},
 		{"Claim, no lease", first(o.Claim(ctx, "k", 0)), nil, "teststore: lease 0s is not positive"},
+		{"Claim, negative lease", first(o.Claim(ctx, "k", -time.Second)), nil, "teststore: lease -1s is not positive"},
 		{"Claim, lease of a ttl", first(o.Claim(ctx, "k", ttl)), store.ErrLeaseTooLong, "teststore: Claim: "},
 		{"Claim, long fingerprint", first(o.Claim(store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1)), "k", time.Minute)), store.ErrInvalidFingerprint, ""},
 		{"Complete, not won", first(o.Complete(ctx, held)), store.ErrNotWon, "teststore: Complete: "},
@@ -172,7 +176,8 @@ func TestOpsCheckTheirArguments(t *testing.T) {
 		{"Release, cancelled", o.Release(cancelled, c), context.Canceled, ""},
 		{"Extend, not won", first(o.Extend(ctx, held, time.Minute)), store.ErrNotWon, "teststore: Extend: "},
 		{"Extend, cancelled", first(o.Extend(cancelled, c, time.Minute)), context.Canceled, ""},
-		{"Extend, no lease", first(o.Extend(ctx, c, -time.Second)), nil, "teststore: lease -1s is not positive"},
+		{"Extend, no lease", first(o.Extend(ctx, c, 0)), nil, "teststore: lease 0s is not positive"},
+		{"Extend, negative lease", first(o.Extend(ctx, c, -time.Second)), nil, "teststore: lease -1s is not positive"},
 		{"Extend, invalid key", first(o.Extend(ctx, store.Claim{Key: long, Status: store.Won, Fence: 1}, time.Minute)), store.ErrFenced, ""},
 		{"Inspect, cancelled", second(o.Inspect(cancelled, "k")), context.Canceled, ""},
 		{"Inspect, empty key", second(o.Inspect(ctx, "")), store.ErrInvalidKey, ""},
@@ -357,6 +362,8 @@ func TestQuoteKey(t *testing.T) {
 		{strings.Repeat("a", 65), `"` + strings.Repeat("a", 64) + `"…(65 bytes)`},
 		// A cut never splits a rune: é is two bytes, the 64th and 65th.
 		{strings.Repeat("a", 63) + "é", `"` + strings.Repeat("a", 63) + `"…(65 bytes)`},
+		// Bytes that never start a rune (not UTF-8) leave nothing to show.
+		{strings.Repeat("\x80", 70), `""…(70 bytes)`},
 	} {
 		if got := QuoteKey(tc.key); got != tc.want {
 			t.Errorf("QuoteKey(%d bytes) = %s, want %s", len(tc.key), got, tc.want)

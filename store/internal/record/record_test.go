@@ -215,3 +215,109 @@ func TestCompleteTx(t *testing.T) {
 		t.Errorf("CompleteTx of a claim held by another = %v (step called: %v); want ErrNotWon without a read", err, called)
 	}
 }
+
+// A Claim draws its token only when the token counts: not for a DONE
+// record, once for a held one (to compare) and once for a win.
+func TestClaimDrawsTheTokenOnlyWhenItCounts(t *testing.T) {
+	p := Rules{TTL: time.Hour}
+	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	released := &Record{State: StateClaimed, Fence: 4, LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	for _, tc := range []struct {
+		name  string
+		r     *Record
+		draws int
+	}{
+		{"absent", nil, 1},
+		{"done", done, 0},
+		{"held", held, 1},
+		{"released", released, 1},
+	} {
+		draws := 0
+		c, next, write := p.Claim(tc.r, "k", func() string { draws++; return "b" }, nil, time.Minute, t0)
+		if draws != tc.draws {
+			t.Errorf("%s: the token was drawn %d times, want %d", tc.name, draws, tc.draws)
+		}
+		if write && (c.Token != "b" || next.Token != "b") {
+			t.Errorf("%s: a win = %+v, wrote %+v; want the drawn token", tc.name, c, next)
+		}
+	}
+}
+
+// The guards are strict: a lease ending at now is over, an expiry at now
+// has passed; the skew margin moves both by exactly its length.
+func TestClaimBoundaries(t *testing.T) {
+	for _, skew := range []time.Duration{0, time.Second} {
+		p := Rules{TTL: time.Hour, Skew: skew}
+		held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Minute)}
+		done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0}
+		token := func() string { return "b" }
+		for _, tc := range []struct {
+			name string
+			r    *Record
+			now  time.Time
+			want store.Status
+		}{
+			{"held, a nanosecond before the lease ends", held, t0.Add(skew - 1), store.HeldByOther},
+			{"held, as the lease ends", held, t0.Add(skew), store.Won},
+			{"done, a nanosecond before expiry", done, t0.Add(skew - 1), store.AlreadyDone},
+			{"done, at expiry", done, t0.Add(skew), store.Won},
+		} {
+			if c, _, _ := p.Claim(tc.r, "k", token, nil, time.Minute, tc.now); c.Status != tc.want {
+				t.Errorf("skew %v, %s: Claim = %v, want %v", skew, tc.name, c.Status, tc.want)
+			}
+		}
+		own := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
+		if ok, _, _ := p.Complete(held, own, t0.Add(time.Minute+skew-1)); !ok {
+			t.Errorf("skew %v: Complete a nanosecond before expiry must succeed", skew)
+		}
+		if ok, _, _ := p.Complete(held, own, t0.Add(time.Minute+skew)); ok {
+			t.Errorf("skew %v: Complete at expiry must fail", skew)
+		}
+		if _, _, err := p.Extend(held, own, time.Minute, t0.Add(time.Minute+skew)); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("skew %v: Extend at expiry = %v, want ErrFenced", skew, err)
+		}
+		if _, write := p.Release(held, own, t0.Add(time.Minute+skew)); write {
+			t.Errorf("skew %v: Release at expiry must write nothing", skew)
+		}
+	}
+}
+
+// Exact keeps nanoseconds; by default times are cut to the microsecond.
+// Neither keeps a monotonic clock reading.
+func TestExactKeepsNanoseconds(t *testing.T) {
+	now := time.Now() // with a monotonic reading
+	lease := time.Minute + 1234*time.Nanosecond
+	for _, exact := range []bool{false, true} {
+		p := Rules{TTL: time.Hour, Exact: exact}
+		want := now.Add(lease).Round(0)
+		if !exact {
+			want = want.Truncate(time.Microsecond)
+		}
+		c, next, _ := p.Claim(nil, "k", func() string { return "t" }, nil, lease, now)
+		if c.LeaseUntil != want || next.ExpiresAt != p.kept(want.Add(p.TTL)) {
+			t.Errorf("exact %v: Claim leases until %v, expires %v; want %v, a ttl later", exact, c.LeaseUntil, next.ExpiresAt, want)
+		}
+		if got := p.kept(now); got != now.Round(0) && exact {
+			t.Errorf("exact: kept(now) = %v, want %v", got, now.Round(0))
+		}
+	}
+}
+
+// View hands out a copy of the fingerprint: an operator's change to it
+// cannot reach the record.
+func TestViewCopiesTheFingerprint(t *testing.T) {
+	p := Rules{TTL: time.Hour}
+	r := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: []byte("abc")}
+	v, ok := p.View(r, "k", t0)
+	if !ok || string(v.Fingerprint) != "abc" || v.State != store.Claimed || v.Token != "a" || !v.CompletedAt.IsZero() || !v.LeaseUntil.Equal(t0) || !v.ExpiresAt.Equal(t0.Add(time.Hour)) || v.Key != "k" || v.Fence != 3 {
+		t.Fatalf("View = %+v, %v", v, ok)
+	}
+	v.Fingerprint[0] = 'x'
+	if string(r.Fingerprint) != "abc" {
+		t.Fatalf("changing the view's fingerprint changed the record's to %q", r.Fingerprint)
+	}
+	if v, _ := p.View(&Record{State: StateClaimed, Fence: 1, Token: "a", ExpiresAt: t0.Add(time.Hour)}, "k", t0); v.Fingerprint != nil {
+		t.Fatalf("View of a record without a fingerprint = %q, want nil", v.Fingerprint)
+	}
+}
