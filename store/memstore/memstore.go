@@ -1,6 +1,13 @@
 // Package memstore is an in-memory [store.Store] for tests, local runs and
 // single-process services.
 //
+// Its decisions are those of the Google stores (Datastore, Firestore): each
+// operation reads a key's record under the shard's lock and applies the
+// same transition functions (store/internal/record), with no skew margin,
+// since one clock decides. So the simulator and every test on memstore
+// exercise the rules those stores run; memstore adds only its concurrency,
+// a compact form of the record, and the sweep.
+//
 // Records live in a sharded map, so claims on different keys rarely contend.
 // Expired records are dropped lazily: a shard sweeps itself when it has grown
 // to twice its size after the previous sweep, which keeps memory proportional
@@ -18,6 +25,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +35,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/internal/record"
 )
 
 // Options configures a Store. The zero value means the defaults.
@@ -48,7 +57,7 @@ const (
 
 // Store is an in-memory store. It is safe for concurrent use.
 type Store struct {
-	ttl   time.Duration
+	rules record.Rules // the store's ttl; no skew, one clock decides; times to the nanosecond
 	now   func() time.Time
 	seed  maphash.Seed
 	shard [shardCount]shard
@@ -56,26 +65,35 @@ type Store struct {
 
 type shard struct {
 	mu sync.Mutex // guards the fields below
-	m  map[string]record
+	m  map[string]entry
 	// sweepAt is the size at which the next insert sweeps expired records.
 	sweepAt int
 	_       [40]byte // keep shards on separate cache lines
 }
 
-type state uint8
-
-const (
-	claimed state = iota + 1
-	done
-)
-
-type record struct {
-	state      state
+// entry is a record as a shard keeps it: smaller than a record.Record,
+// which it is turned into for each decision and back.
+type entry struct {
+	done       bool
 	fence      int64
 	token      string
-	fp         string // the payload fingerprint, immutable
+	fp         []byte // the payload fingerprint; never written into, so that a decision can share it
 	leaseUntil int64  // unix nanoseconds on the store's clock
 	expiresAt  int64
+}
+
+// record returns e as the rules read it.
+func (e *entry) record() record.Record {
+	r := record.Record{State: record.StateClaimed, Fence: e.fence, Token: e.token, LeaseUntil: time.Unix(0, e.leaseUntil), ExpiresAt: time.Unix(0, e.expiresAt), Fingerprint: e.fp}
+	if e.done {
+		r.State = record.StateDone
+	}
+	return r
+}
+
+// entryOf returns the entry that keeps r.
+func entryOf(r *record.Record) entry {
+	return entry{done: r.State == record.StateDone, fence: r.Fence, token: r.Token, fp: r.Fingerprint, leaseUntil: r.LeaseUntil.UnixNano(), expiresAt: r.ExpiresAt.UnixNano()}
 }
 
 var (
@@ -99,9 +117,9 @@ func New(opts *Options) (*Store, error) {
 		base := time.Now()
 		o.Now = func() time.Time { return base.Add(time.Since(base)) }
 	}
-	s := &Store{ttl: o.TTL, now: o.Now, seed: maphash.MakeSeed()}
+	s := &Store{rules: record.Rules{TTL: o.TTL, Exact: true}, now: o.Now, seed: maphash.MakeSeed()}
 	for i := range s.shard {
-		s.shard[i].m = make(map[string]record)
+		s.shard[i].m = make(map[string]entry)
 		s.shard[i].sweepAt = minSweep
 	}
 	return s, nil
@@ -122,7 +140,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if lease <= 0 {
 		return store.Claim{}, errors.New("memstore: lease must be positive")
 	}
-	if err := store.CheckLease(lease, s.ttl); err != nil {
+	if err := store.CheckLease(lease, s.rules.TTL); err != nil {
 		return store.Claim{}, fmt.Errorf("memstore: %w", err)
 	}
 	fp := store.Fingerprint(ctx)
@@ -132,71 +150,54 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
-	r, ok := sh.m[key]
-	switch {
-	case !ok || now >= r.expiresAt:
-		if !ok {
-			sh.maybeSweep(now)
+	now := s.now()
+	r, found := sh.read(key)
+	cur := orNil(&r, found)
+	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, lease, now)
+	if write {
+		if plant.On(221) && (cur == nil || !now.Before(cur.ExpiresAt)) {
+			next.Fence, c.Fence = 1, 1 // planted: a record made anew restarts its fences
 		}
-		r.fence = fenceAt(r.fence, now) // r.fence is 0 for a new record
-		if plant.On(221) {
-			r.fence = 1 // planted: a record made anew restarts its fences
+		if cur == nil {
+			sh.maybeSweep(now.UnixNano())
 		}
-	case r.state == done:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: fingerprint(r.fp)}, nil
-	case r.token == store.ClaimToken(ctx): // a retried Claim: re-affirm
-		return won(key, r), nil
-	case now < r.leaseUntil:
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: time.Unix(0, r.leaseUntil), Fingerprint: fingerprint(r.fp)}, nil
-	default: // a lapsed or released claim
-		r.fence = fenceAt(r.fence, now)
+		next.Fingerprint = clone(fp) // the record must not share the caller's array
+		sh.m[key] = entryOf(&next)
 	}
-	r.state = claimed
-	r.token = store.ClaimToken(ctx)
-	r.fp = string(fp)
-	r.leaseUntil = now + int64(lease)
-	r.expiresAt = r.leaseUntil + int64(s.ttl)
-	sh.m[key] = r
-	return won(key, r), nil
+	c.Fingerprint = clone(c.Fingerprint) // nor the claim the record's
+	return c, nil
 }
 
-// fenceAt is store.FenceAt on the store's clock, read as now (unix
-// nanoseconds).
-func fenceAt(old, now int64) int64 { return store.FenceAt(old, now/1e3) }
-
-// release makes r a released claim at now: its fence rises, its lease ends,
-// its token and fingerprint go, and it lives at least a ttl more, so that
-// it is dropped no sooner than a ttl after the fence it now holds.
-func (s *Store) release(r *record, now int64) {
-	r.fence = fenceAt(r.fence, now)
-	r.token = "" // a released claim can never be re-affirmed
-	r.fp = ""
-	r.leaseUntil = now
-	r.expiresAt = max(r.expiresAt, now+int64(s.ttl))
+// read returns key's record and whether there is one. Called with sh.mu
+// held.
+func (sh *shard) read(key string) (record.Record, bool) {
+	e, ok := sh.m[key]
+	if !ok {
+		return record.Record{}, false
+	}
+	return e.record(), true
 }
 
-// owns reports whether c owns r: the same fence, and the same token unless
-// r is DONE (then the fence alone names the claim that completed it; fences
-// never repeat).
-func owns(r record, c store.Claim) bool {
-	return r.fence == c.Fence && (r.state == done || r.token == c.Token)
-}
-
-func won(key string, r record) store.Claim {
-	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: r.token, LeaseUntil: time.Unix(0, r.leaseUntil), Fingerprint: fingerprint(r.fp)}
-}
-
-// fingerprint returns a record's fingerprint as a Claim carries it.
-func fingerprint(fp string) []byte {
-	if fp == "" {
+// orNil returns r when ok, else nil: how the rules read an absent record.
+func orNil(r *record.Record, ok bool) *record.Record {
+	if !ok {
 		return nil
 	}
-	return []byte(fp)
+	return r
+}
+
+// clone returns a copy of b, nil for none.
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
 }
 
 // maybeSweep drops expired records once the shard has doubled since the last
-// sweep. Called with sh.mu held.
+// sweep: those the rules, with no skew margin, count as absent (now ≥
+// expiresAt), whose fences a record made anew still passes (see the package
+// documentation). Called with sh.mu held.
 func (sh *shard) maybeSweep(now int64) {
 	if len(sh.m) < sh.sweepAt {
 		return
@@ -220,17 +221,12 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
-	r, ok := sh.m[c.Key]
-	if !ok || !owns(r, c) || now >= r.expiresAt {
-		return false, nil
+	r, found := sh.read(c.Key)
+	ok, next, write := s.rules.Complete(orNil(&r, found), c, s.now())
+	if write {
+		sh.m[c.Key] = entryOf(&next)
 	}
-	if r.state == claimed {
-		r.state = done
-		r.expiresAt = now + int64(s.ttl)
-		sh.m[c.Key] = r
-	}
-	return true, nil
+	return ok, nil
 }
 
 // Release implements [store.Store].
@@ -244,13 +240,10 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
-	r, ok := sh.m[c.Key]
-	if !ok || r.state != claimed || !owns(r, c) || now >= r.expiresAt {
-		return nil
+	r, found := sh.read(c.Key)
+	if next, write := s.rules.Release(orNil(&r, found), c, s.now()); write {
+		sh.m[c.Key] = entryOf(&next)
 	}
-	s.release(&r, now)
-	sh.m[c.Key] = r
 	return nil
 }
 
@@ -268,15 +261,14 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	sh := s.shardOf(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
-	r, ok := sh.m[c.Key]
-	if !ok || r.state != claimed || !owns(r, c) || now >= r.expiresAt {
-		return store.Claim{}, store.ErrFenced
+	r, found := sh.read(c.Key)
+	out, next, err := s.rules.Extend(orNil(&r, found), c, lease, s.now())
+	if err != nil {
+		return store.Claim{}, err
 	}
-	r.leaseUntil = now + int64(lease)
-	r.expiresAt = max(r.expiresAt, r.leaseUntil+int64(s.ttl))
-	sh.m[c.Key] = r
-	return won(c.Key, r), nil
+	sh.m[c.Key] = entryOf(&next)
+	out.Fingerprint = clone(out.Fingerprint)
+	return out, nil
 }
 
 // Len returns the number of records held, expired or not. It is meant for

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -141,5 +142,130 @@ func BenchmarkBytesPerRecord(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/record")
 		runtime.KeepAlive(st)
+	}
+}
+
+// memstore keeps times to the nanosecond: a lease ends exactly lease after
+// the Claim's reading of the clock, not up to a microsecond before, and
+// Extend counts from its own reading the same way.
+func TestTimesKeepNanoseconds(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 123456789)}
+	st, _ := memstore.New(&memstore.Options{TTL: time.Minute, Now: clk.now})
+	ctx := t.Context()
+	lease := time.Second + 7
+	c, err := st.Claim(ctx, "k", lease)
+	if err != nil || !c.LeaseUntil.Equal(clk.t.Add(lease)) {
+		t.Fatalf("Claim = %+v, %v; want the lease to end at %v", c, err, clk.t.Add(lease))
+	}
+	clk.t = clk.t.Add(lease - 1)
+	if got, _ := st.Claim(ctx, "k", lease); got.Status != store.HeldByOther {
+		t.Fatalf("Claim a nanosecond before the lease ends = %v, want held by other", got.Status)
+	}
+	clk.t = clk.t.Add(-time.Millisecond + 3)
+	ext, err := st.Extend(ctx, c, lease)
+	if err != nil || !ext.LeaseUntil.Equal(clk.t.Add(lease)) {
+		t.Fatalf("Extend = %+v, %v; want the lease to end at %v", ext, err, clk.t.Add(lease))
+	}
+	r, ok, _ := st.Inspect(ctx, "k")
+	if !ok || !r.LeaseUntil.Equal(ext.LeaseUntil) || !r.ExpiresAt.Equal(ext.LeaseUntil.Add(time.Minute)) || !r.ReadAt.Equal(clk.t) {
+		t.Fatalf("Inspect = %+v, %v; want the extended lease and an expiry a ttl after it", r, ok)
+	}
+}
+
+// The fingerprint a Claim keeps is its own copy, and every claim hands out
+// a copy of it: neither the caller's array nor a returned claim's can
+// change the record.
+func TestFingerprintsAreCopied(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fp := []byte("abc")
+	ctx := store.WithFingerprint(t.Context(), fp)
+	c, err := st.Claim(ctx, "k", time.Minute)
+	if err != nil || string(c.Fingerprint) != "abc" {
+		t.Fatalf("Claim = %+v, %v; want won with fingerprint abc", c, err)
+	}
+	copy(fp, "xyz")
+	c.Fingerprint[0] = 'q'
+	held, _ := st.Claim(t.Context(), "k", time.Minute)
+	if string(held.Fingerprint) != "abc" {
+		t.Fatalf("the record's fingerprint became %q, want abc", held.Fingerprint)
+	}
+	held.Fingerprint[0] = 'q'
+	ext, err := st.Extend(t.Context(), c, time.Minute)
+	if err != nil || string(ext.Fingerprint) != "abc" {
+		t.Fatalf("Extend = %+v, %v; want fingerprint abc", ext, err)
+	}
+	ext.Fingerprint[0] = 'q'
+	if r, _, _ := st.Inspect(t.Context(), "k"); string(r.Fingerprint) != "abc" {
+		t.Fatalf("the record's fingerprint became %q, want abc", r.Fingerprint)
+	}
+	if c, _ := st.Claim(t.Context(), "none", time.Minute); c.Fingerprint != nil {
+		t.Fatalf("a Claim without a fingerprint = %q, want nil", c.Fingerprint)
+	}
+}
+
+func TestLeaseMustBePositive(t *testing.T) {
+	st, _ := memstore.New(nil)
+	ctx := t.Context()
+	c, _ := st.Claim(ctx, "k", time.Minute)
+	for _, lease := range []time.Duration{0, -time.Second} {
+		if _, err := st.Claim(ctx, "j", lease); err == nil {
+			t.Errorf("Claim with lease %v succeeded, want an error", lease)
+		}
+		if _, err := st.Extend(ctx, c, lease); err == nil || errors.Is(err, store.ErrFenced) {
+			t.Errorf("Extend with lease %v = %v, want an error other than ErrFenced", lease, err)
+		}
+	}
+}
+
+// A duplicate costs no allocation: the Claim draws no token for a DONE
+// record.
+func TestDuplicateAllocatesNothing(t *testing.T) {
+	st, _ := memstore.New(nil)
+	ctx := context.Background()
+	c, _ := st.Claim(ctx, "k", time.Minute)
+	st.Complete(ctx, c)
+	if n := testing.AllocsPerRun(100, func() { st.Claim(ctx, "k", time.Minute) }); n != 0 {
+		t.Fatalf("a duplicate Claim allocates %v times, want none", n)
+	}
+}
+
+// A store whose shards have grown past the first sweep still sweeps: once
+// a generation of records has expired, inserting the next generation
+// drops it rather than piling the two up.
+func TestLargeShardsSweep(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	st, _ := memstore.New(&memstore.Options{TTL: time.Minute, Now: clk.now})
+	ctx := t.Context()
+	const n = 150_000 // over 2,000 records a shard: past the first sweeps
+	for gen := range 2 {
+		for i := range n {
+			if _, err := st.Claim(ctx, fmt.Sprint(gen, "-", i), time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.t = clk.t.Add(time.Hour) // every record of this generation expires
+	}
+	if got := st.Len(); got >= 2*n-n/4 {
+		t.Fatalf("%d records after two generations of %d, the first expired; want well under %d (the expired ones swept)", got, n, 2*n)
+	}
+}
+
+// The sweep is lazy: until a shard has doubled since its last sweep (at
+// least 1,024 records), inserts leave expired records in place, so that
+// each insert costs a constant amortised share of the sweeps.
+func TestSweepWaitsForTheShardToDouble(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	st, _ := memstore.New(&memstore.Options{TTL: time.Minute, Now: clk.now})
+	ctx := t.Context()
+	const n = 6_400 // about 100 a shard, far from 1,024
+	for i := range n {
+		st.Claim(ctx, fmt.Sprint("old-", i), time.Second)
+	}
+	clk.t = clk.t.Add(time.Hour)
+	for i := range n {
+		st.Claim(ctx, fmt.Sprint("new-", i), time.Second)
+	}
+	if got := st.Len(); got != 2*n {
+		t.Fatalf("%d records, want all %d: no shard has reached its sweep", got, 2*n)
 	}
 }

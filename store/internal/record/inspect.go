@@ -11,11 +11,11 @@ import (
 // released claim with a higher fence, without a fingerprint (Release
 // without the fence and token guard). An expired or absent record is left
 // alone.
-func (p Rules) Forget(r *Record, now time.Time) *Record {
+func (p Rules) Forget(r *Record, now time.Time) (next Record, write bool) {
 	if !p.live(r, now) {
-		return nil
+		return Record{}, false
 	}
-	return p.released(r, now)
+	return p.released(r, now), true
 }
 
 // View returns r as store.Record shows it to an operator, read at now;
@@ -75,9 +75,9 @@ func (o *Ops) Forget(ctx context.Context, key string) (bool, error) {
 	}
 	var ok bool
 	err := o.update(ctx, "Forget", key, func(cur *Record, now time.Time) *Record {
-		next := o.Rules.Forget(cur, now)
-		ok = next != nil
-		return next
+		next, write := o.Rules.Forget(cur, now)
+		ok = write
+		return written(next, write)
 	})
 	if err != nil {
 		return false, err

@@ -13,11 +13,11 @@ func TestForgetAndViewHonourTheMargin(t *testing.T) {
 	p := Rules{TTL: time.Hour, Skew: 2 * time.Second}
 	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
 	within := t0.Add(time.Hour + time.Second)
-	next := p.Forget(done, within)
-	if next == nil || next.State != StateClaimed || next.Fence != within.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(within) || !next.ExpiresAt.Equal(within.Add(p.TTL)) {
+	next, write := p.Forget(done, within)
+	if !write || next.State != StateClaimed || next.Fence != within.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(within) || !next.ExpiresAt.Equal(within.Add(p.TTL)) {
 		t.Fatalf("Forget within the margin = %+v, want a released claim at fence %d (now in microseconds), expiring a ttl from now", next, within.UnixMicro())
 	}
-	if next := p.Forget(done, t0.Add(time.Hour+2*time.Second)); next != nil {
+	if next, write := p.Forget(done, t0.Add(time.Hour+2*time.Second)); write {
 		t.Fatalf("Forget past the margin wrote %+v, want nothing", next)
 	}
 	r, ok := p.View(done, "k", within)

@@ -63,11 +63,15 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 		return store.Claim{}, err
 	}
 	token := store.ClaimToken(ctx) // once per call: every round reuses it
+	sameToken := func() string { return token }
 	var c store.Claim
 	err := o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
-		var next *Record
-		c, next = o.Rules.Claim(cur, key, token, fp, lease, now)
-		return next
+		var (
+			next  Record
+			write bool
+		)
+		c, next, write = o.Rules.Claim(cur, key, sameToken, fp, lease, now)
+		return written(next, write)
 	})
 	if err != nil {
 		return store.Claim{}, err
@@ -88,9 +92,12 @@ func (o *Ops) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	}
 	var ok bool
 	err := o.update(ctx, "Complete", c.Key, func(cur *Record, now time.Time) *Record {
-		var next *Record
-		ok, next = o.Rules.Complete(cur, c, now)
-		return next
+		var (
+			next  Record
+			write bool
+		)
+		ok, next, write = o.Rules.Complete(cur, c, now)
+		return written(next, write)
 	})
 	if err != nil {
 		return false, err
@@ -110,7 +117,7 @@ func (o *Ops) Release(ctx context.Context, c store.Claim) error {
 		return nil
 	}
 	return o.update(ctx, "Release", c.Key, func(cur *Record, now time.Time) *Record {
-		return o.Rules.Release(cur, c, now)
+		return written(o.Rules.Release(cur, c, now))
 	})
 }
 
@@ -133,9 +140,9 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 		fenced error
 	)
 	err := o.update(ctx, "Extend", c.Key, func(cur *Record, now time.Time) *Record {
-		var next *Record
+		var next Record
 		out, next, fenced = o.Rules.Extend(cur, c, lease, now)
-		return next
+		return written(next, fenced == nil)
 	})
 	if err != nil {
 		return store.Claim{}, err
@@ -172,9 +179,9 @@ func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 	)
 	if store.CheckKey(c.Key) == nil { // else no record can exist
 		err = step(c.Key, func(cur *Record, now time.Time) *Record {
-			var next *Record
+			var next Record
 			out, next = o.Rules.CompleteTx(cur, c, now)
-			return next
+			return written(next, out == TxCompleted)
 		})
 	}
 	switch {
@@ -186,6 +193,15 @@ func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 		return fmt.Errorf("%s: CompleteTx %s: fence %d no longer owns the record: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
 	}
 	return nil
+}
+
+// written is what a Decide returns for a rule's verdict: next when the
+// rule writes, nil when it does not.
+func written(next Record, write bool) *Record {
+	if !write {
+		return nil
+	}
+	return &next
 }
 
 // update runs rounds until one succeeds, one fails for good, or the

@@ -1,8 +1,17 @@
-// Package record holds what the stores that decide on the client share
-// (datastorestore, firestorestore): the record, the transitions of the store
-// contract as pure functions, the four store operations built on one
-// read-modify-write primitive, the retry loop around it, and Complete inside
-// a transaction of the caller's (CompleteTx).
+// Package record holds what the stores that decide on the client share:
+// the record and the transitions of the store contract as pure functions
+// (Rules), which memstore, datastorestore and firestorestore all run, so
+// that the simulator (internal/sim, on memstore) and every memstore test
+// exercise the decisions the Google stores make. For the Google stores it
+// also holds the four store operations built on one read-modify-write
+// primitive, the retry loop around it, and Complete inside a transaction of
+// the caller's (CompleteTx); memstore keeps its own concurrency (a locked
+// shard is its read-modify-write) and calls Rules directly.
+//
+// The stores differ only in what Rules are told: Datastore and Firestore
+// honour a record for a skew margin past its times and keep them to the
+// microsecond; memstore, on one clock, has no margin and keeps nanoseconds
+// (Exact).
 package record
 
 import (
@@ -31,10 +40,16 @@ type Record struct {
 
 // Rules are the transitions of the store package documentation, as pure
 // functions of the record read (nil when absent) and the clock. Each returns
-// the record to write, or nil when the operation writes nothing.
+// the record to write and whether to write it; the record read is never
+// changed. They return records by value so that a caller deciding in
+// memory (memstore) allocates nothing for a decision.
 type Rules struct {
 	TTL  time.Duration
 	Skew time.Duration // how long past leaseUntil or expiresAt a record is still honoured
+	// Exact keeps the times written to the nanosecond (memstore); by
+	// default they are truncated to the microsecond, what Datastore and
+	// Firestore keep.
+	Exact bool
 }
 
 // live reports whether r exists and has not expired: an expired record
@@ -54,47 +69,54 @@ func owns(r *Record, c store.Claim) bool {
 // old to at now.
 func fenceAt(old int64, now time.Time) int64 { return store.FenceAt(old, now.UnixMicro()) }
 
-// held reports whether r is a claim whose holder may still be working.
-// A released claim (empty token) is free at once, whatever the clocks say.
-func (p Rules) held(r *Record, now time.Time) bool {
-	return r.State == StateClaimed && r.Token != "" && now.Before(r.LeaseUntil.Add(p.Skew))
-}
-
-// Claim decides a Claim with a fresh token and the caller's fingerprint fp
-// (nil for none), which a won claim keeps in place of the record's.
-func (p Rules) Claim(r *Record, key, token string, fp []byte, lease time.Duration, now time.Time) (store.Claim, *Record) {
-	var fence int64 // the fence being replaced: 0 for a new record
-	switch {
-	case !p.live(r, now):
-		if r != nil {
-			fence = r.Fence
+// Claim decides a Claim with the caller's fingerprint fp (nil for none),
+// which a won claim keeps in place of the record's; the record to write,
+// and the claim returned, share fp's array. token gives the call's token:
+// Claim calls it at most once, and only when the token counts (a CLAIMED
+// record to compare it with, or a win), so that a caller drawing a fresh
+// token per call draws none for a duplicate.
+func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, lease time.Duration, now time.Time) (c store.Claim, next Record, write bool) {
+	live := p.live(r, now)
+	if live && r.State == StateDone {
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint}, Record{}, false
+	}
+	var tok string
+	// A CLAIMED record with a token has a holder that may still be working
+	// until its lease ends; a released one (no token) is free at once,
+	// whatever the clocks say.
+	if live && r.Token != "" {
+		if tok = token(); tok == r.Token {
+			return won(key, r), Record{}, false // a retry of the call that won: re-affirm
 		}
-	case r.State == StateClaimed && r.Token != "" && r.Token == token:
-		return won(key, r), nil // a retry of the call that won: re-affirm
-	case p.held(r, now):
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}, nil
-	case r.State == StateDone:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint}, nil
-	default: // a lapsed or released claim
+		if now.Before(r.LeaseUntil.Add(p.Skew)) {
+			return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}, Record{}, false
+		}
+	} else {
+		tok = token()
+	}
+	// Absent, expired, lapsed or released: the call wins, above the fence
+	// of any record there (an expired one's fence carries on).
+	var fence int64
+	if r != nil {
 		fence = r.Fence
 	}
-	next := &Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: token, LeaseUntil: micro(now.Add(lease)), Fingerprint: fp}
-	next.ExpiresAt = micro(next.LeaseUntil.Add(p.TTL))
-	return won(key, next), next
+	next = Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: tok, LeaseUntil: p.kept(now.Add(lease)), Fingerprint: fp}
+	next.ExpiresAt = p.kept(next.LeaseUntil.Add(p.TTL))
+	return won(key, &next), next, true
 }
 
-// Complete decides a Complete of c.
-func (p Rules) Complete(r *Record, c store.Claim, now time.Time) (bool, *Record) {
+// Complete decides a Complete of c: ok is Complete's answer.
+func (p Rules) Complete(r *Record, c store.Claim, now time.Time) (ok bool, next Record, write bool) {
 	if !p.live(r, now) || !owns(r, c) {
-		return false, nil
+		return false, Record{}, false
 	}
 	if r.State == StateDone {
-		return true, nil
+		return true, Record{}, false
 	}
-	next := *r
+	next = *r
 	next.State = StateDone
-	next.ExpiresAt = micro(now.Add(p.TTL))
-	return true, &next
+	next.ExpiresAt = p.kept(now.Add(p.TTL))
+	return true, next, true
 }
 
 // TxOutcome is how Rules.CompleteTx decides.
@@ -109,13 +131,14 @@ const (
 
 // CompleteTx decides a Complete inside the caller's transaction: as
 // Complete, except that a record DONE already under the fence is no retry
-// there but a transaction run twice, which must fail.
-func (p Rules) CompleteTx(r *Record, c store.Claim, now time.Time) (TxOutcome, *Record) {
-	switch ok, next := p.Complete(r, c, now); {
+// there but a transaction run twice, which must fail. next is the record to
+// write when the outcome is TxCompleted.
+func (p Rules) CompleteTx(r *Record, c store.Claim, now time.Time) (TxOutcome, Record) {
+	switch ok, next, write := p.Complete(r, c, now); {
 	case !ok:
-		return TxFenced, nil
-	case next == nil:
-		return TxDoneAlready, nil
+		return TxFenced, Record{}
+	case !write:
+		return TxDoneAlready, Record{}
 	default:
 		return TxCompleted, next
 	}
@@ -124,47 +147,53 @@ func (p Rules) CompleteTx(r *Record, c store.Claim, now time.Time) (TxOutcome, *
 // Release decides a Release of c: the fence rises and the token empties,
 // so a released claim is free at once and can never be re-affirmed; the
 // fingerprint goes with the claim.
-func (p Rules) Release(r *Record, c store.Claim, now time.Time) *Record {
+func (p Rules) Release(r *Record, c store.Claim, now time.Time) (next Record, write bool) {
 	if !p.live(r, now) || r.State != StateClaimed || !owns(r, c) {
-		return nil
+		return Record{}, false
 	}
-	return p.released(r, now)
+	return p.released(r, now), true
 }
 
 // released is r made a released claim at now, as Release and Forget leave
 // it: a higher fence, no token, no fingerprint, its lease ended, and an
 // expiry at least a ttl away, so that a TTL policy deletes it no sooner
 // than a ttl after the fence it now holds.
-func (p Rules) released(r *Record, now time.Time) *Record {
+func (p Rules) released(r *Record, now time.Time) Record {
 	next := *r
 	next.State = StateClaimed
 	next.Fence = fenceAt(r.Fence, now)
 	next.Token = ""
 	next.Fingerprint = nil
-	next.LeaseUntil = micro(now)
-	if e := micro(now.Add(p.TTL)); e.After(next.ExpiresAt) {
+	next.LeaseUntil = p.kept(now)
+	if e := p.kept(now.Add(p.TTL)); e.After(next.ExpiresAt) {
 		next.ExpiresAt = e
 	}
-	return &next
+	return next
 }
 
-// Extend decides an Extend.
-func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Time) (store.Claim, *Record, error) {
+// Extend decides an Extend: it writes next exactly when err is nil.
+func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Time) (out store.Claim, next Record, err error) {
 	if !p.live(r, now) || r.State != StateClaimed || !owns(r, c) {
-		return store.Claim{}, nil, store.ErrFenced
+		return store.Claim{}, Record{}, store.ErrFenced
 	}
-	next := *r
-	next.LeaseUntil = micro(now.Add(lease))
-	if e := micro(next.LeaseUntil.Add(p.TTL)); e.After(next.ExpiresAt) {
+	next = *r
+	next.LeaseUntil = p.kept(now.Add(lease))
+	if e := p.kept(next.LeaseUntil.Add(p.TTL)); e.After(next.ExpiresAt) {
 		next.ExpiresAt = e
 	}
-	return won(c.Key, &next), &next, nil
+	return won(c.Key, &next), next, nil
 }
 
 func won(key string, r *Record) store.Claim {
 	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
 }
 
-// micro drops what Datastore and Firestore cannot store, so that the times
-// a call returns are exactly those a later read sees.
-func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+// kept drops what the store cannot keep of t, so that the times a call
+// returns are exactly those a later read sees: the monotonic clock
+// reading, and what is below the microsecond unless Exact.
+func (p Rules) kept(t time.Time) time.Time {
+	if p.Exact {
+		return t.Round(0)
+	}
+	return t.Truncate(time.Microsecond)
+}

@@ -48,7 +48,7 @@ func TestClaimTransitions(t *testing.T) {
 		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, next := p.Claim(tc.r, "k", tc.token, tc.fp, lease, tc.now)
+			c, next, write := p.Claim(tc.r, "k", func() string { return tc.token }, tc.fp, lease, tc.now)
 			wantFence := tc.wantFence
 			if tc.writes {
 				var old int64
@@ -60,10 +60,10 @@ func TestClaimTransitions(t *testing.T) {
 			if c.Status != tc.want || c.Fence != wantFence {
 				t.Fatalf("claim = %v fence %d, want %v fence %d", c.Status, c.Fence, tc.want, wantFence)
 			}
-			if (next != nil) != tc.writes {
-				t.Fatalf("claim writes = %v, want %v", next != nil, tc.writes)
+			if write != tc.writes {
+				t.Fatalf("claim writes = %v, want %v", write, tc.writes)
 			}
-			if next != nil {
+			if write {
 				if next.Token != tc.token || !next.LeaseUntil.Equal(tc.now.Add(lease)) || !next.ExpiresAt.Equal(tc.now.Add(lease+p.TTL)) {
 					t.Fatalf("claim wrote %+v", next)
 				}
@@ -77,7 +77,7 @@ func TestClaimTransitions(t *testing.T) {
 			// A write keeps the caller's fingerprint, even none; otherwise
 			// the record's is returned.
 			wantFP := tc.fp
-			if next == nil {
+			if !write {
 				wantFP = tc.r.Fingerprint
 			} else if !bytes.Equal(next.Fingerprint, tc.fp) {
 				t.Fatalf("claim wrote fingerprint %q, want the caller's %q", next.Fingerprint, tc.fp)
@@ -100,47 +100,47 @@ func TestSettleTransitions(t *testing.T) {
 	at := func(fence int64, token string) store.Claim {
 		return store.Claim{Key: "k", Status: store.Won, Fence: fence, Token: token}
 	}
-	if ok, next := p.Complete(claimed, own, now); !ok || next == nil || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
+	if ok, next, write := p.Complete(claimed, own, now); !ok || !write || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
 	}
-	if ok, next := p.Complete(done, own, now); !ok || next != nil {
+	if ok, next, write := p.Complete(done, own, now); !ok || write {
 		t.Errorf("complete retried on DONE = %v, %+v; want true, no write", ok, next)
 	}
-	if ok, next := p.Complete(claimed, at(2, "a"), now); ok || next != nil {
+	if ok, next, write := p.Complete(claimed, at(2, "a"), now); ok || write {
 		t.Errorf("complete with a stale fence = %v, %+v; want false, no write", ok, next)
 	}
-	if ok, next := p.Complete(claimed, at(3, "b"), now); ok || next != nil {
+	if ok, next, write := p.Complete(claimed, at(3, "b"), now); ok || write {
 		t.Errorf("complete with the fence and another token = %v, %+v; want false, no write", ok, next)
 	}
-	if ok, _ := p.Complete(done, own, t0.Add(time.Hour+time.Second)); ok {
+	if ok, _, _ := p.Complete(done, own, t0.Add(time.Hour+time.Second)); ok {
 		t.Error("complete of an expired record must return false")
 	}
 
-	next := p.Release(claimed, own, now)
-	if next == nil || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
+	next, write := p.Release(claimed, own, now)
+	if !write || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
 		t.Errorf("release = %+v, want fence %d (now in microseconds), no token, leaseUntil now, no fingerprint, expiry a ttl from now", next, now.UnixMicro())
 	}
 	for _, r := range []*Record{nil, done} {
-		if next := p.Release(r, own, now); next != nil {
+		if next, write := p.Release(r, own, now); write {
 			t.Errorf("release of %+v wrote %+v", r, next)
 		}
 	}
-	if next := p.Release(claimed, at(2, "a"), now); next != nil {
+	if next, write := p.Release(claimed, at(2, "a"), now); write {
 		t.Errorf("release with a stale fence wrote %+v", next)
 	}
-	if next := p.Release(claimed, at(3, "b"), now); next != nil {
+	if next, write := p.Release(claimed, at(3, "b"), now); write {
 		t.Errorf("release with the fence and another token wrote %+v", next)
 	}
 	// An expiry further away than a ttl stays.
 	far := *claimed
 	far.ExpiresAt = t0.Add(5 * time.Hour)
-	if next := p.Release(&far, own, now); next == nil || !next.ExpiresAt.Equal(far.ExpiresAt) {
+	if next, write := p.Release(&far, own, now); !write || !next.ExpiresAt.Equal(far.ExpiresAt) {
 		t.Errorf("release = %+v, want the expiry %v kept", next, far.ExpiresAt)
 	}
 	// A fence that ran ahead of the clock still rises by one.
 	ahead := *claimed
 	ahead.Fence = now.UnixMicro() + 10
-	if next := p.Release(&ahead, at(ahead.Fence, "a"), now); next == nil || next.Fence != ahead.Fence+1 {
+	if next, write := p.Release(&ahead, at(ahead.Fence, "a"), now); !write || next.Fence != ahead.Fence+1 {
 		t.Errorf("release of a fence ahead of the clock = %+v, want fence %d", next, ahead.Fence+1)
 	}
 
@@ -166,8 +166,8 @@ func TestSettleTransitions(t *testing.T) {
 
 func TestMicro(t *testing.T) {
 	in := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
-	if got := micro(in); got.Nanosecond() != 123456000 {
-		t.Fatalf("micro(%v) = %v, want microseconds kept and the rest dropped", in, got)
+	if got := (Rules{}).kept(in); got.Nanosecond() != 123456000 {
+		t.Fatalf("kept(%v) = %v, want microseconds kept and the rest dropped", in, got)
 	}
 }
 
@@ -213,5 +213,111 @@ func TestCompleteTx(t *testing.T) {
 	err = o.CompleteTx(store.Claim{Key: "k", Status: store.HeldByOther, Fence: 3}, func(string, Decide) error { called = true; return nil })
 	if !errors.Is(err, store.ErrNotWon) || errors.Is(err, store.ErrFenced) || called {
 		t.Errorf("CompleteTx of a claim held by another = %v (step called: %v); want ErrNotWon without a read", err, called)
+	}
+}
+
+// A Claim draws its token only when the token counts: not for a DONE
+// record, once for a held one (to compare) and once for a win.
+func TestClaimDrawsTheTokenOnlyWhenItCounts(t *testing.T) {
+	p := Rules{TTL: time.Hour}
+	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	released := &Record{State: StateClaimed, Fence: 4, LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
+	for _, tc := range []struct {
+		name  string
+		r     *Record
+		draws int
+	}{
+		{"absent", nil, 1},
+		{"done", done, 0},
+		{"held", held, 1},
+		{"released", released, 1},
+	} {
+		draws := 0
+		c, next, write := p.Claim(tc.r, "k", func() string { draws++; return "b" }, nil, time.Minute, t0)
+		if draws != tc.draws {
+			t.Errorf("%s: the token was drawn %d times, want %d", tc.name, draws, tc.draws)
+		}
+		if write && (c.Token != "b" || next.Token != "b") {
+			t.Errorf("%s: a win = %+v, wrote %+v; want the drawn token", tc.name, c, next)
+		}
+	}
+}
+
+// The guards are strict: a lease ending at now is over, an expiry at now
+// has passed; the skew margin moves both by exactly its length.
+func TestClaimBoundaries(t *testing.T) {
+	for _, skew := range []time.Duration{0, time.Second} {
+		p := Rules{TTL: time.Hour, Skew: skew}
+		held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Minute)}
+		done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0}
+		token := func() string { return "b" }
+		for _, tc := range []struct {
+			name string
+			r    *Record
+			now  time.Time
+			want store.Status
+		}{
+			{"held, a nanosecond before the lease ends", held, t0.Add(skew - 1), store.HeldByOther},
+			{"held, as the lease ends", held, t0.Add(skew), store.Won},
+			{"done, a nanosecond before expiry", done, t0.Add(skew - 1), store.AlreadyDone},
+			{"done, at expiry", done, t0.Add(skew), store.Won},
+		} {
+			if c, _, _ := p.Claim(tc.r, "k", token, nil, time.Minute, tc.now); c.Status != tc.want {
+				t.Errorf("skew %v, %s: Claim = %v, want %v", skew, tc.name, c.Status, tc.want)
+			}
+		}
+		own := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
+		if ok, _, _ := p.Complete(held, own, t0.Add(time.Minute+skew-1)); !ok {
+			t.Errorf("skew %v: Complete a nanosecond before expiry must succeed", skew)
+		}
+		if ok, _, _ := p.Complete(held, own, t0.Add(time.Minute+skew)); ok {
+			t.Errorf("skew %v: Complete at expiry must fail", skew)
+		}
+		if _, _, err := p.Extend(held, own, time.Minute, t0.Add(time.Minute+skew)); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("skew %v: Extend at expiry = %v, want ErrFenced", skew, err)
+		}
+		if _, write := p.Release(held, own, t0.Add(time.Minute+skew)); write {
+			t.Errorf("skew %v: Release at expiry must write nothing", skew)
+		}
+	}
+}
+
+// Exact keeps nanoseconds; by default times are cut to the microsecond.
+// Neither keeps a monotonic clock reading.
+func TestExactKeepsNanoseconds(t *testing.T) {
+	now := time.Now() // with a monotonic reading
+	lease := time.Minute + 1234*time.Nanosecond
+	for _, exact := range []bool{false, true} {
+		p := Rules{TTL: time.Hour, Exact: exact}
+		want := now.Add(lease).Round(0)
+		if !exact {
+			want = want.Truncate(time.Microsecond)
+		}
+		c, next, _ := p.Claim(nil, "k", func() string { return "t" }, nil, lease, now)
+		if c.LeaseUntil != want || next.ExpiresAt != p.kept(want.Add(p.TTL)) {
+			t.Errorf("exact %v: Claim leases until %v, expires %v; want %v, a ttl later", exact, c.LeaseUntil, next.ExpiresAt, want)
+		}
+		if got := p.kept(now); exact && got != now.Round(0) {
+			t.Errorf("exact: kept(now) = %v, want %v: the nanoseconds, no monotonic reading", got, now.Round(0))
+		}
+	}
+}
+
+// View hands out a copy of the fingerprint: an operator's change to it
+// cannot reach the record.
+func TestViewCopiesTheFingerprint(t *testing.T) {
+	p := Rules{TTL: time.Hour}
+	r := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: []byte("abc")}
+	v, ok := p.View(r, "k", t0)
+	if !ok || string(v.Fingerprint) != "abc" || v.State != store.Claimed || v.Token != "a" || !v.CompletedAt.IsZero() || !v.LeaseUntil.Equal(t0) || !v.ExpiresAt.Equal(t0.Add(time.Hour)) || v.Key != "k" || v.Fence != 3 {
+		t.Fatalf("View = %+v, %v", v, ok)
+	}
+	v.Fingerprint[0] = 'x'
+	if string(r.Fingerprint) != "abc" {
+		t.Fatalf("changing the view's fingerprint changed the record's to %q", r.Fingerprint)
+	}
+	if v, _ := p.View(&Record{State: StateClaimed, Fence: 1, Token: "a", ExpiresAt: t0.Add(time.Hour)}, "k", t0); v.Fingerprint != nil {
+		t.Fatalf("View of a record without a fingerprint = %q, want nil", v.Fingerprint)
 	}
 }
