@@ -1,6 +1,7 @@
 # idemgate — the commands the README promises.
 GO          ?= go
-STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+# Tools are installed into bin/ (ignored), nothing outside the repository.
+STATICCHECK ?= bin/staticcheck
 
 .PHONY: demo test lint bench e2e sim mutate
 
@@ -34,7 +35,7 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
 $(STATICCHECK):
-	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:

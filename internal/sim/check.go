@@ -416,12 +416,12 @@ func renderSpan(s sdktrace.ReadOnlySpan) string {
 	var b strings.Builder
 	b.WriteString(s.Name())
 	for _, a := range s.Attributes() {
-		fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+		fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 	}
 	for _, e := range s.Events() {
 		fmt.Fprintf(&b, " event %s", e.Name)
 		for _, a := range e.Attributes {
-			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 		}
 	}
 	fmt.Fprintf(&b, " status %s %s", s.Status().Code, s.Status().Description)
