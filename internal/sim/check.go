@@ -287,9 +287,10 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		// An operator's Forget may have freed the record between the
 		// answer and this reading: the guarantee is off for the key.
 		w.tracef(d, "acked; the record was forgotten by an operator since")
-	case !live && w.doneExpired(key):
+	case w.doneExpired(d):
 		// A duplicate answered by a DONE record that lived out its ttl
-		// between the answer and this reading.
+		// between the answer and this reading; a new claim may hold the
+		// key by now (a Claim whose reply came a lease late, say).
 		w.tracef(d, "acked; the DONE record it met expired since")
 	default:
 		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
@@ -305,13 +306,14 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	w.mu.Unlock()
 }
 
-// doneExpired reports whether a DONE record of key that an ack found has
-// expired by now.
-func (w *world) doneExpired(key string) bool {
+// doneExpired reports whether a DONE record of d's key that an ack found
+// has expired by now, and d began before it expired: d's Claim may have
+// met it.
+func (w *world) doneExpired(d *delivery) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ks := w.key(key)
-	return ks.sawDone && !time.Now().Before(ks.doneUntil)
+	ks := w.key(d.ms.key)
+	return ks.sawDone && !time.Now().Before(ks.doneUntil) && d.start.Before(ks.doneUntil)
 }
 
 // finalChecks runs the end-of-run rules.

@@ -129,6 +129,11 @@ func (w *world) deliver(ms *msgState, a *Attempt) (*delivery, <-chan bool) {
 		d.answer, d.acked = true, acked
 		w.mu.Unlock()
 		if p.crashed() {
+			// A crash took the answer: a real failure of the attempt,
+			// whatever its body did.
+			w.mu.Lock()
+			d.struck = true
+			w.mu.Unlock()
 			w.tracef(d, "answer %s lost: process %d crashed", how, p.id)
 			return
 		}
