@@ -32,14 +32,25 @@ const (
 	ruleSwallowed = "swallowed"
 )
 
-// claimWon checks claim c, just won: its fence is above every earlier
-// fence of its key, whatever deleted the record in between; a retried
-// Claim that re-affirms the same claim is no new one.
-func (w *world) claimWon(d *delivery, c store.Claim) {
+// wonSoFar returns how many claims of key were won so far: a Claim sent
+// now must win above each of them.
+func (w *world) wonSoFar(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.won[key])
+}
+
+// claimWon checks claim c, just won by a Claim sent when before claims of
+// its key had been won: its fence is above each of theirs, whatever
+// deleted the record in between; a retried Claim that re-affirms the same
+// claim is no new one. Claims won while c's call was in flight are
+// concurrent with it: their replies may come in either order at one fake
+// instant, so they are not compared.
+func (w *world) claimWon(d *delivery, c store.Claim, before int) {
 	w.mu.Lock()
 	prev := w.won[c.Key]
 	var bad *store.Claim
-	for i := range prev {
+	for i := range prev[:before] {
 		p := prev[i]
 		if p.Token == c.Token && p.Fence == c.Fence {
 			continue

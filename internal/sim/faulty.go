@@ -134,9 +134,10 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c 
 			}
 		}
 		at := time.Now()
+		before := f.w.wonSoFar(key)
 		c, err = f.inner.Claim(cctx, key, lease)
 		if err == nil && c.Status == store.Won {
-			f.w.claimWon(d, c)
+			f.w.claimWon(d, c, before)
 		}
 		if err == nil && f.w.b.Fake && time.Now().Equal(at) {
 			f.w.checkClaimInstant(d, key, at, c, done)
