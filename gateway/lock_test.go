@@ -346,6 +346,21 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	if _, err := gateway.New(nil, nil); err == nil {
 		t.Error("New(nil) succeeded")
 	}
+	// The shortest renewed lease New names is itself accepted.
+	_, err := gateway.New(st, &gateway.Options{Lease: time.Millisecond})
+	shortest, perr := time.ParseDuration(err.Error()[strings.LastIndex(err.Error(), " ")+1:])
+	if perr != nil {
+		t.Fatalf("New with a renewed lease too short = %v; want an error ending with the shortest lease", err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: shortest}); err != nil {
+		t.Errorf("New with the shortest renewed lease %v = %v, want it accepted", shortest, err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: shortest, NoRenew: true}); err != nil {
+		t.Errorf("New with NoRenew = %v, want any lease accepted", err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: time.Millisecond, NoRenew: true}); err != nil {
+		t.Errorf("New with a 1ms lease and NoRenew = %v, want it accepted: the shortest lease is for renewals", err)
+	}
 	g, err := gateway.New(st, nil)
 	if err != nil {
 		t.Fatal(err)
