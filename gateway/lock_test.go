@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -408,5 +409,27 @@ func TestNilFunctionsAndNegativeOptions(t *testing.T) {
 		if _, err := gateway.New(f.st, &tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.opts, err, tc.want)
 		}
+	}
+}
+
+// A body whose transaction was fenced out while no other claim holds the
+// key (the transaction ran on another database, say) fails, to be retried,
+// even when its own claim still looks live because its release failed:
+// only another live claim is a holder that may do the work instead.
+func TestLockFencedWithItsOwnClaimStillLive(t *testing.T) {
+	mem, _ := memstore.New(nil)
+	fs := &faulty{Store: mem}
+	fs.failRelease.Store(true)
+	g, err := gateway.New(fs, &gateway.Options{NoRenew: true, Logger: (&logs{}).logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errTx := fmt.Errorf("ledger insert: %w", store.ErrFenced)
+	err = g.Lock(t.Context(), "k", func(context.Context) error { return errTx })
+	if !errors.Is(err, store.ErrFenced) || errors.Is(err, gateway.ErrInProgress) {
+		t.Errorf("Lock = %v; want the body's ErrFenced, not in progress: no other claim holds the key", err)
+	}
+	if rec, _, _ := mem.Inspect(t.Context(), "k"); rec.State != store.Claimed || !rec.LeaseUntil.After(rec.ReadAt) {
+		t.Fatalf("record %+v; want the body's own claim left live by the failed release", rec)
 	}
 }
