@@ -1,0 +1,120 @@
+package gateway_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/seedrand"
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
+)
+
+// These tests hold the renewal schedule to what Options.NoRenew and the
+// scheduler promise: a renewal every third of the lease, jittered by ±10%
+// so that holders do not renew in step, each on its own, so that one
+// claim's slow store does not delay another's renewal.
+
+// extendTimes records when each key's Extends were sent; the Extends of
+// the keys in hang wait for their context to end.
+type extendTimes struct {
+	*memstore.Store
+	hang map[string]bool
+	mu   sync.Mutex // guards sent
+	sent map[string][]time.Time
+}
+
+func (s *extendTimes) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	s.mu.Lock()
+	s.sent[c.Key] = append(s.sent[c.Key], time.Now())
+	s.mu.Unlock()
+	if s.hang[c.Key] {
+		<-ctx.Done()
+		return store.Claim{}, ctx.Err()
+	}
+	return s.Store.Extend(ctx, c, lease)
+}
+
+func (s *extendTimes) times(key string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent[key])
+}
+
+// Each renewal comes a third of the lease after the Claim or the last
+// renewal was sent, give or take a tenth of that, and not always at the
+// same distance.
+func TestRenewalEveryThirdOfTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		st := &extendTimes{Store: mem, sent: map[string][]time.Time{}}
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const lease = gateway.DefaultRenewedLease
+		ctx := seedrand.With(t.Context(), seedrand.New(1, 2))
+		start := time.Now()
+		if err := g.Lock(ctx, "m1", func(context.Context) error { time.Sleep(5 * lease); return nil }); err != nil {
+			t.Fatalf("Lock = %v", err)
+		}
+		sent := st.times("m1")
+		if len(sent) < 13 {
+			t.Fatalf("%d renewals in 5 leases, want 13 to 16", len(sent))
+		}
+		gaps := map[time.Duration]bool{}
+		last := start
+		for i, at := range sent {
+			gap := at.Sub(last)
+			if lo, hi := lease/3-lease/30, lease/3+lease/30; gap < lo || gap > hi {
+				t.Errorf("renewal %d came %v after the one before, want %v to %v", i+1, gap, lo, hi)
+			}
+			gaps[gap] = true
+			last = at
+		}
+		if len(gaps) < 2 {
+			t.Errorf("every renewal came %v after the one before: no jitter", sent[0].Sub(start))
+		}
+	})
+}
+
+// Two claims due for renewal at the same instant are renewed at that
+// instant, both, even when the store leaves each Extend hanging: one
+// claim's slow store must not hold up another's renewal.
+func TestRenewalsDueTogetherDoNotWaitForEachOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		st := &extendTimes{Store: mem, hang: map[string]bool{"a": true, "b": true}, sent: map[string][]time.Time{}}
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const lease = gateway.DefaultRenewedLease
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, key := range []string{"a", "b"} {
+			// The same seed for both: the same jitter, the same due instant.
+			ctx := seedrand.With(t.Context(), seedrand.New(1, 2))
+			wg.Go(func() {
+				g.Lock(ctx, key, func(ctx context.Context) error { <-ctx.Done(); return nil })
+			})
+		}
+		wg.Wait()
+		a, b := st.times("a"), st.times("b")
+		if len(a) == 0 || len(b) == 0 {
+			t.Fatalf("Extends sent for a at %v, for b at %v; want both renewed", a, b)
+		}
+		if !a[0].Equal(b[0]) {
+			t.Fatalf("first renewals at %v and %v after the Claims: the test needs them due together", a[0].Sub(start), b[0].Sub(start))
+		}
+		for key, sent := range map[string][]time.Time{"a": a, "b": b} {
+			if at := sent[0].Sub(start); at > lease/3+lease/30 {
+				t.Errorf("claim %s first renewed %v after its Claim, want by %v: it waited for the other's Extend", key, at, lease/3+lease/30)
+			}
+		}
+	})
+}
