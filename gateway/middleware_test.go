@@ -570,28 +570,32 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 		name    string
 		handle  func(w http.ResponseWriter)
 		want    int
-		failure bool
+		failure string // what the failure's line says of it; "" for none
 	}{
 		{"Write then http.Error", func(w http.ResponseWriter) {
 			io.WriteString(w, "charging the card\n")
 			http.Error(w, "card declined", http.StatusPaymentRequired)
-		}, http.StatusPaymentRequired, true},
+		}, http.StatusPaymentRequired, "handler answered 402 after 200"},
 		{"WriteHeader 201 then 500", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusCreated)
 			w.WriteHeader(http.StatusInternalServerError)
-		}, http.StatusInternalServerError, true},
+		}, http.StatusInternalServerError, "handler answered 500 after 201"},
+		{"WriteHeader 200 then 500", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusInternalServerError, "handler answered 500 after 200"},
 		{"Flush then 502", func(w http.ResponseWriter) {
 			w.(http.Flusher).Flush()
 			w.WriteHeader(http.StatusBadGateway)
-		}, http.StatusBadGateway, true},
+		}, http.StatusBadGateway, "handler answered 502 after 200"},
 		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
 			io.WriteString(w, "done\n")
 			w.WriteHeader(http.StatusOK)
-		}, http.StatusOK, false},
+		}, http.StatusOK, ""},
 		{"WriteHeader 202 then 204", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusAccepted)
 			w.WriteHeader(http.StatusNoContent)
-		}, http.StatusAccepted, false},
+		}, http.StatusAccepted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gateway.Options{})
@@ -603,15 +607,15 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 			}))
 			wantStatus(t, deliver(t, srv, push("1", nil, "x")), tc.want, tc.name)
 			failed := f.logs.Records().Outcome(gateway.OutcomeFailed).Level(slog.LevelError).Containing("handler failed")
-			if !tc.failure {
+			if tc.failure == "" {
 				if len(failed) != 0 || len(f.logs.Records().Level(slog.LevelError)) != 0 {
 					t.Fatalf("a 2xx after a 2xx is an ack, yet ERROR lines:\n%s", f.logs.Records())
 				}
 				wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the redelivery of an acked message")
 				return
 			}
-			if len(failed) != 1 || !strings.Contains(failed[0].Attrs["error"], strconv.Itoa(tc.want)) {
-				t.Fatalf("want one ERROR \"handler failed\" line naming %d, got:\n%s", tc.want, f.logs.Records())
+			if len(failed) != 1 || failed[0].Attrs["error"] != tc.failure {
+				t.Fatalf("want one ERROR \"handler failed\" line with error %q, got:\n%s", tc.failure, f.logs.Records())
 			}
 			wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again (the claim was released)")
 			if n := runs.Load(); n != 2 {
@@ -770,4 +774,20 @@ func TestIdempotentInvalidStatusPanicsInHandler(t *testing.T) {
 		t.Fatalf("%d \"handler panicked\" lines, want 1:\n%s", n, f.logs.Records())
 	}
 	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again")
+}
+
+// The recorder takes what net/http's writer takes: every code from 100 to
+// 999. A 1xx is an interim answer, dropped; a code up to 999 is an answer
+// like any other (here a failure, not a 2xx), not the panic of an invalid
+// code.
+func TestIdempotentStatusBounds(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(999)
+	}))
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 999, "WriteHeader(100), then WriteHeader(999)")
+	if failed := f.logs.Records().Outcome(gateway.OutcomeFailed); len(failed) != 1 || failed[0].Attrs["error"] != "handler answered 999" {
+		t.Fatalf("want one failed line for the 999 alone, got:\n%s", f.logs.Records())
+	}
 }
