@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/internal/guard"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -41,6 +42,7 @@ func TestGuardOutcomes(t *testing.T) {
 		wantErr  error        // errors.Is target; nil: Err must be nil
 		wantLog  string       // "LEVEL message" of the one line carrying the outcome; "" for none
 		logCause string       // what that line's error attribute says, in part; "" unchecked
+		alsoLog  string       // "LEVEL outcome message" of the one line with another outcome; "" for none
 		wantRuns int
 	}{
 		{name: "won", delivery: guard.Delivery{Key: "k"},
@@ -108,7 +110,8 @@ func TestGuardOutcomes(t *testing.T) {
 			logCause: errNoAttr.Error()},
 		{name: "no key, AllowUnguarded, work fails", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
 			work: func(*world) error { return errWork },
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1},
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+			alsoLog: "ERROR failed idemgate: handler failed; the claim was released for a retry"},
 		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: guard.Delivery{Key: "k"},
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
@@ -192,6 +195,10 @@ func TestGuardOutcomes(t *testing.T) {
 				t.Errorf("the line does not identify the delivery: %v", lines[0])
 			} else if cause := lines[0].Attrs["error"]; !strings.Contains(cause, tt.logCause) {
 				t.Errorf("the line's error is %q, want it to tell why: %q", cause, tt.logCause)
+			}
+			others := logs.Records().Where(func(r logtest.Record) bool { return r.Outcome() != "" && r.Outcome() != tt.want.Outcome })
+			if tt.alsoLog == "" && len(others) != 0 || tt.alsoLog != "" && (len(others) != 1 || others[0].Level.String()+" "+others[0].Outcome()+" "+others[0].Message != tt.alsoLog) {
+				t.Errorf("log lines with another outcome:\n%s\nwant: %q", others, tt.alsoLog)
 			}
 			if got := outcomeCounts(t, reader); len(got) != 1 || got[tt.want.Outcome] != 1 {
 				t.Errorf("idemgate.outcomes = %v, want {%s: 1}", got, tt.want.Outcome)
