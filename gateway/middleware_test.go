@@ -791,3 +791,60 @@ func TestIdempotentStatusBounds(t *testing.T) {
 		t.Fatalf("want one failed line for the 999 alone, got:\n%s", f.logs.Records())
 	}
 }
+
+// heldUntil is a store whose every key is held by a live claim that ends
+// lease from the moment of the Claim.
+type heldUntil struct {
+	*memstore.Store
+	lease time.Duration
+}
+
+func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	return store.Claim{Key: key, Status: store.HeldByOther, Fence: 1, LeaseUntil: time.Now().Add(s.lease)}, nil
+}
+
+// A 503 for a key held elsewhere tells when to come back: Retry-After is
+// the seconds until the holder's lease ends, the part second counted as a
+// whole one; once that lease has ended (the store's clock behind ours)
+// there is nothing to wait for, and no Retry-After.
+func TestIdempotentRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		lease time.Duration
+		want  string
+	}{{10*time.Second + 500*time.Millisecond, "11"}, {-1500 * time.Millisecond, ""}} {
+		mem, _ := memstore.New(nil)
+		g, err := gateway.New(&heldUntil{Store: mem, lease: tc.lease}, &gateway.Options{NoRenew: true, Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := deliver(t, g.Idempotent(&counting{}), push("1", nil, "x"))
+		wantStatus(t, rec, 503, "a key held elsewhere")
+		if got := rec.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("holder's lease ending in %v: Retry-After %q, want %q", tc.lease, got, tc.want)
+		}
+	}
+}
+
+// Idempotent takes a GET, HEAD or OPTIONS for a health check only when it
+// carries no body: one that announces a body (a Content-Length, or
+// chunked) gets 405 even if what arrives is empty, and a request built
+// without any Body (nil, as a handler's unit test may build it) passes.
+func TestIdempotentAnnouncedBodies(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	for _, tc := range []struct {
+		name string
+		set  func(r *http.Request)
+		want int
+	}{
+		{"Content-Length, nothing sent", func(r *http.Request) { r.ContentLength = 5 }, http.StatusMethodNotAllowed},
+		{"chunked, nothing sent", func(r *http.Request) { r.ContentLength, r.TransferEncoding = -1, []string{"chunked"} }, http.StatusMethodNotAllowed},
+		{"no Body at all", func(r *http.Request) { r.Body = nil }, http.StatusTeapot},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		tc.set(r)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		wantStatus(t, rec, tc.want, "GET, "+tc.name)
+	}
+}
