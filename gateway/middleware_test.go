@@ -848,3 +848,26 @@ func TestIdempotentAnnouncedBodies(t *testing.T) {
 		wantStatus(t, rec, tc.want, "GET, "+tc.name)
 	}
 }
+
+// A held answer short enough to be kept whole goes out as the handler
+// wrote it, its Content-Length included; and every 2xx, 299 too, is the
+// handler's success, an ack with the key done.
+func TestIdempotentSendsAWholeAnswerAsWritten(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(299)
+		io.WriteString(w, "done\n")
+	}))
+	rec := deliver(t, h, push("1", nil, "x"))
+	wantStatus(t, rec, 299, "a handler answering 299")
+	if cl, body := rec.Header().Get("Content-Length"), rec.Body.String(); cl != "5" || body != "done\n" {
+		t.Errorf("answer Content-Length %q, body %q; want the handler's own: 5, %q", cl, body, "done\n")
+	}
+	wantStatus(t, deliver(t, h, push("1", nil, "x")), 204, "the redelivery of a message answered 299")
+	if n := runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want once", n)
+	}
+}
