@@ -179,3 +179,40 @@ func TestRenewalLostWhileCompleting(t *testing.T) {
 		}
 	})
 }
+
+// An Extend that finds the key DONE is the body's own completion (its
+// CompleteTx) only under the body's fence. Here another delivery took the
+// key over and completed it under a fence of its own: the body lost its
+// claim, and is cancelled at the next renewal, not left to run on
+// unguarded as if it had completed.
+func TestRenewalDetectsATakeoverThatCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		const lease = gateway.DefaultRenewedLease
+		g, err := gateway.New(mem, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			mine, _ := gateway.ClaimFromContext(ctx)
+			bg := context.Background()
+			mem.Release(bg, mine) // the claim lapses, say
+			other, err := mem.Claim(bg, "m1", lease)
+			if err != nil || other.Status != store.Won {
+				t.Fatalf("the other delivery's Claim = %v, %v; want Won", other.Status, err)
+			}
+			if ok, err := mem.Complete(bg, other); !ok || err != nil {
+				t.Fatalf("the other delivery's Complete = %v, %v", ok, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(lease):
+				t.Error("the body was not cancelled within a lease of the takeover")
+			}
+			return context.Cause(ctx)
+		})
+		if !errors.Is(err, gateway.ErrLeaseLost) {
+			t.Fatalf("Lock = %v, want ErrLeaseLost", err)
+		}
+	})
+}
