@@ -20,10 +20,11 @@ import (
 // claim's slow store does not delay another's renewal.
 
 // extendTimes records when each key's Extends were sent; the Extends of
-// the keys in hang wait for their context to end.
+// the keys in hang wait for their context to end, those of the keys in
+// fail fail at once.
 type extendTimes struct {
 	*memstore.Store
-	hang map[string]bool
+	hang, fail map[string]bool
 	mu   sync.Mutex // guards sent
 	sent map[string][]time.Time
 }
@@ -35,6 +36,9 @@ func (s *extendTimes) Extend(ctx context.Context, c store.Claim, lease time.Dura
 	if s.hang[c.Key] {
 		<-ctx.Done()
 		return store.Claim{}, ctx.Err()
+	}
+	if s.fail[c.Key] {
+		return store.Claim{}, errInjected
 	}
 	return s.Store.Extend(ctx, c, lease)
 }
@@ -115,6 +119,42 @@ func TestRenewalsDueTogetherDoNotWaitForEachOther(t *testing.T) {
 			if at := sent[0].Sub(start); at > lease/3+lease/30 {
 				t.Errorf("claim %s first renewed %v after its Claim, want by %v: it waited for the other's Extend", key, at, lease/3+lease/30)
 			}
+		}
+	})
+}
+
+// A renewal that fails is retried at most a tenth of the lease later, and
+// sooner as the give-up point nears (a sixth of the lease before the lease
+// ends), but never in steps under a fiftieth of the lease: the body is
+// cancelled when no such step is left, by that point.
+func TestRenewalRetriesUntilTheGiveUpPoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		st := &extendTimes{Store: mem, fail: map[string]bool{"m1": true}, sent: map[string][]time.Time{}}
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const lease = gateway.DefaultRenewedLease
+		start := time.Now()
+		var cancelled time.Duration
+		g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			<-ctx.Done()
+			cancelled = time.Since(start)
+			return nil
+		})
+		sent := st.times("m1")
+		if len(sent) < 3 {
+			t.Fatalf("%d Extends; want the first renewal and retries", len(sent))
+		}
+		for i := 1; i < len(sent); i++ {
+			if gap := sent[i].Sub(sent[i-1]); gap > lease/10 || gap < lease/50 {
+				t.Errorf("retry %d came %v after the failure before it; want %v to %v", i, gap, lease/50, lease/10)
+			}
+		}
+		if giveUp := lease - lease/6; cancelled > giveUp-lease/50 || cancelled != sent[len(sent)-1].Sub(start) {
+			t.Errorf("body cancelled %v after the Claim, the last Extend at %v; want at that Extend's failure, by %v (a fiftieth of the lease before the give-up point)",
+				cancelled, sent[len(sent)-1].Sub(start), giveUp-lease/50)
 		}
 	})
 }
