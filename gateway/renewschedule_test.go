@@ -25,8 +25,8 @@ import (
 type extendTimes struct {
 	*memstore.Store
 	hang, fail map[string]bool
-	mu   sync.Mutex // guards sent
-	sent map[string][]time.Time
+	mu         sync.Mutex // guards sent
+	sent       map[string][]time.Time
 }
 
 func (s *extendTimes) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
