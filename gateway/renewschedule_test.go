@@ -158,3 +158,48 @@ func TestRenewalRetriesUntilTheGiveUpPoint(t *testing.T) {
 		}
 	})
 }
+
+// slowClaim answers its Claims late, after applying them at once.
+type slowClaim struct {
+	*extendTimes
+	reply time.Duration
+}
+
+func (s *slowClaim) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	c, err := s.extendTimes.Claim(ctx, key, lease)
+	time.Sleep(s.reply)
+	return c, err
+}
+
+// A Claim answered at 0.8 of the lease leaves its first renewal late; that
+// renewal still gets a real attempt, a tenth of the lease long, but no
+// more: when it hangs, the body is cancelled before the store's lease,
+// counted from the Claim's sending, ends.
+func TestLateRenewalAttemptIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		const lease = gateway.DefaultRenewedLease
+		st := &slowClaim{extendTimes: &extendTimes{Store: mem, hang: map[string]bool{"m1": true}, sent: map[string][]time.Time{}}, reply: lease * 8 / 10}
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var cancelled time.Duration
+		g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				cancelled = time.Since(start)
+			case <-time.After(2 * lease):
+				cancelled = 2 * lease
+			}
+			return nil
+		})
+		if len(st.times("m1")) == 0 {
+			t.Fatal("no Extend was tried after the late Claim")
+		}
+		if cancelled >= lease {
+			t.Errorf("body cancelled %v after the Claim was sent; want before its %v lease ended", cancelled, lease)
+		}
+	})
+}
