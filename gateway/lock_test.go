@@ -433,3 +433,22 @@ func TestLockFencedWithItsOwnClaimStillLive(t *testing.T) {
 		t.Fatalf("record %+v; want the body's own claim left live by the failed release", rec)
 	}
 }
+
+// A release that fails is logged at WARN, since the key then frees only
+// when its lease ends; one that succeeds says nothing.
+func TestLockReleaseFailureIsLogged(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		mem, _ := memstore.New(nil)
+		fs := &faulty{Store: mem}
+		fs.failRelease.Store(fail)
+		l := &logs{}
+		g, err := gateway.New(fs, &gateway.Options{NoRenew: true, Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Lock(t.Context(), "k", func(context.Context) error { return errInjected })
+		if n := len(l.Records().Level(slog.LevelWarn).Containing("release failed")); n != map[bool]int{false: 0, true: 1}[fail] || fs.releases.Load() != 1 {
+			t.Errorf("release failing %v: %d release failed lines after %d Releases; want one line exactly when it fails, after one Release", fail, n, fs.releases.Load())
+		}
+	}
+}
