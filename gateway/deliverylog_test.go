@@ -2,17 +2,22 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/guard"
+	"github.com/idemgate/idemgate/pushenvelope"
 )
 
 // deliverTo posts body to path through h.
@@ -104,6 +109,9 @@ func TestHandlerFailureLogsItsBody(t *testing.T) {
 		{"HideKeys", gateway.Options{HideKeys: true}, func(w http.ResponseWriter) {
 			http.Error(w, "order 1 refused", http.StatusConflict)
 		}, "order " + digestOf("1") + ` refused\n`},
+		{"no body", gateway.Options{}, func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.opts)
@@ -113,8 +121,8 @@ func TestHandlerFailureLogsItsBody(t *testing.T) {
 			if len(lines) != 1 {
 				t.Fatalf("want one ERROR handler failed line, got:\n%s", f.logs.Records())
 			}
-			if got := lines[0].Attrs["handler_body"]; got != tc.want {
-				t.Errorf("handler_body = %q, want %q", got, tc.want)
+			if got, ok := lines[0].Attrs["handler_body"]; got != tc.want || ok != (tc.want != "") {
+				t.Errorf("handler_body = %q (present: %v), want %q, and none for a handler that wrote nothing", got, ok, tc.want)
 			}
 		})
 	}
@@ -169,21 +177,93 @@ func TestDuplicateLine(t *testing.T) {
 }
 
 // Durations in lines name their unit: duration_ms, a number of
-// milliseconds, in the JSON a log collector reads.
+// milliseconds, in the JSON a log collector reads. It is the delivery's
+// own time, whichever of the won (DEBUG) and duplicate (INFO) lines the
+// logger keeps.
 func TestDurationNamesItsUnit(t *testing.T) {
-	var buf bytes.Buffer
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		t.Run(level.String(), func(t *testing.T) {
+			var buf bytes.Buffer
+			f := newFixture(t, gateway.Options{})
+			g, err := gateway.New(f.st, &gateway.Options{NoRenew: true, Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := g.Idempotent(&counting{})
+			deliver(t, srv, push("1", nil, "x"))
+			deliver(t, srv, push("1", nil, "x"))
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if want := map[slog.Level]int{slog.LevelDebug: 2, slog.LevelInfo: 1}[level]; len(lines) != want {
+				t.Fatalf("%d lines at %v, want %d (won at DEBUG, duplicate at INFO):\n%s", len(lines), level, want, buf.Bytes())
+			}
+			for _, l := range lines {
+				var line map[string]any
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatalf("%v: %s", err, l)
+				}
+				if ms, ok := line["duration_ms"].(float64); !ok || ms < 0 || ms > float64(time.Minute/time.Millisecond) || line["duration"] != nil {
+					t.Errorf("line %s: want a duration_ms number, the delivery's time (under a minute here), and no duration", l)
+				}
+			}
+		})
+	}
+}
+
+// Every line about a delivery identifies it in its "delivery" group with
+// what the adapter knew: only what is set, so a missing field reads as
+// missing rather than as an empty or zero value.
+func TestDeliveryGroup(t *testing.T) {
+	full := &pushenvelope.Message{ID: "m-1", Source: "//pubsub.googleapis.com/projects/p/topics/t", Subscription: "projects/p/subscriptions/s", DeliveryAttempt: 3}
+	for _, tc := range []struct {
+		name string
+		d    guard.Delivery
+		want map[string]string
+	}{
+		{"everything", guard.Delivery{Message: full, Form: "cloudevent", Path: "/orders", EventType: "google.cloud.pubsub.topic.v1.messagePublished"},
+			map[string]string{"message_id": "m-1", "form": "cloudevent", "path": "/orders", "type": "google.cloud.pubsub.topic.v1.messagePublished",
+				"source": full.Source, "subscription": full.Subscription, "delivery_attempt": "3"}},
+		{"a message with no more than its id", guard.Delivery{Message: &pushenvelope.Message{ID: "m-2"}, Form: "pull"},
+			map[string]string{"message_id": "m-2", "form": "pull"}},
+		{"no message", guard.Delivery{Form: "push-wrapped", Path: "/", Invalid: pushenvelope.ErrNotPush},
+			map[string]string{"form": "push-wrapped", "path": "/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gateway.Options{})
+			d := tc.d
+			d.Key = "k"
+			guard.Run(f.g, t.Context(), &d, func(context.Context) error { return nil })
+			recs := f.logs.Records()
+			if len(recs) != 1 {
+				t.Fatalf("want one line, got:\n%s", recs)
+			}
+			got := map[string]string{}
+			for k, v := range recs[0].Attrs {
+				if name, ok := strings.CutPrefix(k, "delivery."); ok {
+					got[name] = v
+				}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("delivery group = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An adapter's own line (a pull ack that failed) is written as the guard
+// writes its lines: the key, the delivery's group, and every attribute
+// the adapter gave, however many.
+func TestAdapterLine(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	g, err := gateway.New(f.st, &gateway.Options{NoRenew: true, Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
+	d := &guard.Delivery{Message: &pushenvelope.Message{ID: "m-1"}, Form: "pull", Key: "k"}
+	guard.Log(f.g, t.Context(), d, slog.LevelWarn, "ack failed",
+		slog.String("a", "1"), slog.String("b", "2"), slog.String("c", "3"), slog.String("d", "4"), slog.String("e", "5"))
+	recs := f.logs.Records().Level(slog.LevelWarn).Containing("ack failed")
+	if len(recs) != 1 {
+		t.Fatalf("want one WARN line, got:\n%s", f.logs.Records())
 	}
-	deliver(t, g.Idempotent(&counting{}), push("1", nil, "x"))
-	var line map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
-		t.Fatalf("%v: %s", err, buf.Bytes())
-	}
-	if ms, ok := line["duration_ms"].(float64); !ok || ms < 0 || line["duration"] != nil {
-		t.Errorf("line %s: want a duration_ms number and no duration", buf.Bytes())
+	want := map[string]string{"key": "k", "delivery.message_id": "m-1", "delivery.form": "pull", "a": "1", "b": "2", "c": "3", "d": "4", "e": "5"}
+	if !maps.Equal(recs[0].Attrs, want) {
+		t.Errorf("line attributes = %v, want %v", recs[0].Attrs, want)
 	}
 }
 

@@ -271,3 +271,36 @@ func TestIdempotentUnwrappedFingerprint(t *testing.T) {
 		t.Errorf("handler ran %d times, want 2", n)
 	}
 }
+
+// FingerprintData's documented rules for the names it is given and the
+// attributes it finds: a name listed twice, in any case, or an empty name,
+// counts once or not at all; a name matches an attribute in any case,
+// whatever other attributes sort before it; and among several spellings of
+// one name the lower-case one counts, else the first in byte order.
+func TestFingerprintDataNames(t *testing.T) {
+	fp := func(f gateway.FingerprintFunc, attrs map[string]string) []byte {
+		t.Helper()
+		b, err := f(&pushenvelope.Message{Data: []byte("order"), Attributes: attrs})
+		if err != nil || len(b) != store.MaxFingerprintLen {
+			t.Fatalf("fingerprint = %x, %v; want 32 bytes", b, err)
+		}
+		return b
+	}
+	byID := gateway.FingerprintData("order_id")
+	want := fp(byID, map[string]string{"order_id": "7"})
+	for _, tc := range []struct {
+		why   string
+		f     gateway.FingerprintFunc
+		attrs map[string]string
+	}{
+		{"the name listed twice in two cases", gateway.FingerprintData("order_id", "ORDER_ID"), map[string]string{"order_id": "7"}},
+		{"an empty name listed", gateway.FingerprintData("", "order_id"), map[string]string{"order_id": "7", "": "x"}},
+		{"other attributes sorting before the match", byID, map[string]string{"A_first": "x", "B": "y", "Order_ID": "7"}},
+		{"the lower-case spelling among others", byID, map[string]string{"ORDER_ID": "1", "Order_Id": "2", "order_id": "7"}},
+		{"no lower-case spelling: the first in byte order", byID, map[string]string{"Order_Id": "2", "ORDER_ID": "7", "order_ID": "3"}},
+	} {
+		if got := fp(tc.f, tc.attrs); !bytes.Equal(got, want) {
+			t.Errorf("%s: fingerprint %x, want %x (that of order_id=7 alone)", tc.why, got, want)
+		}
+	}
+}

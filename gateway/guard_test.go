@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/internal/guard"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -40,6 +41,8 @@ func TestGuardOutcomes(t *testing.T) {
 		want     guard.Result // Outcome, Ran, Panic; Err is checked with wantErr
 		wantErr  error        // errors.Is target; nil: Err must be nil
 		wantLog  string       // "LEVEL message" of the one line carrying the outcome; "" for none
+		logCause string       // what that line's error attribute says, in part; "" unchecked
+		alsoLog  string       // "LEVEL outcome message" of the one line with another outcome; "" for none
 		wantRuns int
 	}{
 		{name: "won", delivery: guard.Delivery{Key: "k"},
@@ -91,16 +94,24 @@ func TestGuardOutcomes(t *testing.T) {
 			prepare: func(w *world) { w.st.failClaim.Store(true) },
 			want:    guard.Result{Outcome: "store_error"}, wantErr: gateway.ErrStore, wantLog: "ERROR idemgate: store failed; asking for a retry"},
 		{name: "no key", delivery: guard.Delivery{KeyErr: errNoAttr},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+			logCause: errNoAttr.Error()},
 		{name: "empty key", delivery: guard.Delivery{},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+			logCause: "empty key"},
 		{name: "key the store refuses", delivery: guard.Delivery{Key: "k\x00"},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded"},
+			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+			logCause: "NUL byte"},
+		{name: "empty key, AllowUnguarded", delivery: guard.Delivery{AllowUnguarded: true},
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+			logCause: "empty key"},
 		{name: "no key, AllowUnguarded", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1},
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+			logCause: errNoAttr.Error()},
 		{name: "no key, AllowUnguarded, work fails", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
 			work: func(*world) error { return errWork },
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1},
+			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+			alsoLog: "ERROR failed idemgate: handler failed; the claim was released for a retry"},
 		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: guard.Delivery{Key: "k"},
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
@@ -182,6 +193,12 @@ func TestGuardOutcomes(t *testing.T) {
 				t.Errorf("log lines with outcome %s:\n%s\nwant one: %s", tt.want.Outcome, lines, tt.wantLog)
 			} else if lines[0].Attrs["delivery.message_id"] != "m-1" || lines[0].Attrs["delivery.form"] != "push-wrapped" {
 				t.Errorf("the line does not identify the delivery: %v", lines[0])
+			} else if cause := lines[0].Attrs["error"]; !strings.Contains(cause, tt.logCause) {
+				t.Errorf("the line's error is %q, want it to tell why: %q", cause, tt.logCause)
+			}
+			others := logs.Records().Where(func(r logtest.Record) bool { return r.Outcome() != "" && r.Outcome() != tt.want.Outcome })
+			if tt.alsoLog == "" && len(others) != 0 || tt.alsoLog != "" && (len(others) != 1 || others[0].Level.String()+" "+others[0].Outcome()+" "+others[0].Message != tt.alsoLog) {
+				t.Errorf("log lines with another outcome:\n%s\nwant: %q", others, tt.alsoLog)
 			}
 			if got := outcomeCounts(t, reader); len(got) != 1 || got[tt.want.Outcome] != 1 {
 				t.Errorf("idemgate.outcomes = %v, want {%s: 1}", got, tt.want.Outcome)

@@ -34,3 +34,26 @@ func TestMessageIDKeyIsPerTopic(t *testing.T) {
 		t.Errorf("orders ran %d times, invoices %d; want 2 and 1", o, i)
 	}
 }
+
+// KeyFromAttribute keys on the attribute's value, prefixed with its name;
+// a message without the attribute, or with it empty, has no key, so that
+// the gateway fails closed instead of filing every such message under one
+// key "order_id:".
+func TestKeyFromAttribute(t *testing.T) {
+	key := gateway.KeyFromAttribute("order_id")
+	for _, tc := range []struct {
+		name  string
+		attrs map[string]string
+		want  string // "" for no key
+	}{
+		{"present", map[string]string{"order_id": "7", "other": "x"}, "order_id:7"},
+		{"absent", map[string]string{"other": "x"}, ""},
+		{"empty", map[string]string{"order_id": ""}, ""},
+		{"no attributes", nil, ""},
+	} {
+		got, err := key(&pushenvelope.Message{ID: "m-1", Attributes: tc.attrs})
+		if tc.want == "" && (err == nil || got != "") || tc.want != "" && (err != nil || got != tc.want) {
+			t.Errorf("%s: KeyFromAttribute = %q, %v; want %q and an error exactly when there is no key", tc.name, got, err, tc.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -346,6 +347,21 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	if _, err := gateway.New(nil, nil); err == nil {
 		t.Error("New(nil) succeeded")
 	}
+	// The shortest renewed lease New names is itself accepted.
+	_, err := gateway.New(st, &gateway.Options{Lease: time.Millisecond})
+	shortest, perr := time.ParseDuration(err.Error()[strings.LastIndex(err.Error(), " ")+1:])
+	if perr != nil {
+		t.Fatalf("New with a renewed lease too short = %v; want an error ending with the shortest lease", err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: shortest}); err != nil {
+		t.Errorf("New with the shortest renewed lease %v = %v, want it accepted", shortest, err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: shortest, NoRenew: true}); err != nil {
+		t.Errorf("New with NoRenew = %v, want any lease accepted", err)
+	}
+	if _, err := gateway.New(st, &gateway.Options{Lease: time.Millisecond, NoRenew: true}); err != nil {
+		t.Errorf("New with a 1ms lease and NoRenew = %v, want it accepted: the shortest lease is for renewals", err)
+	}
 	g, err := gateway.New(st, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -392,6 +408,47 @@ func TestNilFunctionsAndNegativeOptions(t *testing.T) {
 	}{{gateway.Options{Lease: -1}, "Options.Lease"}, {gateway.Options{SettleTimeout: -1}, "Options.SettleTimeout"}, {gateway.Options{MaxBodyBytes: -1}, "Options.MaxBodyBytes"}} {
 		if _, err := gateway.New(f.st, &tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// A body whose transaction was fenced out while no other claim holds the
+// key (the transaction ran on another database, say) fails, to be retried,
+// even when its own claim still looks live because its release failed:
+// only another live claim is a holder that may do the work instead.
+func TestLockFencedWithItsOwnClaimStillLive(t *testing.T) {
+	mem, _ := memstore.New(nil)
+	fs := &faulty{Store: mem}
+	fs.failRelease.Store(true)
+	g, err := gateway.New(fs, &gateway.Options{NoRenew: true, Logger: (&logs{}).logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errTx := fmt.Errorf("ledger insert: %w", store.ErrFenced)
+	err = g.Lock(t.Context(), "k", func(context.Context) error { return errTx })
+	if !errors.Is(err, store.ErrFenced) || errors.Is(err, gateway.ErrInProgress) {
+		t.Errorf("Lock = %v; want the body's ErrFenced, not in progress: no other claim holds the key", err)
+	}
+	if rec, _, _ := mem.Inspect(t.Context(), "k"); rec.State != store.Claimed || !rec.LeaseUntil.After(rec.ReadAt) {
+		t.Fatalf("record %+v; want the body's own claim left live by the failed release", rec)
+	}
+}
+
+// A release that fails is logged at WARN, since the key then frees only
+// when its lease ends; one that succeeds says nothing.
+func TestLockReleaseFailureIsLogged(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		mem, _ := memstore.New(nil)
+		fs := &faulty{Store: mem}
+		fs.failRelease.Store(fail)
+		l := &logs{}
+		g, err := gateway.New(fs, &gateway.Options{NoRenew: true, Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Lock(t.Context(), "k", func(context.Context) error { return errInjected })
+		if n := len(l.Records().Level(slog.LevelWarn).Containing("release failed")); n != map[bool]int{false: 0, true: 1}[fail] || fs.releases.Load() != 1 {
+			t.Errorf("release failing %v: %d release failed lines after %d Releases; want one line exactly when it fails, after one Release", fail, n, fs.releases.Load())
 		}
 	}
 }

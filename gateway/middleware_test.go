@@ -570,28 +570,32 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 		name    string
 		handle  func(w http.ResponseWriter)
 		want    int
-		failure bool
+		failure string // what the failure's line says of it; "" for none
 	}{
 		{"Write then http.Error", func(w http.ResponseWriter) {
 			io.WriteString(w, "charging the card\n")
 			http.Error(w, "card declined", http.StatusPaymentRequired)
-		}, http.StatusPaymentRequired, true},
+		}, http.StatusPaymentRequired, "handler answered 402 after 200"},
 		{"WriteHeader 201 then 500", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusCreated)
 			w.WriteHeader(http.StatusInternalServerError)
-		}, http.StatusInternalServerError, true},
+		}, http.StatusInternalServerError, "handler answered 500 after 201"},
+		{"WriteHeader 200 then 500", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusInternalServerError, "handler answered 500 after 200"},
 		{"Flush then 502", func(w http.ResponseWriter) {
 			w.(http.Flusher).Flush()
 			w.WriteHeader(http.StatusBadGateway)
-		}, http.StatusBadGateway, true},
+		}, http.StatusBadGateway, "handler answered 502 after 200"},
 		{"Write then WriteHeader 200", func(w http.ResponseWriter) {
 			io.WriteString(w, "done\n")
 			w.WriteHeader(http.StatusOK)
-		}, http.StatusOK, false},
+		}, http.StatusOK, ""},
 		{"WriteHeader 202 then 204", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusAccepted)
 			w.WriteHeader(http.StatusNoContent)
-		}, http.StatusAccepted, false},
+		}, http.StatusAccepted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gateway.Options{})
@@ -603,15 +607,15 @@ func TestIdempotentFailureAfterProgress(t *testing.T) {
 			}))
 			wantStatus(t, deliver(t, srv, push("1", nil, "x")), tc.want, tc.name)
 			failed := f.logs.Records().Outcome(gateway.OutcomeFailed).Level(slog.LevelError).Containing("handler failed")
-			if !tc.failure {
+			if tc.failure == "" {
 				if len(failed) != 0 || len(f.logs.Records().Level(slog.LevelError)) != 0 {
 					t.Fatalf("a 2xx after a 2xx is an ack, yet ERROR lines:\n%s", f.logs.Records())
 				}
 				wantStatus(t, deliver(t, srv, push("1", nil, "x")), 204, "the redelivery of an acked message")
 				return
 			}
-			if len(failed) != 1 || !strings.Contains(failed[0].Attrs["error"], strconv.Itoa(tc.want)) {
-				t.Fatalf("want one ERROR \"handler failed\" line naming %d, got:\n%s", tc.want, f.logs.Records())
+			if len(failed) != 1 || failed[0].Attrs["error"] != tc.failure {
+				t.Fatalf("want one ERROR \"handler failed\" line with error %q, got:\n%s", tc.failure, f.logs.Records())
 			}
 			wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again (the claim was released)")
 			if n := runs.Load(); n != 2 {
@@ -770,4 +774,100 @@ func TestIdempotentInvalidStatusPanicsInHandler(t *testing.T) {
 		t.Fatalf("%d \"handler panicked\" lines, want 1:\n%s", n, f.logs.Records())
 	}
 	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 200, "the redelivery runs again")
+}
+
+// The recorder takes what net/http's writer takes: every code from 100 to
+// 999. A 1xx is an interim answer, dropped; a code up to 999 is an answer
+// like any other (here a failure, not a 2xx), not the panic of an invalid
+// code.
+func TestIdempotentStatusBounds(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	srv := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(999)
+	}))
+	wantStatus(t, deliver(t, srv, push("1", nil, "x")), 999, "WriteHeader(100), then WriteHeader(999)")
+	if failed := f.logs.Records().Outcome(gateway.OutcomeFailed); len(failed) != 1 || failed[0].Attrs["error"] != "handler answered 999" {
+		t.Fatalf("want one failed line for the 999 alone, got:\n%s", f.logs.Records())
+	}
+}
+
+// heldUntil is a store whose every key is held by a live claim that ends
+// lease from the moment of the Claim.
+type heldUntil struct {
+	*memstore.Store
+	lease time.Duration
+}
+
+func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+	return store.Claim{Key: key, Status: store.HeldByOther, Fence: 1, LeaseUntil: time.Now().Add(s.lease)}, nil
+}
+
+// A 503 for a key held elsewhere tells when to come back: Retry-After is
+// the seconds until the holder's lease ends, the part second counted as a
+// whole one; once that lease has ended (the store's clock behind ours)
+// there is nothing to wait for, and no Retry-After.
+func TestIdempotentRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		lease time.Duration
+		want  string
+	}{{10*time.Second + 500*time.Millisecond, "11"}, {-1500 * time.Millisecond, ""}} {
+		mem, _ := memstore.New(nil)
+		g, err := gateway.New(&heldUntil{Store: mem, lease: tc.lease}, &gateway.Options{NoRenew: true, Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := deliver(t, g.Idempotent(&counting{}), push("1", nil, "x"))
+		wantStatus(t, rec, 503, "a key held elsewhere")
+		if got := rec.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("holder's lease ending in %v: Retry-After %q, want %q", tc.lease, got, tc.want)
+		}
+	}
+}
+
+// Idempotent takes a GET, HEAD or OPTIONS for a health check only when it
+// carries no body: one that announces a body (a Content-Length, or
+// chunked) gets 405 even if what arrives is empty, and a request built
+// without any Body (nil, as a handler's unit test may build it) passes.
+func TestIdempotentAnnouncedBodies(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	for _, tc := range []struct {
+		name string
+		set  func(r *http.Request)
+		want int
+	}{
+		{"Content-Length, nothing sent", func(r *http.Request) { r.ContentLength = 5 }, http.StatusMethodNotAllowed},
+		{"chunked, nothing sent", func(r *http.Request) { r.ContentLength, r.TransferEncoding = -1, []string{"chunked"} }, http.StatusMethodNotAllowed},
+		{"no Body at all", func(r *http.Request) { r.Body = nil }, http.StatusTeapot},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		tc.set(r)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		wantStatus(t, rec, tc.want, "GET, "+tc.name)
+	}
+}
+
+// A held answer short enough to be kept whole goes out as the handler
+// wrote it, its Content-Length included; and every 2xx, 299 too, is the
+// handler's success, an ack with the key done.
+func TestIdempotentSendsAWholeAnswerAsWritten(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	var runs atomic.Int32
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(299)
+		io.WriteString(w, "done\n")
+	}))
+	rec := deliver(t, h, push("1", nil, "x"))
+	wantStatus(t, rec, 299, "a handler answering 299")
+	if cl, body := rec.Header().Get("Content-Length"), rec.Body.String(); cl != "5" || body != "done\n" {
+		t.Errorf("answer Content-Length %q, body %q; want the handler's own: 5, %q", cl, body, "done\n")
+	}
+	wantStatus(t, deliver(t, h, push("1", nil, "x")), 204, "the redelivery of a message answered 299")
+	if n := runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want once", n)
+	}
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -138,6 +139,80 @@ func TestRenewalDeadlineCountsFromTheExtendsSending(t *testing.T) {
 		}
 		if st.extends.Load() < 2 {
 			t.Fatalf("%d Extends; want the slow one and failing ones after it", st.extends.Load())
+		}
+	})
+}
+
+// Once the body has returned, its claim is still renewed while Complete is
+// retried, and a renewal that finds the claim gone (an operator's Forget)
+// says so at WARN: Complete's answer tells the rest, and there is no body
+// left to cancel. Renewals that succeed meanwhile say nothing.
+func TestRenewalLostWhileCompleting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		fs := &faulty{Store: mem}
+		fs.completeFailures.Store(8) // about 4.5 s of retries
+		const lease = 2 * time.Second
+		l := &logs{}
+		g, err := gateway.New(fs, &gateway.Options{Lease: lease, Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- g.Lock(context.Background(), "m1", func(context.Context) error { return nil }) }()
+		time.Sleep(lease) // Completes failing, renewals succeeding
+		if n := fs.extends.Load(); n < 2 {
+			t.Fatalf("%d Extends in the first lease of Complete's retries; want the claim renewed", n)
+		}
+		if lost := l.Records().Containing("claim lost"); len(lost) != 0 {
+			t.Errorf("renewals that succeeded logged a lost claim:\n%s", lost)
+		}
+		if ok, err := mem.Forget(context.Background(), "m1"); err != nil || !ok {
+			t.Fatalf("Forget = %v, %v", ok, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Lock = %v, want nil: the work is done", err)
+		}
+		lost := l.Records().Containing("claim lost")
+		if len(lost) != 1 || lost[0].Level != slog.LevelWarn || lost[0].Message != "idemgate: claim lost while its completion was being recorded" {
+			t.Errorf("lines about the lost claim:\n%s\nwant one WARN: claim lost while its completion was being recorded", lost)
+		}
+	})
+}
+
+// An Extend that finds the key DONE is the body's own completion (its
+// CompleteTx) only under the body's fence. Here another delivery took the
+// key over and completed it under a fence of its own: the body lost its
+// claim, and is cancelled at the next renewal, not left to run on
+// unguarded as if it had completed.
+func TestRenewalDetectsATakeoverThatCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		const lease = gateway.DefaultRenewedLease
+		g, err := gateway.New(mem, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			mine, _ := gateway.ClaimFromContext(ctx)
+			bg := context.Background()
+			mem.Release(bg, mine) // the claim lapses, say
+			other, err := mem.Claim(bg, "m1", lease)
+			if err != nil || other.Status != store.Won {
+				t.Fatalf("the other delivery's Claim = %v, %v; want Won", other.Status, err)
+			}
+			if ok, err := mem.Complete(bg, other); !ok || err != nil {
+				t.Fatalf("the other delivery's Complete = %v, %v", ok, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(lease):
+				t.Error("the body was not cancelled within a lease of the takeover")
+			}
+			return context.Cause(ctx)
+		})
+		if !errors.Is(err, gateway.ErrLeaseLost) {
+			t.Fatalf("Lock = %v, want ErrLeaseLost", err)
 		}
 	})
 }

@@ -361,3 +361,42 @@ func TestCancelledCallerIsNotAStoreFailure(t *testing.T) {
 		t.Errorf("ERROR lines for a caller that went away:\n%s", lines)
 	}
 }
+
+// The boundary of the check above: a Mutex body that held its key exactly
+// the lease is reported, since the store lets another caller claim the
+// key from that instant on (now ≥ leaseUntil); one that returned just
+// before is not.
+func TestMutexHeldExactlyItsLease(t *testing.T) {
+	for _, tc := range []struct {
+		held   time.Duration
+		beside store.Status // what a caller claiming the key then gets
+		report bool
+	}{{time.Second, store.Won, true}, {time.Second - time.Nanosecond, store.HeldByOther, false}} {
+		t.Run(tc.held.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st, _ := memstore.New(nil)
+				l := &logs{}
+				const lease = time.Second
+				g, err := gateway.New(st, &gateway.Options{Lease: lease, NoRenew: true, Logger: l.logger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = g.Mutex(t.Context(), "po:7", func(ctx context.Context) error {
+					time.Sleep(tc.held)
+					if c, err := st.Claim(context.Background(), "po:7", lease); err != nil || c.Status != tc.beside {
+						t.Errorf("a caller after %v = %v, %v; want %v", tc.held, c.Status, err, tc.beside)
+					} else if c.Status == store.Won {
+						st.Release(context.Background(), c)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("Mutex = %v, want nil", err)
+				}
+				if lines := l.Records().Outcome(gateway.OutcomeFencedOut); len(lines) != map[bool]int{true: 1, false: 0}[tc.report] {
+					t.Errorf("a body that held its key %v of a %v lease: fenced_out lines:\n%s\nwant %v", tc.held, lease, lines, map[bool]string{true: "one", false: "none"}[tc.report])
+				}
+			})
+		})
+	}
+}

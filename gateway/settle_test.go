@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -182,4 +183,27 @@ func BenchmarkSettleCtx(b *testing.B) {
 			}
 		})
 	}
+}
+
+// context.AfterFunc on a settleCtx keeps the standard contract: a stop
+// before the end reports true and the function never runs, while the
+// other functions registered still run at the end.
+func TestSettleCtxAfterFuncStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newSettleCtx(context.Background(), time.Now().Add(time.Hour))
+		var ran [2]atomic.Bool
+		stop0 := context.AfterFunc(c, func() { ran[0].Store(true) })
+		context.AfterFunc(c, func() { ran[1].Store(true) })
+		if !stop0() {
+			t.Fatal("stop before the end = false, want true")
+		}
+		if stop0() {
+			t.Error("a second stop = true, want false")
+		}
+		c.stop()
+		synctest.Wait() // the functions run on goroutines of their own
+		if ran[0].Load() || !ran[1].Load() {
+			t.Errorf("after the end: stopped function ran %v, the other ran %v; want false, true", ran[0].Load(), ran[1].Load())
+		}
+	})
 }
