@@ -182,7 +182,9 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 
 func (w *world) bodyEnds(d *delivery) {
 	w.mu.Lock()
-	delete(w.key(d.ms.key).running, d)
+	ks := w.key(d.ms.key)
+	delete(ks.running, d)
+	d.forgetsAtEnd = ks.forgetsBegun
 	w.mu.Unlock()
 }
 
@@ -227,6 +229,9 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	late, ok, wrote, fenced, claim, failed := d.late, d.ok, d.wrote, d.fenced, d.claim, d.failed
 	struck := d.struck || d.frozen
 	forgotten := w.key(key).forgotten
+	// A Forget begun since the body returned may have freed, after the
+	// gateway read it, a record another claim held.
+	forgetSince := d.ran && w.key(key).forgetsBegun > d.forgetsAtEnd
 	w.mu.Unlock()
 	verdict := "nack"
 	if acked {
@@ -281,6 +286,8 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		}
 	case fenced && live && rec.State == store.Claimed && rec.Token != "" && rec.Fence > claim.Fence && rec.ReadAt.Before(rec.LeaseUntil):
 		w.tracef(d, "acked fenced out: another live claim (fence %d) holds the key", rec.Fence)
+	case fenced && forgetSince:
+		w.tracef(d, "acked fenced out; an operator's Forget since its body returned may have freed the claim it saw")
 	case fenced:
 		w.violate(d, ruleAckFenced, fmt.Sprintf("acked (%s) a body fenced out (store.ErrFenced) while the record is %s: nobody else holds the key", how, w.describe(rec, live)))
 	case forgotten:

@@ -155,6 +155,8 @@ type delivery struct {
 	// forgetsAtClaim is the key's forgetsEnded when the delivery's last
 	// Claim call began.
 	forgetsAtClaim int
+	// forgetsAtEnd is the key's forgetsBegun when its body returned.
+	forgetsAtEnd int
 	wrote          bool // the body wrote its effect
 	ok             bool // the body returned success
 	fenced         bool // the body returned store.ErrFenced
