@@ -1,8 +1,9 @@
 // Command casemutants runs the mutants go-gremlins v0.6.0 reports NOT
 // COVERED only because Go's coverage profile has no block for them: the
-// conditions of a switch's cases (gremlins issue #298). The cover tool
-// counts statements, and a case's condition is no statement, so gremlins
-// never tests a mutant there even when every test passes through it. This
+// conditions of a switch's cases (gremlins issue #298) and the values of
+// package-level constants and variables. The cover tool counts statements,
+// and neither is one, so gremlins never tests a mutant there even when
+// every test passes through it. This
 // command applies each such mutant exactly as gremlins would have (the same
 // token swapped at the same position), through go test's -overlay so the
 // source tree is never written, and runs the package's tests against it.
@@ -103,7 +104,7 @@ func run(reportPath, pkg string) error {
 			return err
 		}
 		for _, m := range f.Mutations {
-			if m.Status != "NOT COVERED" || !inCaseCondition(fset, file, m.Line, m.Column) {
+			if m.Status != "NOT COVERED" || !unmapped(fset, file, m.Line, m.Column) {
 				continue
 			}
 			mutated, err := mutate(src, m.Line, m.Column, swaps[m.Type])
@@ -125,26 +126,31 @@ func run(reportPath, pkg string) error {
 			fmt.Printf("%12s %s at %s:%d:%d\n", status, m.Type, f.Name, m.Line, m.Column)
 		}
 	}
-	fmt.Printf("Case conditions (gremlins NOT COVERED): killed %d, lived %d, timed out %d\n", killed, lived, timedOut)
+	fmt.Printf("Case conditions and package-level values (gremlins NOT COVERED): killed %d, lived %d, timed out %d\n", killed, lived, timedOut)
 	return nil
 }
 
-// inCaseCondition reports whether line:col lies in the condition of a case
-// clause: the only place where a covered mutant has no coverage block.
-func inCaseCondition(fset *token.FileSet, file *ast.File, line, col int) bool {
+// unmapped reports whether line:col lies where a covered mutant has no
+// coverage block: in the condition of a case clause, or in a package-level
+// declaration.
+func unmapped(fset *token.FileSet, file *ast.File, line, col int) bool {
+	in := func(n ast.Node) bool {
+		from, to := fset.Position(n.Pos()), fset.Position(n.End())
+		return after(line, col, from.Line, from.Column) && !after(line, col, to.Line, to.Column)
+	}
+	for _, d := range file.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && in(g) {
+			return true
+		}
+	}
 	found := false
 	ast.Inspect(file, func(n ast.Node) bool {
-		cc, ok := n.(*ast.CaseClause)
-		if !ok || found {
-			return !found
-		}
-		for _, e := range cc.List {
-			from, to := fset.Position(e.Pos()), fset.Position(e.End())
-			if after(line, col, from.Line, from.Column) && !after(line, col, to.Line, to.Column) {
-				found = true
+		if cc, ok := n.(*ast.CaseClause); ok {
+			for _, e := range cc.List {
+				found = found || in(e)
 			}
 		}
-		return true
+		return !found
 	})
 	return found
 }
