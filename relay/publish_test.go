@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -455,5 +456,95 @@ func TestTopicSpellingsShareAPublisher(t *testing.T) {
 	defer mu.Unlock()
 	if len(requests) != 1 || strings.Join(requests[0], " ") != "0 1 2 3" {
 		t.Errorf("publish requests %q; want one request with the key's messages in order, whatever the topic's spelling", requests)
+	}
+}
+
+// slowTake is a Source whose first Take answers only after delay: a store
+// too slow for the lease.
+type slowTake struct {
+	*model
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowTake) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	ps, err := s.model.Take(ctx, n, lease)
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return ps, err
+}
+
+// A batch whose Take took more than an eighth of the lease is given back
+// untried (not counted against its messages), and counted as a lease
+// failure: the client's answers could come after the lease lapsed. The
+// next, quick Take publishes it.
+func TestLateTakeIsGivenBackUntried(t *testing.T) {
+	const lease = 800 * time.Millisecond
+	srv, c := fakePubSub(t)
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	reader := sdkmetric.NewManualReader()
+	run := start(t, &slowTake{model: m, delay: lease / 4}, c, relay.Options{Lease: lease,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the message is published and settled", func() bool { return !m.present(p.ID) })
+	run.stop(t)
+	calls := m.calls()
+	if len(calls) < 2 || len(calls[0].sent) != 0 || len(calls[0].failed) != 1 || calls[0].failed[0].Reason != "" || calls[0].failed[0].After != 0 {
+		t.Fatalf("Settles %+v; want the late batch given back untried first, then sent", calls)
+	}
+	if got := counter(t, reader, "idemgate.relay.failures", "lease"); got != 1 {
+		t.Errorf("idemgate.relay.failures{operation=lease} = %d, want 1", got)
+	}
+	if n := published(srv, p.ChildKey); n != 1 {
+		t.Errorf("published %d times, want once", n)
+	}
+}
+
+// A publish Pub/Sub never answers is ended by the client at three quarters
+// of the lease: its outcome is unknown (the message stays held), and the
+// relay learns it before the lease lapses, so publishing never outlives
+// the lease.
+func TestStalledPublishEndsWithinTheLease(t *testing.T) {
+	const lease = 4 * time.Second
+	release := make(chan struct{})
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		<-release
+		return false, nil, nil
+	}))
+	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the server closes
+	m := newModel()
+	m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})
+	reader := sdkmetric.NewManualReader()
+	run := start(t, m, c, relay.Options{Lease: lease, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the client gives up on the publish", func() bool {
+		return counter(t, reader, "idemgate.relay.failures", "publish_unknown") > 0
+	})
+	run.stop(t)
+	if got := counter(t, reader, "idemgate.relay.failures", "lease"); got != 0 {
+		t.Errorf("idemgate.relay.failures{operation=lease} = %d, want 0: the client must answer a publish before the lease lapses", got)
+	}
+	if f := m.failures(); len(f) != 0 {
+		t.Errorf("failures %+v; want none: a publish of unknown outcome is left out of Settle", f)
+	}
+}
+
+// Messages without an ordering key are not held to one request per round:
+// however many bytes they make, each is tried in the round that took it
+// (the client splits them into requests). pstest refuses the requests over
+// gRPC's 4 MiB, which the client retries until its Timeout (an unknown
+// outcome: the message stays held); none is given back untried.
+func TestUnorderedMessagesAreAllTried(t *testing.T) {
+	_, c := fakePubSub(t)
+	m := newModel()
+	big := make([]byte, 3_500_000)
+	for i := range 3 { // 10.5 MB: more than one request holds
+		m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: outTopic, Data: big})
+	}
+	run := start(t, m, c, relay.Options{Lease: 4 * time.Second, MinBackoff: time.Hour})
+	m.await(t, 30*time.Second, "the round is settled", func() bool { return len(m.calls()) > 0 })
+	run.stop(t)
+	for _, f := range m.calls()[0].failed {
+		if f.Reason == "" {
+			t.Errorf("message %s given back untried; a message without an ordering key is tried in its round", f.ID)
+		}
 	}
 }
