@@ -10,9 +10,11 @@
 //
 //	go run ./scripts/casemutants bin/mutate/pushauth.json ./pushauth
 //
-// It prints one line per mutant and a summary; a mutant elsewhere that
-// gremlins reports NOT COVERED is left so (no test runs it). The exit
-// status is 0 whatever lived: the figures are the output.
+// It prints one line per mutant it ran, then the package's figures:
+// gremlins' verdicts with these mutants' own in place of NOT COVERED. A
+// mutant elsewhere that gremlins reports NOT COVERED is left so (no test
+// runs it). The exit status is 0 whatever lived: the figures are the
+// output. scripts/mutate.sh runs it after gremlins, for each package.
 package main
 
 import (
@@ -78,20 +80,16 @@ func run(reportPath, pkg string) error {
 	if err != nil {
 		return err
 	}
-	// A baseline run proves the tests pass unmutated and bounds each
-	// mutant's run, as gremlins' --timeout-coefficient 10 does.
-	start := time.Now()
-	if killed, err := goTest(context.Background(), pkg, ""); killed || err != nil {
-		return fmt.Errorf("the unmutated tests of %s fail (%v)", pkg, err)
-	}
-	timeout := 10*time.Since(start) + 10*time.Second
 
-	tmp, err := os.MkdirTemp("", "casemutants")
-	if err != nil {
-		return err
+	// Gremlins' own verdicts, and the mutants it could not place.
+	count := make(map[string]int)
+	type candidate struct {
+		file, path string
+		src        []byte
+		line, col  int
+		typ        string
 	}
-	defer os.RemoveAll(tmp)
-	var killed, lived, timedOut int
+	var todo []candidate
 	for _, f := range r.Files {
 		path := filepath.Join(dir, f.Name)
 		src, err := os.ReadFile(path)
@@ -104,29 +102,50 @@ func run(reportPath, pkg string) error {
 			return err
 		}
 		for _, m := range f.Mutations {
-			if m.Status != "NOT COVERED" || !unmapped(fset, file, m.Line, m.Column) {
+			if m.Status == "NOT COVERED" && unmapped(fset, file, m.Line, m.Column) {
+				todo = append(todo, candidate{f.Name, path, src, m.Line, m.Column, m.Type})
 				continue
 			}
-			mutated, err := mutate(src, m.Line, m.Column, swaps[m.Type])
-			if err != nil {
-				return fmt.Errorf("%s:%d:%d %s: %w", f.Name, m.Line, m.Column, m.Type, err)
-			}
-			status, err := try(tmp, path, mutated, pkg, timeout)
-			if err != nil {
-				return fmt.Errorf("%s:%d:%d %s: %w", f.Name, m.Line, m.Column, m.Type, err)
-			}
-			switch status {
-			case "KILLED":
-				killed++
-			case "LIVED":
-				lived++
-			case "TIMED OUT":
-				timedOut++
-			}
-			fmt.Printf("%12s %s at %s:%d:%d\n", status, m.Type, f.Name, m.Line, m.Column)
+			count[m.Status]++
 		}
 	}
-	fmt.Printf("Case conditions and package-level values (gremlins NOT COVERED): killed %d, lived %d, timed out %d\n", killed, lived, timedOut)
+
+	if len(todo) > 0 {
+		// A baseline run proves the tests pass unmutated and bounds each
+		// mutant's run, as gremlins' --timeout-coefficient 10 does.
+		start := time.Now()
+		if killed, err := goTest(context.Background(), pkg, ""); killed || err != nil {
+			return fmt.Errorf("the unmutated tests of %s fail (%v)", pkg, err)
+		}
+		timeout := 10*time.Since(start) + 10*time.Second
+		tmp, err := os.MkdirTemp("", "casemutants")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		for _, c := range todo {
+			mutated, err := mutate(c.src, c.line, c.col, swaps[c.typ])
+			if err != nil {
+				return fmt.Errorf("%s:%d:%d %s: %w", c.file, c.line, c.col, c.typ, err)
+			}
+			status, err := try(tmp, c.path, mutated, pkg, timeout)
+			if err != nil {
+				return fmt.Errorf("%s:%d:%d %s: %w", c.file, c.line, c.col, c.typ, err)
+			}
+			count[status]++
+			fmt.Printf("%12s %s at %s:%d:%d (casemutants)\n", status, c.typ, c.file, c.line, c.col)
+		}
+	}
+
+	// The figure counts a timed-out mutant as killed, as gremlins does,
+	// and a NOT COVERED one as not killed.
+	k, t, l, n := count["KILLED"], count["TIMED OUT"], count["LIVED"], count["NOT COVERED"]
+	figure := "n/a"
+	if all := k + t + l + n; all > 0 {
+		figure = fmt.Sprintf("%.1f%%", 100*float64(k+t)/float64(all))
+	}
+	fmt.Printf("%s: killed %d, timed out %d, lived %d, not covered %d, not viable %d (casemutants ran %d); (killed+timed out)/(killed+timed out+lived+not covered) = %s\n",
+		pkg, k, t, l, n, count["NOT VIABLE"], len(todo), figure)
 	return nil
 }
 
