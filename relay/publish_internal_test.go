@@ -18,6 +18,7 @@ import (
 // is one it refuses as oversized. A larger limit would let a key's share
 // of a round spill into a second request, answered after the first.
 func TestRequestLimitIsTheClients(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	ctx := t.Context()
 	srv := pstest.NewServer()
 	t.Cleanup(func() { srv.Close() })

@@ -125,6 +125,7 @@ func (g *givesBack) Settle(ctx context.Context, sent []outbox.Pending, failed []
 // the first publish landed too: two live relays, one message published
 // twice.
 func TestSlowPublishIsNotGivenBack(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	const lease = 4 * time.Second
 	gaveBack := make(chan struct{})
 	var first atomic.Bool
@@ -478,6 +479,7 @@ func (s *slowTake) Take(ctx context.Context, n int, lease time.Duration) ([]outb
 // failure: the client's answers could come after the lease lapsed. The
 // next, quick Take publishes it.
 func TestLateTakeIsGivenBackUntried(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	const lease = 800 * time.Millisecond
 	srv, c := fakePubSub(t)
 	m := newModel()
@@ -504,6 +506,7 @@ func TestLateTakeIsGivenBackUntried(t *testing.T) {
 // relay learns it before the lease lapses, so publishing never outlives
 // the lease.
 func TestStalledPublishEndsWithinTheLease(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	const lease = 4 * time.Second
 	release := make(chan struct{})
 	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
@@ -533,6 +536,7 @@ func TestStalledPublishEndsWithinTheLease(t *testing.T) {
 // gRPC's 4 MiB, which the client retries until its Timeout (an unknown
 // outcome: the message stays held); none is given back untried.
 func TestUnorderedMessagesAreAllTried(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	_, c := fakePubSub(t)
 	m := newModel()
 	big := make([]byte, 3_500_000)

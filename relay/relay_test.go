@@ -174,6 +174,7 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 // order, once publishing works. The metrics count the failures and the
 // lag of each message, and the backlog ends at zero.
 func TestFailedPublishResumesOrderingKey(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	ctx := t.Context()
 	host := testenv.PubSubEmulatorHost(t)
 	project := testenv.PubSubProject(t)
