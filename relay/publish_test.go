@@ -359,23 +359,26 @@ func TestRefusedMessagesBackOffAndDie(t *testing.T) {
 }
 
 // A message larger than a publish request is refused by the client on
-// every try: it dies at its first failure.
+// every try: it dies at its first failure, with an ordering key or without
+// (the first of its key's share is sent whatever its size).
 func TestOversizedMessageDiesAtOnce(t *testing.T) {
-	_, c := fakePubSub(t)
-	m := newModel()
-	ps, err := outbox.Prepare("order-1", []outbox.Message{{Topic: outTopic, Data: []byte("x")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ps[0]
-	p.Data = make([]byte, pubsub.MaxPublishRequestBytes)
-	m.addPending(&p, 0)
-	run := start(t, m, c, relay.Options{})
-	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
-	run.stop(t)
-	f := m.failures()
-	if len(f) != 1 || !f[0].Dead || f[0].Reason == "" {
-		t.Errorf("failures %+v; want the oversized message dead at its first failure, with the client's reason", f)
+	for _, key := range []string{"", "k"} {
+		_, c := fakePubSub(t)
+		m := newModel()
+		ps, err := outbox.Prepare("order-1", []outbox.Message{{Topic: outTopic, Data: []byte("x"), OrderingKey: key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ps[0]
+		p.Data = make([]byte, pubsub.MaxPublishRequestBytes)
+		m.addPending(&p, 0)
+		run := start(t, m, c, relay.Options{})
+		m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+		run.stop(t)
+		f := m.failures()
+		if len(f) != 1 || !f[0].Dead || f[0].Reason == "" {
+			t.Errorf("ordering key %q: failures %v; want the oversized message dead at its first failure, with the client's reason", key, brief(f))
+		}
 	}
 }
 
@@ -551,4 +554,85 @@ func TestUnorderedMessagesAreAllTried(t *testing.T) {
 			t.Errorf("message %s given back untried; a message without an ordering key is tried in its round", f.ID)
 		}
 	}
+}
+
+// A round sends each ordering key's share in one request, which holds at
+// most RequestLimit bytes: a key whose messages come to more sends what
+// fits and gives the rest back untried (no Reason: not counted) for a
+// later round; a share of exactly the limit goes whole. pstest takes no
+// request over gRPC's 4 MiB, so a share sent whole is refused (the client
+// retries it until its Timeout), while the 3 MB message sent alone lands.
+func TestOrderedKeyShareFitsOneRequest(t *testing.T) {
+	t.Parallel() // it waits out the client's publish timeout
+	for _, tc := range []struct {
+		name  string
+		over  int // the share's bytes past RequestLimit
+		split bool
+	}{
+		{"a byte over the limit", 1, true},
+		{"exactly the limit", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, c := fakePubSub(t)
+			first := outbox.Message{Topic: outTopic, OrderingKey: "k", Data: make([]byte, 3_000_000)}
+			second := sizedTo(t, "order-1", first, relay.RequestLimit(outTopic)+tc.over)
+			m := newModel()
+			ps := m.add(t, "order-1", 0, first, second)
+			reader := sdkmetric.NewManualReader()
+			run := start(t, m, c, relay.Options{Lease: 4 * time.Second, MinBackoff: time.Hour, StopTimeout: 100 * time.Millisecond,
+				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+			m.await(t, 30*time.Second, "the round is answered", func() bool {
+				return len(m.calls()) > 0 || counter(t, reader, "idemgate.relay.failures", "publish_unknown") > 0
+			})
+			run.stop(t)
+			var round settled // the first round's Settle, if it came
+			if calls := m.calls(); len(calls) > 0 {
+				round = calls[0]
+			}
+			alone := len(round.sent) == 1 && round.sent[0].ID == ps[0].ID
+			if alone != tc.split {
+				t.Errorf("first round sent %d messages; the 3 MB message sent alone: %v, want %v (a share %+d bytes past the limit)", len(round.sent), alone, tc.split, tc.over)
+			}
+			if tc.split && (len(round.failed) != 1 || round.failed[0].ID != ps[1].ID || round.failed[0].Reason != "") {
+				t.Errorf("first round failed %v; want the second message given back untried", brief(round.failed))
+			}
+		})
+	}
+}
+
+// sizedTo returns a message of first's topic and ordering key whose
+// size, as outbox.PublishSize counts it once Prepare named it after
+// first under parent, makes the two of them total bytes.
+func sizedTo(t testing.TB, parent string, first outbox.Message, total int) outbox.Message {
+	t.Helper()
+	m := outbox.Message{Topic: first.Topic, OrderingKey: first.OrderingKey}
+	size := func(n int) int {
+		m.Data = make([]byte, n)
+		ps, err := outbox.Prepare(parent, []outbox.Message{first, m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outbox.PublishSize(ps[0].Message) + outbox.PublishSize(ps[1].Message)
+	}
+	// The data's length prefix grows with it: search down.
+	n := total - size(0)
+	for n > 0 && size(n) > total {
+		n--
+	}
+	if got := size(n); got != total {
+		t.Fatalf("no message makes %d bytes with the first (nearest %d)", total, got)
+	}
+	m.Data = make([]byte, n)
+	return m
+}
+
+// brief describes failures without their data, which %v would print byte
+// by byte: megabytes, in the tests of large messages.
+func brief(failures []outbox.Failure) []string {
+	var out []string
+	for _, f := range failures {
+		out = append(out, fmt.Sprintf("{ID %s, Reason %q, Dead %v, After %v}", f.ID, f.Reason, f.Dead, f.After))
+	}
+	return out
 }
