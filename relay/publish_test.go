@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -635,4 +636,106 @@ func brief(failures []outbox.Failure) []string {
 		out = append(out, fmt.Sprintf("{ID %s, Reason %q, Dead %v, After %v}", f.ID, f.Reason, f.Dead, f.After))
 	}
 	return out
+}
+
+// idemgate.relay.lag is the time from a message's enqueue to Pub/Sub's
+// acknowledgement of its publish: the time it waited in the outbox and the
+// publish's own.
+func TestLagRunsFromEnqueueToAck(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		time.Sleep(slow) // a slow server, not synchronisation
+		return false, nil, nil
+	}))
+	m := newModel()
+	reader := sdkmetric.NewManualReader()
+	enqueued := time.Now()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	run := start(t, m, c, relay.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the message is published and settled", func() bool { return !m.present(p.ID) })
+	run.stop(t)
+	bound := time.Since(enqueued)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var lags []float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, x := range sm.Metrics {
+			if d, ok := x.Data.(metricdata.Histogram[float64]); ok && x.Name == "idemgate.relay.lag" {
+				for _, dp := range d.DataPoints {
+					lags = append(lags, dp.Sum)
+				}
+			}
+		}
+	}
+	if len(lags) != 1 || lags[0] < slow.Seconds() || lags[0] > bound.Seconds() {
+		t.Errorf("idemgate.relay.lag recorded %v s, want one value within [%v, %v]: from the enqueue to Pub/Sub's answer", lags, slow.Seconds(), bound.Seconds())
+	}
+}
+
+// takeTimes is a Source that records when each Take started.
+type takeTimes struct {
+	*model
+	mu sync.Mutex // guards at
+	at []time.Time
+}
+
+func (s *takeTimes) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	s.mu.Lock()
+	s.at = append(s.at, time.Now())
+	s.mu.Unlock()
+	return s.model.Take(ctx, n, lease)
+}
+
+func (s *takeTimes) times() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.at)
+}
+
+// After a round with a publish of unknown outcome the relay waits
+// PollInterval before it takes again, as after a refusal: publishing
+// again at once would most likely fail again.
+func TestUnknownOutcomeWaitsPollInterval(t *testing.T) {
+	const poll = 300 * time.Millisecond
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		return true, nil, status.Error(codes.DataLoss, "no")
+	}))
+	m := newModel()
+	m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})
+	src := &takeTimes{model: m}
+	run := start(t, src, c, relay.Options{PollInterval: poll, MinBackoff: time.Hour})
+	m.await(t, 30*time.Second, "the relay takes again", func() bool { return len(src.times()) >= 2 })
+	run.stop(t)
+	at := src.times()
+	if gap := at[1].Sub(at[0]); gap < poll {
+		t.Errorf("the relay took again %v after the round whose publish is of unknown outcome; want it to wait PollInterval (%v)", gap, poll)
+	}
+}
+
+// Without MinBackoff and MaxBackoff, a message's backoff doubles from
+// DefaultMinBackoff up to DefaultMaxBackoff.
+func TestDefaultBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int
+		after  [2]time.Duration
+	}{
+		{"first failure", 0, [2]time.Duration{relay.DefaultMinBackoff / 2, relay.DefaultMinBackoff}},
+		{"capped", 20, [2]time.Duration{relay.DefaultMaxBackoff / 2, relay.DefaultMaxBackoff}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := fakePubSub(t)
+			m := newModel()
+			m.add(t, "order-1", tc.before, outbox.Message{Topic: "missing", Data: []byte("a")})
+			run := start(t, m, c, relay.Options{MaxAttempts: -1})
+			m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+			run.stop(t)
+			f := m.failures()
+			if len(f) != 1 || f[0].After < tc.after[0] || f[0].After > tc.after[1] {
+				t.Errorf("failures %v; want one backing off within [%v, %v]", brief(f), tc.after[0], tc.after[1])
+			}
+		})
+	}
 }
