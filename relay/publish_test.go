@@ -739,3 +739,29 @@ func TestDefaultBackoff(t *testing.T) {
 		})
 	}
 }
+
+// A stopping relay waits for the answers of its publishes in flight, up to
+// StopTimeout (default DefaultStopTimeout), and settles them: a message
+// Pub/Sub acknowledges after the stop is marked sent, not left held to be
+// published again once its lease lapses.
+func TestStopSettlesAnswersInFlight(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	entered := make(chan struct{})
+	var once sync.Once
+	srv, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		once.Do(func() { close(entered) })
+		time.Sleep(slow) // a slow server, not synchronisation
+		return false, nil, nil
+	}))
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	run := start(t, m, c, relay.Options{})
+	<-entered
+	run.stop(t)
+	if m.present(p.ID) {
+		t.Errorf("the message Pub/Sub acknowledged after the stop is still in the outbox; want it settled as sent")
+	}
+	if n := published(srv, p.ChildKey); n != 1 {
+		t.Errorf("published %d times, want once", n)
+	}
+}

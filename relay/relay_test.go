@@ -53,6 +53,9 @@ func TestNewRejects(t *testing.T) {
 	if _, err := relay.New(st.Outbox(), c, nil); err != nil {
 		t.Errorf("New with nil options: %v", err)
 	}
+	if _, err := relay.New(st.Outbox(), c, &relay.Options{Lease: 10 * time.Millisecond}); err != nil {
+		t.Errorf("New with the shortest Lease allowed, 10ms: %v", err)
+	}
 }
 
 // sqliteStore returns a SQLite store with an outbox in a file of t's own.
