@@ -163,15 +163,19 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 		stopping bool
 		delay    time.Duration // InProgressDelay
 		hold     time.Duration // the wait before the handler runs again
+		behind   time.Duration // how far the store's clock is behind ours
 	}{
-		{"holder done", false, -1, pull.DefaultInProgressDelay},
-		{"Receive stops", true, -1, pull.DefaultInProgressDelay},
-		{"short InProgressDelay", false, 10 * time.Millisecond, 10 * time.Millisecond},
+		{"holder done", false, -1, pull.DefaultInProgressDelay, 0},
+		{"Receive stops", true, -1, pull.DefaultInProgressDelay, 0},
+		{"short InProgressDelay", false, 10 * time.Millisecond, 10 * time.Millisecond, 0},
+		// The holder's lease ended by our clock, not by the store's: the
+		// shortest wait (100ms), not none.
+		{"holder's lease over by our clock", false, -1, 100 * time.Millisecond, time.Hour},
 	} {
 		stopping := tc.stopping
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &logtest.Sink{}
-			st, err := memstore.New(nil)
+			st, err := memstore.New(&memstore.Options{Now: func() time.Time { return time.Now().Add(-tc.behind) }})
 			if err != nil {
 				t.Fatal(err)
 			}
