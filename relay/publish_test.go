@@ -700,19 +700,22 @@ func (s *takeTimes) times() []time.Time {
 	return slices.Clone(s.at)
 }
 
-// The relay waits PollInterval before it takes again after a round that
-// took nothing, and after a round with a publish of unknown outcome, as
-// after a refusal: publishing again at once would most likely fail again.
+// The relay waits PollInterval (default DefaultPollInterval) before it
+// takes again after a round that took nothing, and after a round with a
+// publish of unknown outcome, as after a refusal: publishing again at once
+// would most likely fail again.
 func TestWaitsPollInterval(t *testing.T) {
-	const poll = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name     string
 		messages int
+		poll     time.Duration // PollInterval
+		want     time.Duration // the least time between the Takes
 	}{
-		{"empty outbox", 0},
-		{"unknown outcome", 1},
+		{"empty outbox", 0, 0, relay.DefaultPollInterval},
+		{"unknown outcome", 1, 300 * time.Millisecond, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
 				return true, nil, status.Error(codes.DataLoss, "no")
 			}))
@@ -721,12 +724,20 @@ func TestWaitsPollInterval(t *testing.T) {
 				m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})
 			}
 			src := &takeTimes{model: m}
-			run := start(t, src, c, relay.Options{PollInterval: poll, MinBackoff: time.Hour})
+			// Not start, which sets a short PollInterval.
+			r, err := relay.New(src, c, &relay.Options{PollInterval: tc.poll, MinBackoff: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
 			m.await(t, 30*time.Second, "the relay takes again", func() bool { return len(src.times()) >= 2 })
-			run.stop(t)
+			cancel()
+			<-done
 			at := src.times()
-			if gap := at[1].Sub(at[0]); gap < poll {
-				t.Errorf("the relay took again %v after the first round; want it to wait PollInterval (%v)", gap, poll)
+			if gap := at[1].Sub(at[0]); gap < tc.want {
+				t.Errorf("the relay took again %v after the first round; want it to wait PollInterval (%v)", gap, tc.want)
 			}
 		})
 	}
