@@ -3,10 +3,12 @@
 // conditions of a switch's cases (gremlins issue #298) and the values of
 // package-level constants and variables. The cover tool counts statements,
 // and neither is one, so gremlins never tests a mutant there even when
-// every test passes through it. This
-// command applies each such mutant exactly as gremlins would have (the same
-// token swapped at the same position), through go test's -overlay so the
-// source tree is never written, and runs the package's tests against it.
+// every test passes through it. This command applies each such mutant
+// exactly as gremlins would have (the same token swapped at the same
+// position), through go test's -overlay so the source tree is never
+// written, and runs the package's tests against it. A mutant that go vet
+// refuses and no test fails is KILLED BY VET, counted killed as gremlins
+// counts it.
 //
 //	go run ./scripts/casemutants bin/mutate/pushauth.json ./pushauth
 //
