@@ -743,27 +743,30 @@ func TestWaitsPollInterval(t *testing.T) {
 	}
 }
 
-// Without MinBackoff and MaxBackoff, a message's backoff doubles from
-// DefaultMinBackoff up to DefaultMaxBackoff.
-func TestDefaultBackoff(t *testing.T) {
+// A message's backoff doubles from MinBackoff (default DefaultMinBackoff)
+// up to MaxBackoff (default DefaultMaxBackoff), jittered down to half; the
+// shortest allowed, one nanosecond, draws zero or one.
+func TestBackoffOptions(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		before int
-		after  [2]time.Duration
+		name     string
+		min, max time.Duration // MinBackoff, MaxBackoff
+		before   int
+		after    [2]time.Duration
 	}{
-		{"first failure", 0, [2]time.Duration{relay.DefaultMinBackoff / 2, relay.DefaultMinBackoff}},
-		{"capped", 20, [2]time.Duration{relay.DefaultMaxBackoff / 2, relay.DefaultMaxBackoff}},
+		{"default, first failure", 0, 0, 0, [2]time.Duration{relay.DefaultMinBackoff / 2, relay.DefaultMinBackoff}},
+		{"default, capped", 0, 0, 20, [2]time.Duration{relay.DefaultMaxBackoff / 2, relay.DefaultMaxBackoff}},
+		{"one nanosecond", time.Nanosecond, time.Nanosecond, 0, [2]time.Duration{0, time.Nanosecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, c := fakePubSub(t)
 			m := newModel()
 			m.add(t, "order-1", tc.before, outbox.Message{Topic: "missing", Data: []byte("a")})
-			run := start(t, m, c, relay.Options{MaxAttempts: -1})
+			run := start(t, m, c, relay.Options{MinBackoff: tc.min, MaxBackoff: tc.max, MaxAttempts: -1})
 			m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
 			run.stop(t)
 			f := m.failures()
-			if len(f) != 1 || f[0].After < tc.after[0] || f[0].After > tc.after[1] {
-				t.Errorf("failures %v; want one backing off within [%v, %v]", brief(f), tc.after[0], tc.after[1])
+			if len(f) == 0 || f[0].Reason == "" || f[0].After < tc.after[0] || f[0].After > tc.after[1] {
+				t.Errorf("failures %v; want the first backing off within [%v, %v]", brief(f), tc.after[0], tc.after[1])
 			}
 		})
 	}
