@@ -702,22 +702,24 @@ func (s *takeTimes) times() []time.Time {
 
 // The relay waits PollInterval (default DefaultPollInterval) before it
 // takes again after a round that took nothing, and after a round with a
-// publish of unknown outcome, as after a refusal: publishing again at once
+// refused publish or one of unknown outcome: publishing again at once
 // would most likely fail again.
 func TestWaitsPollInterval(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		messages int
+		answer   codes.Code    // Pub/Sub's answer to a publish
 		poll     time.Duration // PollInterval
 		want     time.Duration // the least time between the Takes
 	}{
-		{"empty outbox", 0, 0, relay.DefaultPollInterval},
-		{"unknown outcome", 1, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"empty outbox", 0, codes.OK, 0, relay.DefaultPollInterval},
+		{"unknown outcome", 1, codes.DataLoss, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"refused", 1, codes.PermissionDenied, 300 * time.Millisecond, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
-				return true, nil, status.Error(codes.DataLoss, "no")
+				return true, nil, status.Error(tc.answer, "no")
 			}))
 			m := newModel()
 			for i := range tc.messages {
