@@ -72,6 +72,7 @@ func TestPrepareRefuses(t *testing.T) {
 		"GOOG attribute":         {{Topic: "orders", Attributes: map[string]string{"GOOGx": "1"}}},
 		"empty attribute name":   {{Topic: "orders", Attributes: map[string]string{"": "1"}}},
 		"reserved attribute":     {{Topic: "orders", Attributes: map[string]string{outbox.ChildKeyAttribute: "forged"}}},
+		"long attribute name":    {{Topic: "orders", Attributes: map[string]string{strings.Repeat("n", 257): "1"}}},
 		"long attribute value":   {{Topic: "orders", Attributes: map[string]string{"a": long}}},
 		"long ordering key":      {{Topic: "orders", OrderingKey: long}},
 		"invalid UTF-8":          {{Topic: "orders", Attributes: map[string]string{"a": "\xff"}}},
@@ -96,6 +97,21 @@ func TestPrepareRefuses(t *testing.T) {
 	many["b"] = "v"
 	if _, err := outbox.Prepare("p", []outbox.Message{{Topic: "orders", Attributes: many}}); err == nil {
 		t.Error("100 attributes and the child key's are over Pub/Sub's limit: must be refused")
+	}
+}
+
+// TestPrepareAcceptsPubSubsLimits: a message exactly at each of Pub/Sub's
+// limits (an attribute name of 256 bytes, a value of 1024, an ordering key
+// of 1024) is one Pub/Sub publishes, so Prepare must admit it.
+func TestPrepareAcceptsPubSubsLimits(t *testing.T) {
+	for name, m := range map[string]outbox.Message{
+		"attribute name of 256 bytes":   {Topic: "orders", Attributes: map[string]string{strings.Repeat("n", 256): "1"}},
+		"attribute value of 1024 bytes": {Topic: "orders", Attributes: map[string]string{"a": strings.Repeat("v", 1024)}},
+		"ordering key of 1024 bytes":    {Topic: "orders", OrderingKey: strings.Repeat("k", 1024)},
+	} {
+		if _, err := outbox.Prepare("parent", []outbox.Message{m}); err != nil {
+			t.Errorf("%s: Prepare = %v; Pub/Sub publishes it", name, err)
+		}
 	}
 }
 

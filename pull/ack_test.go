@@ -152,8 +152,9 @@ func TestExactlyOnceAckTimeout(t *testing.T) {
 	stop()
 
 	r := ackLines(f.logs.Records())[0]
-	if r.Level != slog.LevelWarn || r.Attrs["reason"] != "no result within AckTimeout" || r.Attrs["ack_timeout_ms"] != "50" {
-		t.Errorf("unconfirmed ack line = %v %q %v", r.Level, r.Message, r.Attrs)
+	if r.Level != slog.LevelWarn || r.Attrs["reason"] != "no result within AckTimeout" || r.Attrs["ack_timeout_ms"] != "50" ||
+		!strings.HasPrefix(r.Message, "idemgate: ack not confirmed; ") || r.Attrs["acked_outcome"] != string(gateway.OutcomeWon) {
+		t.Errorf("unconfirmed ack line = %v %q %v; want WARN, the reason, the timeout, and the acked outcome (won) with what its redelivery meets", r.Level, r.Message, r.Attrs)
 	}
 }
 

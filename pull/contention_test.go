@@ -116,3 +116,41 @@ func TestHandlersMutexContentionIsPaced(t *testing.T) {
 		t.Errorf("applied %v, want %v", applied, want)
 	}
 }
+
+// TestDefaultInProgressDelay: with InProgressDelay left zero, a message
+// whose handler meets a held Mutex is held DefaultInProgressDelay (the
+// holder's lease ends later) before its nack, not nacked at once.
+func TestDefaultInProgressDelay(t *testing.T) {
+	f := newFixture(t, setup{})
+	opts := &pull.Options{Logger: f.logger()}
+	end := heldTimer(t, f.logs, opts)
+	holding, finish := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- f.g.Mutex(context.Background(), "po:7", func(context.Context) error {
+			close(holding)
+			<-finish
+			return nil
+		})
+	}()
+	waitClosed(t, holding, "the test holding the order's Mutex")
+	release := sync.OnceFunc(func() { close(finish) })
+	t.Cleanup(release)
+	stop := f.receive(f.sub, pull.Wrap(f.g, func(ctx context.Context, m *pubsub.Message) error {
+		return f.g.Mutex(ctx, "po:"+m.Attributes["po_id"], func(context.Context) error { return nil })
+	}, opts))
+	id := f.publish("update", "po_id", "7")
+
+	f.logs.Wait(t, waitFor, "a hold of the contended update", func(recs logtest.Records) bool { return len(holds(recs)) > 0 })
+	if d, err := time.ParseDuration(holds(f.logs.Records())[0].Attrs["duration"]); err != nil || d != pull.DefaultInProgressDelay {
+		t.Errorf("held for %v (%v), want DefaultInProgressDelay (%v): the Mutex holder's lease is %v", d, err, pull.DefaultInProgressDelay, gateway.DefaultRenewedLease)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	end()
+	waitOutcome(t, f.logs, gateway.OutcomeWon, id, 1)
+	f.waitAcked(id)
+	stop()
+}

@@ -155,12 +155,27 @@ func TestOrderedInProgressIsNotOvertaken(t *testing.T) {
 // key whose handler's own Mutex is held is not nacked either, even with a
 // negative InProgressDelay (nack at once), which would break the order:
 // it waits (never for nothing) and runs the handler again in place once
-// the Mutex is free. If Receive stops meanwhile, it is nacked.
+// the Mutex is free. If Receive stops meanwhile, it is nacked. A positive
+// InProgressDelay shorter than the floor of such waits is the wait.
 func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
-	for _, stopping := range []bool{false, true} {
-		t.Run(map[bool]string{false: "holder done", true: "Receive stops"}[stopping], func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stopping bool
+		delay    time.Duration // InProgressDelay
+		hold     time.Duration // the wait before the handler runs again
+		behind   time.Duration // how far the store's clock is behind ours
+	}{
+		{"holder done", false, -1, pull.DefaultInProgressDelay, 0},
+		{"Receive stops", true, -1, pull.DefaultInProgressDelay, 0},
+		{"short InProgressDelay", false, 10 * time.Millisecond, 10 * time.Millisecond, 0},
+		// The holder's lease ended by our clock, not by the store's: the
+		// shortest wait (100ms), not none.
+		{"holder's lease over by our clock", false, -1, 100 * time.Millisecond, time.Hour},
+	} {
+		stopping := tc.stopping
+		t.Run(tc.name, func(t *testing.T) {
 			logs := &logtest.Sink{}
-			st, err := memstore.New(nil)
+			st, err := memstore.New(&memstore.Options{Now: func() time.Time { return time.Now().Add(-tc.behind) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +187,7 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := &pull.Options{Logger: logs.Logger(), InProgressDelay: -1}
+			opts := &pull.Options{Logger: logs.Logger(), InProgressDelay: tc.delay}
 			end := heldTimer(t, logs, opts)
 			var applied atomic.Int32
 			cb := pull.Wrap(g, func(ctx context.Context, _ *pubsub.Message) error {
@@ -193,8 +208,8 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			}()
 
 			logs.Wait(t, waitFor, "hold", func(recs logtest.Records) bool { return len(holds(recs)) >= 1 })
-			if d, err := time.ParseDuration(holds(logs.Records())[0].Attrs["duration"]); err != nil || d != pull.DefaultInProgressDelay {
-				t.Errorf("held for %v (%v), want DefaultInProgressDelay: a negative InProgressDelay must not make an ordered message spin", d, err)
+			if d, err := time.ParseDuration(holds(logs.Records())[0].Attrs["duration"]); err != nil || d != tc.hold {
+				t.Errorf("held for %v (%v), want %v: a negative InProgressDelay must not make an ordered message spin, a short positive one is the wait", d, err, tc.hold)
 			}
 			if stopping {
 				cancel()

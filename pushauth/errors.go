@@ -16,7 +16,8 @@ var (
 	// the only algorithm Google signs ID tokens with. 401.
 	ErrMalformedToken = errors.New("pushauth: malformed token")
 
-	// ErrExpiredToken: the token's expiry has passed. 401.
+	// ErrExpiredToken: the token has reached its expiry (exp), before which
+	// alone RFC 7519 lets it be accepted. 401.
 	ErrExpiredToken = errors.New("pushauth: token expired")
 
 	// ErrBadSignature: the token is not signed by one of Google's current

@@ -24,6 +24,7 @@ func TestBearerToken(t *testing.T) {
 		{"scheme and spaces", []string{"Bearer    "}, "", ErrMalformedToken},
 		{"token only", []string{"a.b.c"}, "", ErrNoToken},
 		{"two headers", []string{"Bearer a.b.c", "Bearer a.b.c"}, "", ErrMalformedToken},
+		{"longest", []string{"Bearer " + strings.Repeat("a", maxTokenLen)}, strings.Repeat("a", maxTokenLen), nil},
 		{"too long", []string{"Bearer " + strings.Repeat("a", maxTokenLen+1)}, "", ErrMalformedToken},
 	}
 	for _, tt := range tests {

@@ -111,7 +111,7 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 	if err != nil {
 		return nil, err
 	}
-	if time.Now().Unix() > unverified.Expires {
+	if time.Now().Unix() >= unverified.Expires { // RFC 7519: now must be before exp
 		return nil, ErrExpiredToken
 	}
 	p, err := v.validator.Validate(ctx, token, "") // audience: see above

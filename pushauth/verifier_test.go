@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"google.golang.org/api/idtoken"
 
@@ -87,21 +89,92 @@ func TestValidatorWithoutPayloadFailsClosed(t *testing.T) {
 // fold would take the long s (U+017F) for an "s" (issue 22, item 9).
 func TestEmailComparisonIsASCII(t *testing.T) {
 	srv := googleCerts(t)
-	v, _ := newVerifier(t, validatorFor(t, srv))
+	const zone = "push@zone-az.iam.gserviceaccount.com"
 	for _, tc := range []struct {
-		email string
-		ok    bool
+		configured, presented string
+		ok                    bool
 	}{
-		{testEmail, true},
-		{strings.ToUpper(testEmail), true},
-		{strings.Replace(testEmail, "s", "\u017f", 1), false},
+		{testEmail, testEmail, true},
+		{testEmail, strings.ToUpper(testEmail), true},
+		{zone, strings.ToUpper(zone), true}, // Z, the last letter folded
+		{testEmail, strings.Replace(testEmail, "s", "\u017f", 1), false},
+		{testEmail, strings.Replace(testEmail, ".com", ".con", 1), false}, // same length
+		{zone, strings.Replace(zone, "z", "[", 1), false},                 // 'Z'+1 is no letter
+		{zone, strings.Replace(zone, "a", "@", 1), false},                 // 'A'-1 is no letter
 	} {
+		v, err := pushauth.New(t.Context(), pushauth.Options{
+			Audience: testAudience, ServiceAccountEmail: tc.configured, Validator: validatorFor(t, srv),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		claims := goodClaims()
-		claims["email"] = tc.email
+		claims["email"] = tc.presented
 		token := mint(t, goodHeader(), claims, testKeys().google)
-		_, err := v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}})
+		_, err = v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}})
 		if tc.ok && err != nil || !tc.ok && !errors.Is(err, pushauth.ErrWrongEmail) {
-			t.Errorf("email %q: Verify = %v, want ok=%v", tc.email, err, tc.ok)
+			t.Errorf("email %q for %q: Verify = %v, want ok=%v", tc.presented, tc.configured, err, tc.ok)
+		}
+	}
+}
+
+// payloadValidator accepts every token with its payload p, as a validator
+// does once the signature holds.
+type payloadValidator struct{ p *idtoken.Payload }
+
+func (v payloadValidator) Validate(context.Context, string, string) (*idtoken.Payload, error) {
+	return v.p, nil
+}
+
+// A token is refused from the second of its exp on: RFC 7519 (4.1.4) says
+// the current time must be before exp. The bubble's clock stands still, so
+// the check reads exactly the second the token was minted against.
+func TestExpiredFromExp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now().Unix()
+		for _, tc := range []struct {
+			exp int64
+			ok  bool
+		}{{now - 1, false}, {now, false}, {now + 1, true}} {
+			claims := with(goodClaims(), map[string]any{"exp": tc.exp})
+			token := mint(t, goodHeader(), claims, testKeys().google)
+			v, _ := newVerifier(t, payloadValidator{&idtoken.Payload{
+				Issuer: "https://accounts.google.com", Audience: testAudience, Expires: tc.exp,
+				Claims: map[string]any{"email": testEmail, "email_verified": true},
+			}})
+			_, err := v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}})
+			if tc.ok && err != nil || !tc.ok && !errors.Is(err, pushauth.ErrExpiredToken) {
+				t.Errorf("exp %+d s from now: Verify = %v, want ok=%v", tc.exp-now, err, tc.ok)
+			}
+		}
+	})
+}
+
+// A signature short enough to be an ordinary word stays in the validator's
+// error text, which is then classified by its words: a token signed
+// "expired" that the validator finds expired is ErrExpiredToken, not a bad
+// signature. A longer signature quoted alone is redacted.
+func TestShortSignatureNotRedacted(t *testing.T) {
+	for _, tc := range []struct {
+		sig  string
+		want error
+	}{
+		{"expired", pushauth.ErrExpiredToken},
+		{"expiredX", pushauth.ErrBadSignature}, // redacted: "token [signature]"
+	} {
+		token := mint(t, goodHeader(), goodClaims(), nil) + tc.sig
+		v, logs := newVerifier(t, validatorFunc(func() error {
+			return errors.New("idtoken: token " + tc.sig + ": now=1, expires=0")
+		}))
+		_, err := v.Verify(t.Context(), http.Header{"Authorization": {"Bearer " + token}})
+		if !errors.Is(err, tc.want) {
+			t.Errorf("signature %q: Verify = %v, want %v", tc.sig, err, tc.want)
+		}
+		if len(tc.sig) >= 8 && strings.Contains(err.Error(), tc.sig) {
+			t.Errorf("signature %q: the error quotes it: %v", tc.sig, err)
+		}
+		if logs.Len() != 0 {
+			t.Errorf("Verify logged %q; only the Middleware logs", logs)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func TestParseCloudEventReasons(t *testing.T) {
 		{"structured data is a string", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":"{}"}`, "data is a JSON string, want object"},
 		{"structured data without message", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{}}`, "CloudEvent data has no message object"},
 		{"structured null message", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":null}}`, "data.message is null"},
-		{"structured bad inner base64", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{"data":"%%"}}}`, "message.data is not base64"},
+		{"structured bad inner base64", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{"data":"%%"}}}`, "data.message.data is not base64"},
 		{"structured ids disagree", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data":{"message":{"messageId":"1","message_id":"2"}}}`, "data.message.messageId and data.message.message_id disagree"},
 		{"structured bad data_base64", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data_base64":"%%"}`, "CloudEvent data_base64 is not base64"},
 		{"structured data_base64 not JSON", structured, `{"specversion":"1.0","id":"e","source":"//s",` + typ + `,"data_base64":"aGk="}`, "CloudEvent data_base64 is not JSON"},

@@ -310,6 +310,55 @@ func TestDecodeReadError(t *testing.T) {
 	}
 }
 
+// countingReader serves n bytes of a JSON-ish body and counts what was read.
+type countingReader struct{ left, read int }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.left)
+	c.left -= n
+	c.read += n
+	return n, nil
+}
+
+// Decode reads at most one byte past the limit, however large the body:
+// a huge delivery costs no more than the limit.
+func TestDecodeReadsAtMostLimitPlusOne(t *testing.T) {
+	const limit = 1000
+	body := &countingReader{left: 100_000}
+	r := httptest.NewRequest(http.MethodPost, "/", body)
+	r.ContentLength = -1
+	var tooLarge *pushenvelope.TooLargeError
+	if _, err := pushenvelope.Decode(r, limit); !errors.As(err, &tooLarge) {
+		t.Fatalf("Decode = %v, want *TooLargeError", err)
+	}
+	if body.read > limit+1 {
+		t.Errorf("Decode read %d bytes of the body, want at most %d", body.read, limit+1)
+	}
+}
+
+// An empty body announced as such (Content-Length: 0) is no delivery, and
+// no panic.
+func TestDecodeEmptyBody(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(nil))
+	r.ContentLength = 0
+	if _, err := pushenvelope.Decode(r, 0); !errors.Is(err, pushenvelope.ErrNotPush) {
+		t.Fatalf("Decode = %v, want ErrNotPush", err)
+	}
+}
+
+// Pub/Sub's message id header present without a value (a header map built
+// by hand) is read as an empty id, as an empty value is, never indexed past
+// its end.
+func TestParseMessageIDHeaderWithoutValue(t *testing.T) {
+	m, err := pushenvelope.Parse(http.Header{"X-Goog-Pubsub-Message-Id": {}}, []byte("data"))
+	if err != nil || m.ID != "" || string(m.Data) != "data" {
+		t.Fatalf("Parse = %+v, %v; want the unwrapped message with an empty id", m, err)
+	}
+}
+
 func TestDecodeNilBody(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	r.Body = nil

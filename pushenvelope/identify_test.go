@@ -60,6 +60,16 @@ func TestIdentifyBounds(t *testing.T) {
 	if len(m.ID) > 256+len("…") || !utf8.ValidString(m.ID) {
 		t.Errorf("ID of %d bytes (valid UTF-8: %v), want at most 256 and valid", len(m.ID), utf8.ValidString(m.ID))
 	}
+	for _, tc := range []struct{ name, id, want string }{
+		{"exactly 256 bytes, kept whole", strings.Repeat("a", 256), strings.Repeat("a", 256)},
+		{"cut at 256 bytes", strings.Repeat("a", 300), strings.Repeat("a", 256) + "…"},
+		{"cut before a rune that straddles byte 256", "x" + strings.Repeat("é", 200), "x" + strings.Repeat("é", 127) + "…"},
+	} {
+		m := pushenvelope.Identify(http.Header{"X-Goog-Pubsub-Message-Id": {tc.id}}, nil)
+		if m.ID != tc.want {
+			t.Errorf("%s: ID = %q (%d bytes), want %q", tc.name, m.ID, len(m.ID), tc.want)
+		}
+	}
 }
 
 func FuzzIdentify(f *testing.F) {

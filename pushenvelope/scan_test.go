@@ -20,6 +20,8 @@ func TestScanWireTakesPubSubBodies(t *testing.T) {
 		"{\n  \"message\": {\n    \"data\": \"\",\n    \"orderingKey\": \"o\",\n    \"ordering_key\": \"o\"\n  },\n  \"delivery_attempt\": 0\n}\n",
 		`{"message":{}}`,
 		`{"message":{"attributes":{}},"subscription":""}`,
+		`{"message":{"attributes":{"note":"paid in full"},"messageId":"3"}}`,
+		`{"message":{},"deliveryAttempt":123456789}`, // nine digits, the most it reads
 	} {
 		w, ok := scanned([]byte(body))
 		if !ok {
@@ -56,6 +58,7 @@ func TestScanWireLeavesTheRestToJSON(t *testing.T) {
 		`{"message":{}} x`,                                 // trailing bytes
 		`{"message":{},}`,                                  // trailing comma
 		`{"message":{"messageId":"1"}`,                     // truncated
+		`{"message":{},"deliveryAttempt":12`,               // truncated in a number
 		`[{"message":{}}]`,                                 // not an object
 		"\ufeff{\"message\":{}}",                           // a byte-order mark
 		`{"message":{"attributes":{"a":1}}}`,               // not a string

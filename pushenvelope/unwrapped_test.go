@@ -94,6 +94,11 @@ func TestParseUnwrappedHeaders(t *testing.T) {
 			wantErr: `X-Goog-Pubsub-Publish-Time "yesterday" is not an RFC 3339 time`,
 		},
 		{
+			name:   "delivery attempt zero",
+			header: map[string]string{"X-Goog-Pubsub-Message-Id": "1", "X-Goog-Pubsub-Delivery-Attempt": "0"},
+			want:   &pushenvelope.Message{ID: "1", Data: []byte("d"), Attributes: map[string]string{}, Form: pushenvelope.Unwrapped},
+		},
+		{
 			name:    "bad delivery attempt",
 			header:  map[string]string{"X-Goog-Pubsub-Message-Id": "1", "X-Goog-Pubsub-Delivery-Attempt": "-2"},
 			wantErr: `X-Goog-Pubsub-Delivery-Attempt "-2" is not a count`,
@@ -117,6 +122,22 @@ func TestParseUnwrappedHeaders(t *testing.T) {
 				t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A body that is the wrapped envelope of the header's message except for a
+// field encoding/json refuses is no envelope: it is the message's raw data.
+// encoding/json decodes the rest of it regardless, messageId included.
+func TestParseUnwrappedInvalidEnvelopeIsData(t *testing.T) {
+	body := []byte(`{"message":{"messageId":"1"},"deliveryAttempt":"2"}`)
+	got, err := pushenvelope.Parse(http.Header{"X-Goog-Pubsub-Message-Id": {"1"}}, body)
+	checkInvariants(t, got, err)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := &pushenvelope.Message{ID: "1", Data: body, Attributes: map[string]string{}, Form: pushenvelope.Unwrapped}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 	}
 }
 

@@ -63,6 +63,10 @@ func TestParseWrappedLenient(t *testing.T) {
 			pushenvelope.Message{PublishTime: time.Date(2025, 1, 1, 0, 0, 0, 5e8, time.UTC), Attributes: map[string]string{}, Form: pushenvelope.Wrapped}},
 		{"same value in both spellings", `{"message":{"messageId":"9","message_id":"9"},"deliveryAttempt":4,"delivery_attempt":4}`,
 			pushenvelope.Message{ID: "9", DeliveryAttempt: 4, Attributes: map[string]string{}, Form: pushenvelope.Wrapped}},
+		{"empty data, decoded by encoding/json", `{"message":{"data":"","extra":1}}`,
+			pushenvelope.Message{Attributes: map[string]string{}, Form: pushenvelope.Wrapped}},
+		{"data starting with an escape", `{"message":{"data":"\/w=="}}`,
+			pushenvelope.Message{Data: []byte{0xff}, Attributes: map[string]string{}, Form: pushenvelope.Wrapped}},
 		{"leading whitespace", " \r\n\t{\"message\":{\"messageId\":\"2\"}}",
 			pushenvelope.Message{ID: "2", Attributes: map[string]string{}, Form: pushenvelope.Wrapped}},
 	}

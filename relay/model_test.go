@@ -112,6 +112,9 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 }
 
 func (m *model) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a store's query on an ended ctx
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()

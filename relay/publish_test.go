@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +126,7 @@ func (g *givesBack) Settle(ctx context.Context, sent []outbox.Pending, failed []
 // the first publish landed too: two live relays, one message published
 // twice.
 func TestSlowPublishIsNotGivenBack(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	const lease = 4 * time.Second
 	gaveBack := make(chan struct{})
 	var first atomic.Bool
@@ -357,23 +360,26 @@ func TestRefusedMessagesBackOffAndDie(t *testing.T) {
 }
 
 // A message larger than a publish request is refused by the client on
-// every try: it dies at its first failure.
+// every try: it dies at its first failure, with an ordering key or without
+// (the first of its key's share is sent whatever its size).
 func TestOversizedMessageDiesAtOnce(t *testing.T) {
-	_, c := fakePubSub(t)
-	m := newModel()
-	ps, err := outbox.Prepare("order-1", []outbox.Message{{Topic: outTopic, Data: []byte("x")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ps[0]
-	p.Data = make([]byte, pubsub.MaxPublishRequestBytes)
-	m.addPending(&p, 0)
-	run := start(t, m, c, relay.Options{})
-	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
-	run.stop(t)
-	f := m.failures()
-	if len(f) != 1 || !f[0].Dead || f[0].Reason == "" {
-		t.Errorf("failures %+v; want the oversized message dead at its first failure, with the client's reason", f)
+	for _, key := range []string{"", "k"} {
+		_, c := fakePubSub(t)
+		m := newModel()
+		ps, err := outbox.Prepare("order-1", []outbox.Message{{Topic: outTopic, Data: []byte("x"), OrderingKey: key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ps[0]
+		p.Data = make([]byte, pubsub.MaxPublishRequestBytes)
+		m.addPending(&p, 0)
+		run := start(t, m, c, relay.Options{})
+		m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+		run.stop(t)
+		f := m.failures()
+		if len(f) != 1 || !f[0].Dead || f[0].Reason == "" {
+			t.Errorf("ordering key %q: failures %v; want the oversized message dead at its first failure, with the client's reason", key, brief(f))
+		}
 	}
 }
 
@@ -455,5 +461,341 @@ func TestTopicSpellingsShareAPublisher(t *testing.T) {
 	defer mu.Unlock()
 	if len(requests) != 1 || strings.Join(requests[0], " ") != "0 1 2 3" {
 		t.Errorf("publish requests %q; want one request with the key's messages in order, whatever the topic's spelling", requests)
+	}
+}
+
+// slowTake is a Source whose first Take answers only after delay: a store
+// too slow for the lease.
+type slowTake struct {
+	*model
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowTake) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	ps, err := s.model.Take(ctx, n, lease)
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return ps, err
+}
+
+// A batch whose Take took more than an eighth of the lease is given back
+// untried (not counted against its messages), and counted as a lease
+// failure: the client's answers could come after the lease lapsed. The
+// next, quick Take publishes it.
+func TestLateTakeIsGivenBackUntried(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
+	const lease = 800 * time.Millisecond
+	srv, c := fakePubSub(t)
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	reader := sdkmetric.NewManualReader()
+	run := start(t, &slowTake{model: m, delay: lease / 4}, c, relay.Options{Lease: lease,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the message is published and settled", func() bool { return !m.present(p.ID) })
+	run.stop(t)
+	calls := m.calls()
+	if len(calls) < 2 || len(calls[0].sent) != 0 || len(calls[0].failed) != 1 || calls[0].failed[0].Reason != "" || calls[0].failed[0].After != 0 {
+		t.Fatalf("Settles %+v; want the late batch given back untried first, then sent", calls)
+	}
+	if got := counter(t, reader, "idemgate.relay.failures", "lease"); got != 1 {
+		t.Errorf("idemgate.relay.failures{operation=lease} = %d, want 1", got)
+	}
+	if n := published(srv, p.ChildKey); n != 1 {
+		t.Errorf("published %d times, want once", n)
+	}
+}
+
+// A publish Pub/Sub never answers is ended by the client at three quarters
+// of the lease: its outcome is unknown (the message stays held), and the
+// relay learns it before the lease lapses, so publishing never outlives
+// the lease.
+func TestStalledPublishEndsWithinTheLease(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
+	const lease = 4 * time.Second
+	release := make(chan struct{})
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		<-release
+		return false, nil, nil
+	}))
+	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the server closes
+	m := newModel()
+	m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})
+	reader := sdkmetric.NewManualReader()
+	run := start(t, m, c, relay.Options{Lease: lease, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the client gives up on the publish", func() bool {
+		return counter(t, reader, "idemgate.relay.failures", "publish_unknown") > 0
+	})
+	run.stop(t)
+	if got := counter(t, reader, "idemgate.relay.failures", "lease"); got != 0 {
+		t.Errorf("idemgate.relay.failures{operation=lease} = %d, want 0: the client must answer a publish before the lease lapses", got)
+	}
+	if f := m.failures(); len(f) != 0 {
+		t.Errorf("failures %+v; want none: a publish of unknown outcome is left out of Settle", f)
+	}
+}
+
+// Messages without an ordering key are not held to one request per round:
+// however many bytes they make, each is tried in the round that took it
+// (the client splits them into requests). pstest refuses the requests over
+// gRPC's 4 MiB, which the client retries until its Timeout (an unknown
+// outcome: the message stays held); none is given back untried.
+func TestUnorderedMessagesAreAllTried(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
+	_, c := fakePubSub(t)
+	m := newModel()
+	big := make([]byte, 3_500_000)
+	for i := range 3 { // 10.5 MB: more than one request holds
+		m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: outTopic, Data: big})
+	}
+	run := start(t, m, c, relay.Options{Lease: 4 * time.Second, MinBackoff: time.Hour})
+	m.await(t, 30*time.Second, "the round is settled", func() bool { return len(m.calls()) > 0 })
+	run.stop(t)
+	for _, f := range m.calls()[0].failed {
+		if f.Reason == "" {
+			t.Errorf("message %s given back untried; a message without an ordering key is tried in its round", f.ID)
+		}
+	}
+}
+
+// A round sends each ordering key's share in one request, which holds at
+// most RequestLimit bytes: a key whose messages come to more sends what
+// fits and gives the rest back untried (no Reason: not counted) for a
+// later round; a share of exactly the limit goes whole. pstest takes no
+// request over gRPC's 4 MiB, so a share sent whole is refused (the client
+// retries it until its Timeout), while the 3 MB message sent alone lands.
+func TestOrderedKeyShareFitsOneRequest(t *testing.T) {
+	t.Parallel() // it waits out the client's publish timeout
+	for _, tc := range []struct {
+		name  string
+		over  int // the share's bytes past RequestLimit
+		split bool
+	}{
+		{"a byte over the limit", 1, true},
+		{"exactly the limit", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, c := fakePubSub(t)
+			first := outbox.Message{Topic: outTopic, OrderingKey: "k", Data: make([]byte, 3_000_000)}
+			second := sizedTo(t, "order-1", first, relay.RequestLimit(outTopic)+tc.over)
+			m := newModel()
+			ps := m.add(t, "order-1", 0, first, second)
+			reader := sdkmetric.NewManualReader()
+			src := &takeTimes{model: m}
+			run := start(t, src, c, relay.Options{Lease: 4 * time.Second, MinBackoff: time.Hour, StopTimeout: 100 * time.Millisecond, PollInterval: time.Hour,
+				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+			waitUntil(t, 30*time.Second, "the round is answered", func() bool {
+				return len(m.calls()) > 0 || counter(t, reader, "idemgate.relay.failures", "publish_unknown") > 0
+			})
+			if tc.split {
+				// Nothing failed: the next round takes the rest at once,
+				// not after PollInterval.
+				m.await(t, 30*time.Second, "the rest of the key is taken at once", func() bool { return len(src.times()) >= 2 })
+			}
+			run.stop(t)
+			var round settled // the first round's Settle, if it came
+			if calls := m.calls(); len(calls) > 0 {
+				round = calls[0]
+			}
+			alone := len(round.sent) == 1 && round.sent[0].ID == ps[0].ID
+			if alone != tc.split {
+				t.Errorf("first round sent %d messages; the 3 MB message sent alone: %v, want %v (a share %+d bytes past the limit)", len(round.sent), alone, tc.split, tc.over)
+			}
+			if tc.split && (len(round.failed) != 1 || round.failed[0].ID != ps[1].ID || round.failed[0].Reason != "") {
+				t.Errorf("first round failed %v; want the second message given back untried", brief(round.failed))
+			}
+		})
+	}
+}
+
+// sizedTo returns a message of first's topic and ordering key whose
+// size, as outbox.PublishSize counts it once Prepare named it after
+// first under parent, makes the two of them total bytes.
+func sizedTo(t testing.TB, parent string, first outbox.Message, total int) outbox.Message {
+	t.Helper()
+	m := outbox.Message{Topic: first.Topic, OrderingKey: first.OrderingKey}
+	size := func(n int) int {
+		m.Data = make([]byte, n)
+		ps, err := outbox.Prepare(parent, []outbox.Message{first, m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outbox.PublishSize(ps[0].Message) + outbox.PublishSize(ps[1].Message)
+	}
+	// The data's length prefix grows with it: search down.
+	n := total - size(0)
+	for n > 0 && size(n) > total {
+		n--
+	}
+	if got := size(n); got != total {
+		t.Fatalf("no message makes %d bytes with the first (nearest %d)", total, got)
+	}
+	m.Data = make([]byte, n)
+	return m
+}
+
+// brief describes failures without their data, which %v would print byte
+// by byte: megabytes, in the tests of large messages.
+func brief(failures []outbox.Failure) []string {
+	var out []string
+	for _, f := range failures {
+		out = append(out, fmt.Sprintf("{ID %s, Reason %q, Dead %v, After %v}", f.ID, f.Reason, f.Dead, f.After))
+	}
+	return out
+}
+
+// idemgate.relay.lag is the time from a message's enqueue to Pub/Sub's
+// acknowledgement of its publish: the time it waited in the outbox and the
+// publish's own.
+func TestLagRunsFromEnqueueToAck(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		time.Sleep(slow) // a slow server, not synchronisation
+		return false, nil, nil
+	}))
+	m := newModel()
+	reader := sdkmetric.NewManualReader()
+	enqueued := time.Now()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	run := start(t, m, c, relay.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the message is published and settled", func() bool { return !m.present(p.ID) })
+	run.stop(t)
+	bound := time.Since(enqueued)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var lags []float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, x := range sm.Metrics {
+			if d, ok := x.Data.(metricdata.Histogram[float64]); ok && x.Name == "idemgate.relay.lag" {
+				for _, dp := range d.DataPoints {
+					lags = append(lags, dp.Sum)
+				}
+			}
+		}
+	}
+	if len(lags) != 1 || lags[0] < slow.Seconds() || lags[0] > bound.Seconds() {
+		t.Errorf("idemgate.relay.lag recorded %v s, want one value within [%v, %v]: from the enqueue to Pub/Sub's answer", lags, slow.Seconds(), bound.Seconds())
+	}
+}
+
+// takeTimes is a Source that records when each Take started.
+type takeTimes struct {
+	*model
+	mu sync.Mutex // guards at
+	at []time.Time
+}
+
+func (s *takeTimes) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	s.mu.Lock()
+	s.at = append(s.at, time.Now())
+	s.mu.Unlock()
+	return s.model.Take(ctx, n, lease)
+}
+
+func (s *takeTimes) times() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.at)
+}
+
+// The relay waits PollInterval (default DefaultPollInterval) before it
+// takes again after a round that took nothing, and after a round with a
+// refused publish or one of unknown outcome: publishing again at once
+// would most likely fail again.
+func TestWaitsPollInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		messages int
+		answer   codes.Code    // Pub/Sub's answer to a publish
+		poll     time.Duration // PollInterval
+		want     time.Duration // the least time between the Takes
+	}{
+		{"empty outbox", 0, codes.OK, 0, relay.DefaultPollInterval},
+		{"unknown outcome", 1, codes.DataLoss, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"refused", 1, codes.PermissionDenied, 300 * time.Millisecond, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+				return true, nil, status.Error(tc.answer, "no")
+			}))
+			m := newModel()
+			for i := range tc.messages {
+				m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})
+			}
+			src := &takeTimes{model: m}
+			// Not start, which sets a short PollInterval.
+			r, err := relay.New(src, c, &relay.Options{PollInterval: tc.poll, MinBackoff: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			m.await(t, 30*time.Second, "the relay takes again", func() bool { return len(src.times()) >= 2 })
+			cancel()
+			<-done
+			at := src.times()
+			if gap := at[1].Sub(at[0]); gap < tc.want {
+				t.Errorf("the relay took again %v after the first round; want it to wait PollInterval (%v)", gap, tc.want)
+			}
+		})
+	}
+}
+
+// A message's backoff doubles from MinBackoff (default DefaultMinBackoff)
+// up to MaxBackoff (default DefaultMaxBackoff), jittered down to half; the
+// shortest allowed, one nanosecond, draws zero or one.
+func TestBackoffOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		min, max time.Duration // MinBackoff, MaxBackoff
+		before   int
+		after    [2]time.Duration
+	}{
+		{"default, first failure", 0, 0, 0, [2]time.Duration{relay.DefaultMinBackoff / 2, relay.DefaultMinBackoff}},
+		{"default, capped", 0, 0, 20, [2]time.Duration{relay.DefaultMaxBackoff / 2, relay.DefaultMaxBackoff}},
+		{"one nanosecond", time.Nanosecond, time.Nanosecond, 0, [2]time.Duration{0, time.Nanosecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := fakePubSub(t)
+			m := newModel()
+			m.add(t, "order-1", tc.before, outbox.Message{Topic: "missing", Data: []byte("a")})
+			run := start(t, m, c, relay.Options{MinBackoff: tc.min, MaxBackoff: tc.max, MaxAttempts: -1})
+			m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+			run.stop(t)
+			f := m.failures()
+			if len(f) == 0 || f[0].Reason == "" || f[0].After < tc.after[0] || f[0].After > tc.after[1] {
+				t.Errorf("failures %v; want the first backing off within [%v, %v]", brief(f), tc.after[0], tc.after[1])
+			}
+		})
+	}
+}
+
+// A stopping relay waits for the answers of its publishes in flight, up to
+// StopTimeout (default DefaultStopTimeout), and settles them: a message
+// Pub/Sub acknowledges after the stop is marked sent, not left held to be
+// published again once its lease lapses.
+func TestStopSettlesAnswersInFlight(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	entered := make(chan struct{})
+	var once sync.Once
+	srv, c := fakePubSub(t, onPublish(func(any) (bool, any, error) {
+		once.Do(func() { close(entered) })
+		time.Sleep(slow) // a slow server, not synchronisation
+		return false, nil, nil
+	}))
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	run := start(t, m, c, relay.Options{})
+	<-entered
+	run.stop(t)
+	if m.present(p.ID) {
+		t.Errorf("the message Pub/Sub acknowledged after the stop is still in the outbox; want it settled as sent")
+	}
+	if n := published(srv, p.ChildKey); n != 1 {
+		t.Errorf("published %d times, want once", n)
 	}
 }

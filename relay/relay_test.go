@@ -53,6 +53,9 @@ func TestNewRejects(t *testing.T) {
 	if _, err := relay.New(st.Outbox(), c, nil); err != nil {
 		t.Errorf("New with nil options: %v", err)
 	}
+	if _, err := relay.New(st.Outbox(), c, &relay.Options{Lease: 10 * time.Millisecond}); err != nil {
+		t.Errorf("New with the shortest Lease allowed, 10ms: %v", err)
+	}
 }
 
 // sqliteStore returns a SQLite store with an outbox in a file of t's own.
@@ -174,6 +177,7 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 // order, once publishing works. The metrics count the failures and the
 // lag of each message, and the backlog ends at zero.
 func TestFailedPublishResumesOrderingKey(t *testing.T) {
+	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	ctx := t.Context()
 	host := testenv.PubSubEmulatorHost(t)
 	project := testenv.PubSubProject(t)
@@ -270,5 +274,59 @@ func TestFailedPublishResumesOrderingKey(t *testing.T) {
 	}
 	if m.backlog != 0 {
 		t.Errorf("idemgate.relay.backlog = %d, want 0 once drained", m.backlog)
+	}
+}
+
+// flakyStore is a Source whose first Take and first Listen fail; Listen
+// then listens (and wakes no one) until its ctx ends.
+type flakyStore struct {
+	*model
+	mu             sync.Mutex // guards takes and listens
+	takes, listens int
+}
+
+// first counts a call in n and reports whether it is the first.
+func (f *flakyStore) first(n *int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*n++
+	return *n == 1
+}
+
+func (f *flakyStore) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
+	if f.first(&f.takes) {
+		return nil, errors.New("the store is down")
+	}
+	return f.model.Take(ctx, n, lease)
+}
+
+func (f *flakyStore) Listen(ctx context.Context, wake func()) error {
+	if f.first(&f.listens) {
+		return errors.New("the store's notifications are down")
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A failed Take, or a failed Listen, is counted and tried again; neither
+// ends Run.
+func TestStoreFailuresAreCountedAndRetried(t *testing.T) {
+	_, c := fakePubSub(t)
+	m := newModel()
+	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	reader := sdkmetric.NewManualReader()
+	src := &flakyStore{model: m}
+	run := start(t, src, c, relay.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the message is published after the failed Take", func() bool { return !m.present(p.ID) })
+	waitUntil(t, 30*time.Second, "Listen is called again after its failure", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.listens >= 2
+	})
+	run.stop(t)
+	for _, op := range []string{"take", "listen"} {
+		if got := counter(t, reader, "idemgate.relay.failures", op); got != 1 {
+			t.Errorf("idemgate.relay.failures{operation=%s} = %d, want 1", op, got)
+		}
 	}
 }
