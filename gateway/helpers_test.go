@@ -64,6 +64,17 @@ func newFixture(t testing.TB, opts gateway.Options) *fixture {
 	return f
 }
 
+// renewingGateway returns a gateway over st with the defaults (renewal on),
+// its log discarded.
+func renewingGateway(t testing.TB, st store.Store) *gateway.Gateway {
+	t.Helper()
+	g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // Inspect reads the wrapped store's record, when it can.
 func (s *faulty) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
 	in, ok := s.Store.(store.Inspector)

@@ -64,12 +64,9 @@ func TestRenewalCountsFromTheClaimsSending(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		const lease = gateway.DefaultRenewedLease
 		st := &lateReplies{Store: mem, claimReply: lease * 8 / 10}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, st)
 		start := time.Now()
-		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			time.Sleep(time.Until(start.Add(lease * 105 / 100)))
 			if c, err := mem.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("a redelivery at 1.05 leases after the Claim was sent = %v, %v; want HeldByOther: the renewal must count from the Claim's sending", c.Status, err)
@@ -89,13 +86,10 @@ func TestRenewalGivesUpAtAFencedExtend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		const lease = gateway.DefaultRenewedLease
-		g, err := gateway.New(mem, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, mem)
 		start := time.Now()
 		var cancelled time.Duration
-		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			if ok, err := mem.Forget(context.Background(), "m1"); err != nil || !ok {
 				t.Fatalf("Forget = %v, %v", ok, err)
 			}
@@ -123,11 +117,8 @@ func TestRenewalDeadlineCountsFromTheExtendsSending(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		const lease = gateway.DefaultRenewedLease
 		st := &lateReplies{Store: mem, extendReply: lease / 2, failLater: true}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		g := renewingGateway(t, st)
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			<-ctx.Done()
 			if c, err := mem.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("a redelivery when the body is cancelled = %v, %v; want HeldByOther: the gateway must give up before the store's lease ends", c.Status, err)
@@ -189,11 +180,8 @@ func TestRenewalDetectsATakeoverThatCompleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		const lease = gateway.DefaultRenewedLease
-		g, err := gateway.New(mem, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+		g := renewingGateway(t, mem)
+		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			mine, _ := gateway.ClaimFromContext(ctx)
 			bg := context.Background()
 			mem.Release(bg, mine) // the claim lapses, say

@@ -56,10 +56,7 @@ func TestRenewalEveryThirdOfTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		st := &extendTimes{Store: mem, sent: map[string][]time.Time{}}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, st)
 		const lease = gateway.DefaultRenewedLease
 		ctx := seedrand.With(t.Context(), seedrand.New(1, 2))
 		start := time.Now()
@@ -93,10 +90,7 @@ func TestRenewalsDueTogetherDoNotWaitForEachOther(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		st := &extendTimes{Store: mem, hang: map[string]bool{"a": true, "b": true}, sent: map[string][]time.Time{}}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, st)
 		const lease = gateway.DefaultRenewedLease
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -131,10 +125,7 @@ func TestRenewalRetriesUntilTheGiveUpPoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		st := &extendTimes{Store: mem, fail: map[string]bool{"m1": true}, sent: map[string][]time.Time{}}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, st)
 		const lease = gateway.DefaultRenewedLease
 		start := time.Now()
 		var cancelled time.Duration
@@ -180,10 +171,7 @@ func TestLateRenewalAttemptIsBounded(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		const lease = gateway.DefaultRenewedLease
 		st := &slowClaim{extendTimes: &extendTimes{Store: mem, hang: map[string]bool{"m1": true}, sent: map[string][]time.Time{}}, reply: lease * 8 / 10}
-		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := renewingGateway(t, st)
 		start := time.Now()
 		var cancelled time.Duration
 		g.Lock(t.Context(), "m1", func(ctx context.Context) error {

@@ -157,23 +157,23 @@ type delivery struct {
 	forgetsAtClaim int
 	// forgetsAtEnd is the key's forgetsBegun when its body returned.
 	forgetsAtEnd int
-	wrote          bool // the body wrote its effect
-	ok             bool // the body returned success
-	fenced         bool // the body returned store.ErrFenced
-	frozen         bool // a stall or crash froze the body: a zombie from then on
-	late           bool // Pub/Sub stopped waiting for the answer
-	refused        bool // the answer met a record of another payload
-	held           bool // the answer met a live holder: in progress
-	struck         bool // its process paused (a stall) or crashed under it, or an operator's Forget freed its claim
-	busy           bool // the body's Mutex met a live holder of its entity
-	answer         bool // the callback returned (Ordered: the scheduler may go on)
-	acked          bool // it was acked (meaningful once answer is set)
-	forged         bool // a forged request: no body may run for it
-	lost           bool // a zombie that found its claim lost (Attempt.Zombie)
-	failed         bool // the body failed as planned, before any effect: its delivery must not be acked
-	stopped        bool // Receive stopped (Attempt.Stop, StopAtClaim)
-	claimStopped   bool // a Claim of its key was sent once Receive had stopped
-	stopRecv       context.CancelFunc
+	wrote        bool // the body wrote its effect
+	ok           bool // the body returned success
+	fenced       bool // the body returned store.ErrFenced
+	frozen       bool // a stall or crash froze the body: a zombie from then on
+	late         bool // Pub/Sub stopped waiting for the answer
+	refused      bool // the answer met a record of another payload
+	held         bool // the answer met a live holder: in progress
+	struck       bool // its process paused (a stall) or crashed under it, or an operator's Forget freed its claim
+	busy         bool // the body's Mutex met a live holder of its entity
+	answer       bool // the callback returned (Ordered: the scheduler may go on)
+	acked        bool // it was acked (meaningful once answer is set)
+	forged       bool // a forged request: no body may run for it
+	lost         bool // a zombie that found its claim lost (Attempt.Zombie)
+	failed       bool // the body failed as planned, before any effect: its delivery must not be acked
+	stopped      bool // Receive stopped (Attempt.Stop, StopAtClaim)
+	claimStopped bool // a Claim of its key was sent once Receive had stopped
+	stopRecv     context.CancelFunc
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
@@ -346,19 +346,7 @@ func (w *world) key(key string) *keyState {
 func (w *world) now() time.Duration { return time.Since(w.start) }
 
 // sleep waits d, or until the run ends; it reports whether d passed.
-func (w *world) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.end:
-		return false
-	}
-}
+func (w *world) sleep(d time.Duration) bool { return w.sleepCtx(context.Background(), d) }
 
 // sleepCtx waits d, or until ctx ends, or until the run ends; it reports
 // false if the run ended first.
