@@ -132,6 +132,21 @@ type Failure struct {
 	Release bool
 }
 
+// Stats is what an outbox holds at one instant, as a store's Stats method
+// (relay.Stater) reads it.
+type Stats struct {
+	// Unsent counts the live messages committed and not yet sent, held
+	// or not: the backlog.
+	Unsent int64
+	// Oldest is how long the oldest of them has waited since its
+	// transaction committed, on the clock the store decides with; zero
+	// when there is none. A backlog that a relay drains keeps it short; a
+	// stuck relay, or a key held behind a failing message, lets it grow.
+	Oldest time.Duration
+	// Dead counts the messages given up, kept for an operator.
+	Dead int64
+}
+
 // DeadMessage is a message a relay gave up on.
 type DeadMessage struct {
 	// Pending is the message; its Token is empty and its Waited is how

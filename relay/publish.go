@@ -266,7 +266,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 		switch o := classify(err); o {
 		case acked:
 			sent = append(sent, p)
-			r.tel.lag(ctx, p.Waited+time.Since(returned))
+			r.tel.published(ctx, p.Waited+time.Since(returned))
 		case untried:
 			failed = append(failed, outbox.Failure{Pending: p})
 		case refused, permanent:

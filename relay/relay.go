@@ -122,10 +122,21 @@ type Options struct {
 	// Logger receives the relay's log lines. Default slog.Default().
 	Logger *slog.Logger
 
+	// Name, when set, is the attribute "source" of every metric the
+	// relay reports, to tell apart the relays of several outboxes in one
+	// process.
+	Name string
+
 	// MeterProvider receives the relay's metrics: the histogram
 	// idemgate.relay.lag (seconds from commit to Pub/Sub's
-	// acknowledgement of the publish), the gauge idemgate.relay.backlog
-	// (unsent messages, dead ones left out), the counter
+	// acknowledgement of the publish), the counter
+	// idemgate.relay.published (messages Pub/Sub acknowledged: the
+	// publish rate), the gauges idemgate.relay.backlog (unsent messages,
+	// dead ones left out), idemgate.relay.oldest_age (seconds the oldest
+	// of them has waited since its commit: alert on it, since a backlog
+	// alone does not tell a busy relay from a stuck one) and
+	// idemgate.relay.dead_messages (messages given up; the last two need
+	// a [Stater] source, as every store of this module is), the counter
 	// idemgate.relay.failures (attribute operation: "publish" for a
 	// publish Pub/Sub refused, "publish_unknown" for one whose outcome the
 	// client could not learn, "lease" for a batch whose publishing
@@ -218,7 +229,7 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	tel, err := newTelemetry(o.MeterProvider)
+	tel, err := newTelemetry(o.MeterProvider, o.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +248,7 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 // in the background: the client ends each publish at its Timeout (three
 // quarters of the lease), so they stop before the lease lapses.
 func (r *Relay) Run(ctx context.Context) error {
-	unregister, err := r.tel.observeBacklog(r.src)
+	unregister, err := r.tel.observe(r.src)
 	if err != nil {
 		return err
 	}

@@ -36,10 +36,19 @@ type telemetry struct {
 	failures metric.Int64Counter
 	dead     metric.Int64Counter
 	backlog  metric.Int64ObservableGauge
+	oldest   metric.Float64ObservableGauge
+	deadNow  metric.Int64ObservableGauge
+	sent     metric.Int64Counter
 	byOp     [opCount][]metric.AddOption
+	// source is the attribute "source" on every measurement, when the
+	// relay has a Name.
+	source []attribute.KeyValue
+	add    []metric.AddOption
+	record []metric.RecordOption
+	obs    []metric.ObserveOption
 }
 
-func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
+func newTelemetry(mp metric.MeterProvider, name string) (*telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
@@ -62,15 +71,36 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 		metric.WithDescription("Outbox messages committed and not yet sent."), metric.WithUnit("{message}")); err != nil {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}
+	if t.oldest, err = t.meter.Float64ObservableGauge("idemgate.relay.oldest_age",
+		metric.WithDescription("How long the oldest unsent outbox message has waited since its commit; 0 when none."), metric.WithUnit("s")); err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	if t.deadNow, err = t.meter.Int64ObservableGauge("idemgate.relay.dead_messages",
+		metric.WithDescription("Outbox messages given up and kept for an operator."), metric.WithUnit("{message}")); err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	if t.sent, err = t.meter.Int64Counter("idemgate.relay.published",
+		metric.WithDescription("Outbox messages Pub/Sub acknowledged."), metric.WithUnit("{message}")); err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	if name != "" {
+		t.source = []attribute.KeyValue{attribute.String("source", name)}
+	}
+	set := attribute.NewSet(t.source...)
+	t.add = []metric.AddOption{metric.WithAttributeSet(set)}
+	t.record = []metric.RecordOption{metric.WithAttributeSet(set)}
+	t.obs = []metric.ObserveOption{metric.WithAttributeSet(set)}
 	for op := range opCount {
-		t.byOp[op] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", opNames[op])))}
+		attrs := append([]attribute.KeyValue{attribute.String("operation", opNames[op])}, t.source...)
+		t.byOp[op] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
 	return t, nil
 }
 
-// lag records one message's publish lag.
-func (t *telemetry) lag(ctx context.Context, d time.Duration) {
-	t.lagHist.Record(ctx, d.Seconds())
+// published counts one message Pub/Sub acknowledged, d after its commit.
+func (t *telemetry) published(ctx context.Context, d time.Duration) {
+	t.lagHist.Record(ctx, d.Seconds(), t.record...)
+	t.sent.Add(ctx, 1, t.add...)
 }
 
 // failed counts one failure of op.
@@ -80,23 +110,36 @@ func (t *telemetry) failed(ctx context.Context, op int) {
 
 // died counts one message given up.
 func (t *telemetry) died(ctx context.Context) {
-	t.dead.Add(ctx, 1)
+	t.dead.Add(ctx, 1, t.add...)
 }
 
-// observeBacklog reports src's backlog on each collection until
-// unregister is called.
-func (t *telemetry) observeBacklog(src Source) (unregister func(), err error) {
+// observe reports src's backlog on each collection until unregister is
+// called; and, when src is a Stater, the age of its oldest unsent message
+// and its dead messages, from the same reading.
+func (t *telemetry) observe(src Source) (unregister func(), err error) {
+	stater, _ := src.(Stater)
 	reg, err := t.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, backlogTimeout)
 		defer cancel()
-		n, err := src.Backlog(ctx)
+		if stater == nil {
+			n, err := src.Backlog(ctx)
+			if err != nil {
+				t.failed(ctx, opBacklog)
+				return nil // no reading this time
+			}
+			o.ObserveInt64(t.backlog, n, t.obs...)
+			return nil
+		}
+		st, err := stater.Stats(ctx)
 		if err != nil {
 			t.failed(ctx, opBacklog)
-			return nil // no reading this time
+			return nil
 		}
-		o.ObserveInt64(t.backlog, n)
+		o.ObserveInt64(t.backlog, st.Unsent, t.obs...)
+		o.ObserveFloat64(t.oldest, st.Oldest.Seconds(), t.obs...)
+		o.ObserveInt64(t.deadNow, st.Dead, t.obs...)
 		return nil
-	}, t.backlog)
+	}, t.backlog, t.oldest, t.deadNow)
 	if err != nil {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}

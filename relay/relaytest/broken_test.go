@@ -38,6 +38,7 @@ type bugs struct {
 	reviveKeepsCount  bool // Revive keeps the attempts
 	settleByChildKey  bool // Settle deletes every message of a sent child key
 	releasedFill      bool // dead messages that released their key still fill a Take's window
+	statsAgesDead     bool // Stats ages the oldest message, dead or not
 }
 
 // model is a small, obviously correct outbox (one mutex) over memstore,
@@ -152,6 +153,23 @@ func (m *model) Backlog(ctx context.Context) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+func (m *model) Stats(ctx context.Context) (outbox.Stats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var st outbox.Stats
+	for _, r := range m.rows {
+		if !r.died.IsZero() {
+			st.Dead++
+		} else {
+			st.Unsent++
+		}
+		if st.Oldest == 0 && (r.died.IsZero() || m.bugs.statsAgesDead) {
+			st.Oldest = time.Since(r.enqueued)
+		}
+	}
+	return st, nil
 }
 
 func (m *model) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
@@ -315,6 +333,7 @@ func TestSuiteCatchesBrokenSources(t *testing.T) {
 		"reviveKeepsCount":  {reviveKeepsCount: true},
 		"settleByChildKey":  {settleByChildKey: true},
 		"releasedFill":      {releasedFill: true},
+		"statsAgesDead":     {statsAgesDead: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := failures(t, b); len(got) == 0 {

@@ -33,6 +33,7 @@ var sourceCases = []testCase{
 	{"DeadReleaseLetsKeyPass", deadReleaseLetsKeyPass},
 	{"ReleasedDeadDoNotFillWindow", releasedDeadDoNotFillWindow},
 	{"SettleKeepsRewrittenMessage", settleKeepsRewrittenMessage},
+	{"StatsCountAndAge", statsCountAndAge},
 }
 
 func commitCarriesMessages(t testing.TB, e *env) {
@@ -556,6 +557,44 @@ func (e *env) fail(t testing.TB, fs ...outbox.Failure) {
 	t.Helper()
 	if err := e.src.Settle(e.ctx, nil, fs); err != nil {
 		t.Fatalf("Settle(%d failed): %v", len(fs), err)
+	}
+}
+
+// statsCountAndAge: Stats counts the live messages (held or not) and the
+// dead ones apart, and ages the oldest live one: zero when none is left,
+// growing while it waits.
+func statsCountAndAge(t testing.TB, e *env) {
+	sr, ok := e.src.(relay.Stater)
+	if !ok {
+		t.Fatalf("the source (%T) is no relay.Stater: a source must tell the age of its oldest unsent message, for on-call's alert", e.src)
+	}
+	stats := func() outbox.Stats {
+		t.Helper()
+		st, err := sr.Stats(e.ctx)
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		return st
+	}
+	if st := stats(); st != (outbox.Stats{}) {
+		t.Fatalf("Stats of an empty outbox = %+v, want zero", st)
+	}
+	e.enqueue(t, outbox.Message{Topic: "t-s", OrderingKey: "k", Data: []byte("k0")}, outbox.Message{Topic: "t-s", OrderingKey: "k", Data: []byte("k1")})
+	const wait = 50 * time.Millisecond
+	if !until(10*time.Second, func() bool { return stats().Oldest >= wait }) {
+		t.Fatalf("the oldest unsent message's age never reached %v: Stats = %+v", wait, stats())
+	}
+	got := e.take(t, 1, time.Minute)
+	if st := stats(); st.Unsent != 2 || st.Dead != 0 {
+		t.Errorf("with one of two messages held, Stats = %+v; want 2 unsent, 0 dead", st)
+	}
+	e.fail(t, outbox.Failure{Pending: got[0], Reason: "permission denied", Dead: true, Release: true})
+	if st := stats(); st.Unsent != 1 || st.Dead != 1 || st.Oldest < wait {
+		t.Errorf("with one message dead, Stats = %+v; want 1 unsent, 1 dead, the live one at least %v old", st, wait)
+	}
+	e.settle(t, e.take(t, 10, time.Minute), nil)
+	if st := stats(); st.Unsent != 0 || st.Dead != 1 || st.Oldest != 0 {
+		t.Errorf("with only a dead message left, Stats = %+v; want 0 unsent, 1 dead, no age", st)
 	}
 }
 

@@ -201,6 +201,44 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	return int64(n), err
 }
 
+// Stats implements relay.Stater: two count queries (live and dead
+// messages) and one query of at most outboxq.StatsScan messages in enqueue
+// order (on its built-in index), which stops at the first live one.
+func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
+	s := o.s
+	var st outbox.Stats
+	var err error
+	if st.Unsent, err = o.Backlog(ctx); err != nil {
+		return outbox.Stats{}, err
+	}
+	n, err := s.client.Count(ctx, datastore.NewQuery(s.kind+outboxSuffix).Namespace(s.namespace).FilterField(obDue, ">=", outboxq.Never))
+	if err != nil {
+		return outbox.Stats{}, err
+	}
+	st.Dead = int64(n)
+	if st.Unsent == 0 {
+		return st, nil
+	}
+	var msgs []outboxq.Stored
+	it := s.client.Run(ctx, datastore.NewQuery(s.kind+outboxSuffix).Namespace(s.namespace).Order(obEnqueued).Limit(outboxq.StatsScan))
+	for {
+		var e outboxEntity
+		_, err := it.Next(&e)
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return outbox.Stats{}, err
+		}
+		msgs = append(msgs, outboxq.Stored(e))
+		if e.Died.IsZero() {
+			break
+		}
+	}
+	st.Oldest = outboxq.Oldest(msgs, s.now())
+	return st, nil
+}
+
 // queued is what a CompleteTx enqueues: the messages, and the sequences
 // of their order keys, which it reads with the record.
 type queued struct {

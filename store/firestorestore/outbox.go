@@ -219,8 +219,12 @@ const (
 // Backlog implements relay.Source: how many live messages are committed
 // and unsent, held or not; dead ones are not counted. One count query.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
-	live := o.s.outbox().Where(obDue, "<", outboxq.Never)
-	res, err := live.NewAggregationQuery().WithCount("n").Get(ctx)
+	return count(ctx, o.s.outbox().Where(obDue, "<", outboxq.Never))
+}
+
+// count counts the documents of q with one aggregation query.
+func count(ctx context.Context, q firestore.Query) (int64, error) {
+	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -233,6 +237,46 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("firestorestore: count of the outbox is a %T", m["n"])
 	}
 	return n, nil
+}
+
+// Stats implements relay.Stater: two count aggregations (live and dead
+// messages) and one query of at most outboxq.StatsScan messages in enqueue
+// order (on its single-field index), which stops at the first live one.
+func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
+	s := o.s
+	var st outbox.Stats
+	var err error
+	if st.Unsent, err = o.Backlog(ctx); err != nil {
+		return outbox.Stats{}, err
+	}
+	if st.Dead, err = count(ctx, s.outbox().Where(obDue, ">=", outboxq.Never)); err != nil {
+		return outbox.Stats{}, err
+	}
+	if st.Unsent == 0 {
+		return st, nil
+	}
+	var msgs []outboxq.Stored
+	it := s.outbox().OrderBy(obEnqueued, firestore.Asc).Limit(outboxq.StatsScan).Documents(ctx)
+	defer it.Stop()
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return outbox.Stats{}, err
+		}
+		d, err := parseOutbox(snap.Data())
+		if err != nil {
+			return outbox.Stats{}, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+		}
+		msgs = append(msgs, outboxq.Stored(d))
+		if d.Died.IsZero() {
+			break
+		}
+	}
+	st.Oldest = outboxq.Oldest(msgs, s.now())
+	return st, nil
 }
 
 // queued is what a CompleteTx enqueues: the messages, and the sequence

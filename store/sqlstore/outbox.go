@@ -67,9 +67,12 @@ func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox
 	var out []outbox.Pending
 	err = s.retry(ctx, func() error {
 		var err error
-		if s.ob.skipLocked {
+		switch {
+		case s.dialect == PostgreSQL:
+			out, err = o.takePostgres(ctx, min(n, maxTake), ms, token)
+		case s.ob.skipLocked:
 			out, err = o.takeLocked(ctx, min(n, maxTake), ms, token)
-		} else {
+		default:
 			out, err = o.takeSQLite(ctx, min(n, maxTake), ms, token)
 		}
 		return err
@@ -87,7 +90,7 @@ func newTakeToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// takeLocked is Take on PostgreSQL, MySQL and MariaDB: it locks the
+// takeLocked is Take on MySQL and MariaDB: it locks the
 // candidates, which the statement chose free of any earlier blocked
 // message of their key, keeps those of an ordering key only behind a
 // message kept too (or the first of its key), leases what it keeps and
@@ -152,6 +155,28 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 	return out, nil
 }
 
+// takePostgres is Take on PostgreSQL: in one transaction, the clock
+// (which also sets the transaction's planner settings and turns off
+// synchronous_commit: see outboxSQL.clock) and one UPDATE … RETURNING that
+// locks, chooses and leases.
+func (o *Outbox) takePostgres(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
+	s := o.s
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	var now int64
+	if err := tx.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+		return nil, err
+	}
+	out, err := o.takeReturning(ctx, tx.QueryContext, s.ob.takePostgres(), token, ms, n, now)
+	if err != nil {
+		return nil, err
+	}
+	return out, tx.Commit()
+}
+
 // takeSQLite is Take on SQLite: one UPDATE … RETURNING.
 func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
@@ -159,7 +184,14 @@ func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) 
 	if err := s.db.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.ob.takeSQLite(), token, ms, n, now)
+	return o.takeReturning(ctx, s.db.QueryContext, s.ob.takeSQLite(), token, ms, n, now)
+}
+
+// takeReturning runs q, an UPDATE … RETURNING of Take's columns whose
+// arguments are token, ms, n and now, with query, and returns its rows in
+// id order.
+func (o *Outbox) takeReturning(ctx context.Context, query func(context.Context, string, ...any) (*sql.Rows, error), q string, token string, ms int64, n int, now int64) ([]outbox.Pending, error) {
+	rows, err := query(ctx, q, token, ms, n, now)
 	if err != nil {
 		return nil, err
 	}
@@ -212,47 +244,49 @@ func (o *Outbox) scan(rows *sql.Rows, id *int64, p *outbox.Pending, extra ...any
 	return nil
 }
 
-// Settle implements relay.Source: it deletes sent and gives back failed
-// in one transaction, one statement per chunk of sent messages and per
-// kind of failure.
+// Settle implements relay.Source: it deletes sent and gives back failed,
+// one statement per chunk of sent messages (on PostgreSQL one for all) and
+// per kind of failure, in one transaction when there are several.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	s := o.s
-	if len(sent) == 0 && len(failed) == 0 {
-		return nil
-	}
-	var del []any
-	for _, p := range sent {
+	ids := make([]int64, len(sent))
+	childKeys := make([]string, len(sent))
+	for i, p := range sent {
 		id, err := strconv.ParseInt(p.ID, 10, 64)
 		if err != nil {
 			return fmt.Errorf("sqlstore: outbox settle: message id %.40q is not this store's", p.ID)
 		}
-		del = append(del, id, p.ChildKey)
+		ids[i], childKeys[i] = id, p.ChildKey
 	}
 	back, err := groupFailures(failed)
 	if err != nil {
 		return fmt.Errorf("sqlstore: outbox settle: %w", err)
 	}
+	stmts := s.ob.deleteSent(ids, childKeys)
+	for _, g := range back {
+		for rest := g.ids; len(rest) > 0; {
+			chunk := rest[:min(len(rest), maxTake)]
+			q, args := s.ob.giveBack(g.failure, chunk)
+			stmts = append(stmts, statement{q, args})
+			rest = rest[len(chunk):]
+		}
+	}
 	err = s.retry(ctx, func() error {
+		switch len(stmts) {
+		case 0:
+			return nil
+		case 1:
+			_, err := s.db.ExecContext(ctx, stmts[0].q, stmts[0].args...)
+			return err
+		}
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
-		for rest := del; len(rest) > 0; {
-			chunk := rest[:min(len(rest), 2*maxTake)]
-			if _, err := tx.ExecContext(ctx, s.ob.deleteSent(len(chunk)/2), chunk...); err != nil {
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
 				return err
-			}
-			rest = rest[len(chunk):]
-		}
-		for _, g := range back {
-			for ids := g.ids; len(ids) > 0; {
-				chunk := ids[:min(len(ids), maxTake)]
-				q, args := s.ob.giveBack(g.failure, chunk)
-				if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-					return err
-				}
-				ids = ids[len(chunk):]
 			}
 		}
 		return tx.Commit()
@@ -272,6 +306,21 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", err)
 	}
 	return n, nil
+}
+
+// Stats implements relay.Stater: one statement that scans the outbox, as
+// Backlog's count does.
+func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
+	s := o.s
+	var (
+		st     outbox.Stats
+		oldest sql.NullInt64
+	)
+	if err := s.db.QueryRowContext(ctx, s.ob.stats()).Scan(&st.Unsent, &oldest, &st.Dead); err != nil {
+		return outbox.Stats{}, fmt.Errorf("sqlstore: outbox stats: %w", err)
+	}
+	st.Oldest = time.Duration(max(oldest.Int64, 0)) * time.Millisecond
+	return st, nil
 }
 
 // Listen implements relay.Waker. On PostgreSQL through pgx's database/sql

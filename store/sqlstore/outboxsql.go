@@ -127,7 +127,7 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	attempts     integer NOT NULL DEFAULT 0,
 	reason       text   NOT NULL DEFAULT '',
 	died_at      bigint
-)`,
+) WITH (fillfactor = 50)`,
 			`CREATE INDEX IF NOT EXISTS ` + doubleQuote(idx) + ` ON ` + o.ref + ` (order_hash, id)`,
 		}
 		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts integer NOT NULL DEFAULT 0, ` +
@@ -228,8 +228,12 @@ func (o *outboxSQL) unblocked(c, now string) string {
 // reads no clock per row (PostgreSQL's clock_timestamp() and MySQL's
 // SYSDATE() run again for each).
 //
-// On PostgreSQL it also sets two planner settings for the rest of the
-// Take's transaction, at no extra round trip. enable_seqscan off: on a
+// On PostgreSQL it also sets three settings for the rest of the Take's
+// transaction, at no extra round trip. synchronous_commit off: the commit
+// does not wait for its WAL to reach the disk; should the server crash
+// before it does, the lease is lost and the messages are taken again,
+// perhaps published twice, which the relay contract allows (as when a
+// relay dies holding them). Two planner settings: enable_seqscan off: on a
 // table filled faster than autovacuum analyzes it (a burst into a fresh
 // outbox), the planner thinks few rows qualify and scans the whole table,
 // checking every row's ordering key, then sorts, where the primary key's
@@ -241,37 +245,62 @@ func (o *outboxSQL) unblocked(c, now string) string {
 // a 0.1 s query), for a statement that runs once.
 func (o *outboxSQL) clock() string {
 	if o.channel != "" { // PostgreSQL
-		return `SELECT ` + o.now + ` FROM set_config('jit', 'off', true) j, set_config('enable_seqscan', 'off', true) s`
+		return `SELECT ` + o.now + ` FROM set_config('jit', 'off', true) j, set_config('enable_seqscan', 'off', true) s, set_config('synchronous_commit', 'off', true) c`
 	}
 	return `SELECT ` + o.now
 }
 
-// takeLocked selects up to n messages that are free and unblocked at now
-// (ms), oldest first, locking them and skipping those another transaction
-// has locked (a Take or a Settle in flight); it returns the statement and
-// its arguments. Take then keeps those of an ordering key only behind a
-// message it keeps too: the row before one on its key, free by the
-// statement's look, may be locked by a Take in flight, which leases it
-// when it commits. Plant 293 leaves unblocked out, so that the rows behind
-// a blocked message fill the window and are only dropped after the LIMIT.
-func (o *outboxSQL) takeLocked(n int, now int64) (string, []any) {
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return o.ph(len(args))
-	}
-	// prev: for an ordered message, the id of the one before it on its
-	// key that holds it (NULL for none, or unordered): any but a dead
-	// one released.
+// candidates selects, by id, the order hash and prev, up to the limit
+// placeholder messages that are free and unblocked at now (a placeholder),
+// oldest first, locking them and skipping those another transaction has
+// locked (a Take or a Settle in flight). prev is, for an ordered message,
+// the id of the one before it on its key that holds it (NULL for none, or
+// unordered): any but a dead one released. The Take keeps those of an
+// ordering key only behind a message it keeps too: the row before one on
+// its key, free by the statement's look, may be locked by a Take in
+// flight, which leases it when it commits. Plant 293 leaves unblocked out,
+// so that the rows behind a blocked message fill the window and are only
+// dropped after the LIMIT.
+func (o *outboxSQL) candidates(columns string, now, limit func() string) string {
 	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
 		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
-	where := o.free("o", arg(now))
+	where := o.free("o", now())
 	if !plant.On(293) {
-		where += ` AND ` + o.unblocked("o", arg(now))
+		where += ` AND ` + o.unblocked("o", now())
 	}
-	q := `SELECT ` + o.takeColumns("o") + `, ` + prev + ` FROM ` + o.ref + ` o WHERE ` + where +
-		` ORDER BY o.id LIMIT ` + arg(n) + ` FOR UPDATE SKIP LOCKED`
-	return q, args
+	return `SELECT ` + columns + `, ` + prev + ` AS prev FROM ` + o.ref + ` o WHERE ` + where +
+		` ORDER BY o.id LIMIT ` + limit() + ` FOR UPDATE SKIP LOCKED`
+}
+
+// takeLocked selects the candidates (MySQL, MariaDB): Take's columns and
+// prev, for up to $3 (?) messages at the clock reading now; it returns the
+// statement and its arguments. Take then drops those behind a message it
+// does not keep, and leases the rest.
+func (o *outboxSQL) takeLocked(n int, now int64) (string, []any) {
+	var args []any
+	arg := func(v any) func() string {
+		return func() string {
+			args = append(args, v)
+			return o.ph(len(args))
+		}
+	}
+	return o.candidates(o.takeColumns("o"), arg(now), arg(n)), args
+}
+
+// takePostgres takes, in one statement, up to $3 messages that are free
+// and unblocked at $4 (ms), oldest first, for the token $1 and $2 ms: it
+// locks the candidates, keeps each unless a candidate of its key at or
+// before it is broken (its prev is not among the candidates: locked by a
+// Take in flight), leases what it keeps and returns it. One statement
+// leaves the SELECT and the UPDATE no round trip between them, and its
+// text does not depend on n, so the driver prepares it once per
+// connection.
+func (o *outboxSQL) takePostgres() string {
+	lit := func(s string) func() string { return func() string { return s } }
+	return `WITH c AS (` + o.candidates(`o.id, o.order_hash`, lit("$4"), lit("$3")) + `),
+	broken AS (SELECT b.id, b.order_hash FROM c b WHERE b.prev IS NOT NULL AND NOT EXISTS (SELECT 1 FROM c x WHERE x.id = b.prev)),
+	k AS (SELECT c.id FROM c WHERE NOT EXISTS (SELECT 1 FROM broken b WHERE b.order_hash = c.order_hash AND b.id <= c.id))
+UPDATE ` + o.ref + ` AS o SET taker = $1, lease_until = ` + o.now + ` + $2 FROM k WHERE o.id = k.id RETURNING ` + o.takeColumns("o")
 }
 
 // lease holds count messages, by id from $3 on, for the Take of token $1
@@ -293,12 +322,62 @@ func (o *outboxSQL) takeSQLite() string {
 ) RETURNING ` + o.takeColumns("")
 }
 
-// deleteSent deletes count messages given as (id, child key) pairs from
-// $1 on: the pair, not the id alone, so that a message is never taken for
-// another.
-func (o *outboxSQL) deleteSent(count int) string {
-	return `DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, count, 2) + `)`
+// statement is one statement and its arguments.
+type statement struct {
+	q    string
+	args []any
 }
+
+// deleteSent returns the statements that delete the sent messages, given
+// by id and child key: the pair, not the id alone, so that a message is
+// never taken for another. On PostgreSQL it is one statement whatever the
+// count, its arrays passed as text (any driver can), which also turns off
+// synchronous_commit for its transaction: should the server crash before
+// the commit reaches the disk, the messages come back and are published
+// again, which the relay contract allows (a relay that dies before it
+// settles does the same), and every commit no longer waits for a WAL
+// flush. Elsewhere, one statement per maxTake messages.
+func (o *outboxSQL) deleteSent(ids []int64, childKeys []string) []statement {
+	if len(ids) == 0 {
+		return nil
+	}
+	if o.channel != "" { // PostgreSQL
+		q := `WITH c AS (SELECT set_config('synchronous_commit', 'off', true)) DELETE FROM ` + o.ref +
+			` o USING unnest($1::bigint[], $2::text[]) AS s(id, child_key), c WHERE o.id = s.id AND o.child_key = s.child_key`
+		return []statement{{q, []any{pgArray(ids, func(id int64) string { return strconv.FormatInt(id, 10) }), pgArray(childKeys, quoteArrayElem)}}}
+	}
+	var out []statement
+	for first := 0; first < len(ids); first += maxTake {
+		last := min(len(ids), first+maxTake)
+		args := make([]any, 0, 2*(last-first))
+		for i := first; i < last; i++ {
+			args = append(args, ids[i], childKeys[i])
+		}
+		out = append(out, statement{`DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, last-first, 2) + `)`, args})
+	}
+	return out
+}
+
+// pgArray renders vs as a PostgreSQL array literal, each element by elem.
+func pgArray[T any](vs []T, elem func(T) string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(elem(v))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// quoteArrayElem quotes s as an element of an array literal.
+func quoteArrayElem(s string) string {
+	return `"` + arrayEscaper.Replace(s) + `"`
+}
+
+var arrayEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // giveBack renders the statement that ends the lease of the messages ids
 // that the Take of f.token still holds, as f says, and its arguments.
@@ -330,6 +409,13 @@ func (o *outboxSQL) giveBack(f failure, ids []any) (string, []any) {
 	}
 	b.WriteByte(')')
 	return b.String(), args
+}
+
+// stats counts the live messages, reads how long the oldest of them has
+// waited (ms; NULL when none) and counts the dead ones, in one scan.
+func (o *outboxSQL) stats() string {
+	return `SELECT COUNT(CASE WHEN died_at IS NULL THEN 1 END), ` + o.now + ` - MIN(CASE WHEN died_at IS NULL THEN enqueued_at END), ` +
+		`COUNT(died_at) FROM ` + o.ref
 }
 
 // backlog counts the live messages.

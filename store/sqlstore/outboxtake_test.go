@@ -248,3 +248,31 @@ func BenchmarkOutboxTakeBehindHeld(b *testing.B) {
 		})
 	}
 }
+
+// TestOutboxSettleMatchesPairs: Settle deletes a message only when its ID
+// and its child key match as a pair, whatever bytes a child key holds
+// (PostgreSQL passes them as array literals, which quotes, braces, commas
+// and backslashes could split or shift).
+func TestOutboxSettleMatchesPairs(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			e := newObEnv(t, b)
+			e.enqueue(t, msg("a", ""), msg("b", ""))
+			got := e.take(t, 10)
+			if len(got) != 2 {
+				t.Fatalf("took %d, want 2", len(got))
+			}
+			swapped := slices.Clone(got)
+			swapped[0].ChildKey, swapped[1].ChildKey = got[1].ChildKey, got[0].ChildKey
+			odd := slices.Clone(got)
+			odd[0].ChildKey = `x","` + got[1].ChildKey + `\`
+			odd[1].ChildKey = got[1].ChildKey + `"}`
+			for _, bad := range [][]outbox.Pending{swapped, odd} {
+				e.settle(t, bad)
+				e.backlog(t, 2, "a Settle whose child keys do not match the IDs deletes nothing")
+			}
+			e.settle(t, got)
+			e.backlog(t, 0, "both sent")
+		})
+	}
+}

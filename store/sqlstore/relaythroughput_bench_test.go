@@ -89,7 +89,7 @@ func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int
 	}
 	data := []byte(strings.Repeat("x", 256))
 
-	var relayRate, floorRate, takes, statements float64
+	var relayRate, floorRate, takes, statements, takeShare, settleShare float64
 	for range b.N {
 		b.StopTimer()
 		commitMessages(b, db, st, topic, data, mix, n)
@@ -122,6 +122,9 @@ func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int
 		wg.Wait()
 		statements += float64(stmts.read(b, ctx, db) - before)
 		takes += float64(src.takes.Load())
+		busy := float64(relays) * float64(elapsed)
+		takeShare += float64(src.takeNanos.Load()) / busy
+		settleShare += float64(src.settleNanos.Load()) / busy
 		relayRate += float64(n) / elapsed.Seconds()
 		if got := len(srv.Messages()); got < n {
 			b.Fatalf("Pub/Sub holds %d messages, want %d", got, n)
@@ -137,6 +140,8 @@ func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int
 	b.ReportMetric(floorRate/runs, "floor-msgs/s")
 	b.ReportMetric(relayRate/floorRate, "ratio")
 	b.ReportMetric(takes/runs/float64(n), "takes/msg")
+	b.ReportMetric(takeShare/runs, "take-share")
+	b.ReportMetric(settleShare/runs, "settle-share")
 	if be.dialect != sqlstore.SQLite {
 		b.ReportMetric(statements/runs/float64(n), "stmts/msg")
 	}
@@ -195,19 +200,24 @@ func publishFloor(b *testing.B, ps *pubsub.Client, topic string, data []byte, mi
 // messages were settled as sent.
 type countingSource struct {
 	relay.Source
-	takes      atomic.Int64
-	sent, want int64
-	mu         sync.Mutex
-	done       chan struct{}
+	takes       atomic.Int64
+	takeNanos   atomic.Int64 // time spent in Take, summed over the relays
+	settleNanos atomic.Int64 // time spent in Settle, summed over the relays
+	sent, want  int64
+	mu          sync.Mutex
+	done        chan struct{}
 }
 
 func (c *countingSource) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error) {
 	c.takes.Add(1)
+	defer func(t time.Time) { c.takeNanos.Add(int64(time.Since(t))) }(time.Now())
 	return c.Source.Take(ctx, n, lease)
 }
 
 func (c *countingSource) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	t := time.Now()
 	err := c.Source.Settle(ctx, sent, failed)
+	c.settleNanos.Add(int64(time.Since(t)))
 	if err == nil && len(sent) > 0 {
 		c.mu.Lock()
 		c.sent += int64(len(sent))

@@ -415,3 +415,26 @@ func CheckSizes(ms []Stored, size func(*Stored) int, entity, commit int, what, d
 	}
 	return nil
 }
+
+// StatsScan is how many messages, oldest enqueued first, a Google store's
+// Stats reads at most to find the oldest live one past dead ones: beyond
+// it, the age of the last read stands for the oldest's (a lower bound).
+const StatsScan = 100
+
+// Oldest returns how long the oldest live message of msgs, in enqueue
+// order, had waited at now; with none live, zero when msgs holds fewer
+// than StatsScan (no message is left to wait), else the age of the last
+// of them (a lower bound).
+func Oldest(msgs []Stored, now time.Time) time.Duration {
+	var age time.Duration
+	for _, m := range msgs {
+		age = max(now.Sub(m.Enqueued), 0)
+		if m.Died.IsZero() {
+			return age
+		}
+	}
+	if len(msgs) < StatsScan {
+		return 0 // every message read is dead, and none is left: none waits
+	}
+	return age
+}
