@@ -1,154 +1,143 @@
 package idemgate_test
 
-// The README's quickstarts are copied from the Example functions in this
-// file and from the whole-file examples example_*_test.go (a quickstart
-// that shows its imports, init or main), and TestREADMESnippetsAreCompiled
-// keeps them in step: each Go block of README.md is an exact, contiguous
-// part of one Example's body or of one whole-file example, and each
-// Example is shown by a block.
+// The README's quickstarts are copied from Example functions of the
+// packages a reader lands on (gateway, cloudevent, pull, sqlstore, relay),
+// and TestREADMESnippetsAreCompiled keeps them in step: each Go block of
+// README.md is an exact, contiguous part of one Example's body, or of a
+// whole-file example (a quickstart that shows its imports, init or main),
+// and each quickstart Example is shown by a block.
 
 import (
 	"bufio"
-	"context"
-	"errors"
-	"fmt"
 	"go/ast"
+	"go/doc"
 	"go/parser"
 	"go/token"
-	"log"
-	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/pushenvelope"
-	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// The quickstarts' business actions.
-func charge(context.Context) error             { return nil }
-func placeOrder(context.Context, []byte) error { return nil }
-
-var sent = map[string]int{} // sendToWarehouse's runs, by order
-
-func sendToWarehouse(_ context.Context, orderID string, _ []byte) error {
-	sent[orderID]++
-	return nil
+// readmeSources are the files whose Examples README blocks may copy.
+var readmeSources = []string{
+	"gateway/example_test.go",
+	"cloudevent/example_function_test.go",
+	"pull/example_subscriber_test.go",
+	"store/sqlstore/example_test.go",
+	"store/sqlstore/example_outbox_test.go",
+	"relay/example_test.go",
 }
 
-func Example_lock() {
-	ctx := context.Background()
-	st, _ := memstore.New(nil) // or redisstore, sqlstore, datastorestore…
-	g, err := gateway.New(st, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = g.Lock(ctx, "payment-42", func(ctx context.Context) error {
-		return charge(ctx) // runs at most once for "payment-42"
-	})
-	switch {
-	case err == nil: // charged now
-	case errors.Is(err, gateway.ErrDuplicate): // charged before: ack
-	case errors.Is(err, gateway.ErrInProgress): // held by another caller (an *InProgressError): retry later
-	default: // charge or the store failed: retry
-	}
-	fmt.Println(err, errors.Is(g.Lock(ctx, "payment-42", charge), gateway.ErrDuplicate))
-	// Output: <nil> true
+// quickstarts are the Examples that exist for the README: each must be
+// shown by one of its blocks, so that neither drifts from the other.
+var quickstarts = []string{
+	"gateway/example_test.go:ExampleGateway_Lock",
+	"gateway/example_test.go:ExampleGateway_Push",
+	"cloudevent/example_function_test.go:Example",
+	"pull/example_subscriber_test.go:Example",
 }
 
-func Example_push() {
-	mux := http.NewServeMux()
-	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, nil) // one Gateway for every route
-	orders := g.Route(gateway.RouteOptions{
-		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
-	})
-	mux.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
-		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
-	}))
-
-	// The same order, published twice: the second answers 204 (ack) unrun.
-	for _, id := range []string{"m-1", "m-2"} {
-		body := `{"message": {"messageId": "` + id + `", "attributes": {"order_id": "o-7"}}, "subscription": "s"}`
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)))
-		fmt.Print(rec.Code, " ")
-	}
-	// Output: 200 204
-}
-
-// TestREADMESnippetsAreCompiled holds each Go block of README.md to the
-// body of one Example in this file, or to one whole-file example: the
-// block's lines must appear there,
-// contiguous and exact (one level of indentation removed), and every Example
-// must be shown by a block. So a README edit that the compiler has not seen
-// fails, and so does an Example changed without its README block.
+// TestREADMESnippetsAreCompiled holds each Go block of README.md to one
+// Example of readmeSources: the block's lines must appear in the Example's
+// body (one level of indentation removed) or, for a whole-file example, in
+// the file, contiguous and exact. A whole file's package clause is the one
+// line that may differ: the README names the reader's package (package
+// orders, package main), the file its test package. So a README edit that
+// the compiler has not seen fails, and so does a quickstart Example changed
+// without its README block.
 func TestREADMESnippetsAreCompiled(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	examples := exampleBodies(t, "readme_test.go")
-	files, err := filepath.Glob("example_*_test.go")
-	if err != nil {
-		t.Fatal(err)
+	examples := map[string][][]string{}
+	for _, f := range readmeSources {
+		for name, views := range exampleLines(t, f) {
+			examples[f+":"+name] = views
+		}
 	}
-	for _, f := range files {
-		name, lines := wholeFileExample(t, f)
-		examples[name] = lines
+	for _, q := range quickstarts {
+		if len(examples[q]) == 0 {
+			t.Fatalf("quickstart %s: no such Example in readmeSources", q)
+		}
 	}
-	// A store's own feature is shown from that package's Example.
-	all := maps.Clone(examples)
-	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_test.go"))
-	maps.Copy(all, exampleBodies(t, "store/sqlstore/example_outbox_test.go"))
-	maps.Copy(all, exampleBodies(t, "relay/example_test.go"))
 	blocks := goBlocks(string(readme))
-	if len(blocks) < 4 {
-		t.Fatalf("README has %d Go blocks; want the four quickstarts", len(blocks))
+	if len(blocks) < len(quickstarts) {
+		t.Fatalf("README has %d Go blocks; want at least the %d quickstarts", len(blocks), len(quickstarts))
 	}
 	shown := map[string]bool{}
 	for i, b := range blocks {
 		name := ""
-		for n, body := range all {
-			if contains(body, b) {
+		for n, views := range examples {
+			if slices.ContainsFunc(views, func(lines []string) bool { return contains(lines, b) }) {
 				name = n
 				break
 			}
 		}
 		if name == "" {
-			t.Errorf("README Go block %d is not a contiguous, exact part of any Example in readme_test.go or example_*_test.go:\n%s", i+1, strings.Join(b, "\n"))
+			t.Errorf("README Go block %d is not a contiguous, exact part of any Example in %s:\n%s",
+				i+1, strings.Join(readmeSources, ", "), strings.Join(b, "\n"))
 		}
 		shown[name] = true
 	}
-	for n := range examples {
-		if !shown[n] {
-			t.Errorf("%s is shown by no Go block of README.md", n)
+	for _, q := range quickstarts {
+		if !shown[q] {
+			t.Errorf("quickstart %s is shown by no Go block of README.md", q)
 		}
 	}
 }
 
-// wholeFileExample returns the name of the one Example of the Go file at
-// path, and the file's lines: as go doc does, the whole file is the
-// example.
-func wholeFileExample(t *testing.T, path string) (string, []string) {
+// exampleLines returns the lines of each Example of the Go file at path,
+// keyed by function name: its body's, one tab of indentation removed, and
+// for a whole-file example (as go doc shows it) the file's too, its
+// package clause reduced to "package".
+func exampleLines(t *testing.T, path string) map[string][][]string {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for n := range exampleBodies(t, path) {
-		names = append(names, n)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(names) != 1 {
-		t.Fatalf("%s has Examples %v; a whole-file example has exactly one", path, names)
+	bodies := map[string]*ast.BlockStmt{}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+			bodies[fd.Name.Name] = fd.Body
+		}
 	}
-	return names[0], strings.Split(strings.TrimRight(string(src), "\n"), "\n")
+	views := map[string][][]string{}
+	for _, ex := range doc.Examples(f) {
+		name := "Example" + ex.Name // go/doc's Name is what follows "Example"
+		body := bodies[name]
+		inner := src[fset.Position(body.Lbrace).Offset+1 : fset.Position(body.Rbrace).Offset]
+		var lines []string
+		for l := range strings.Lines(strings.Trim(string(inner), "\n")) {
+			lines = append(lines, strings.TrimPrefix(strings.TrimRight(l, "\n"), "\t"))
+		}
+		views[name] = [][]string{lines}
+		if _, whole := ex.Code.(*ast.File); whole {
+			file := strings.Split(strings.TrimRight(string(src), "\n"), "\n")
+			views[name] = append(views[name], packageClause(file))
+		}
+	}
+	return views
+}
+
+// packageClause returns lines with their package clause, if any, reduced
+// to the word "package", which any other package clause matches.
+func packageClause(lines []string) []string {
+	out := slices.Clone(lines)
+	for i, l := range out {
+		if strings.HasPrefix(l, "package ") {
+			out[i] = "package"
+			break
+		}
+	}
+	return out
 }
 
 // goBlocks returns the lines of each ```go block of a Markdown text.
@@ -164,41 +153,12 @@ func goBlocks(md string) [][]string {
 			in, cur = true, nil
 		case in && strings.HasPrefix(l, "```"):
 			in = false
-			blocks = append(blocks, cur)
+			blocks = append(blocks, packageClause(cur))
 		case in:
 			cur = append(cur, l)
 		}
 	}
 	return blocks
-}
-
-// exampleBodies returns the lines of the body of each Example function in
-// the Go file at path, one tab of indentation removed.
-func exampleBodies(t *testing.T, path string) map[string][]string {
-	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bodies := map[string][]string{}
-	for _, d := range f.Decls {
-		fd, ok := d.(*ast.FuncDecl)
-		if !ok || !strings.HasPrefix(fd.Name.Name, "Example") {
-			continue
-		}
-		inner := src[fset.Position(fd.Body.Lbrace).Offset+1 : fset.Position(fd.Body.Rbrace).Offset]
-		var lines []string
-		for l := range strings.Lines(strings.Trim(string(inner), "\n")) {
-			lines = append(lines, strings.TrimPrefix(strings.TrimRight(l, "\n"), "\t"))
-		}
-		bodies[fd.Name.Name] = lines
-	}
-	return bodies
 }
 
 // contains reports whether part appears in whole as a contiguous run.

@@ -15,33 +15,35 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
+// The README's first quickstart: build a Gateway on a store, then run an
+// action at most once for its key and map each outcome to ack or retry.
 func ExampleGateway_Lock() {
-	st, _ := memstore.New(nil) // or redisstore, sqlstore, datastorestore…
+	ctx := context.Background()
+	st, err := memstore.New(nil) // or redisstore, sqlstore, datastorestore…
+	if err != nil {
+		log.Fatal(err)
+	}
 	g, err := gateway.New(st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	charge := func(ctx context.Context) error {
-		fmt.Println("card charged")
-		return nil
+
+	err = g.Lock(ctx, "payment-42", func(ctx context.Context) error {
+		return charge(ctx) // runs at most once for "payment-42"
+	})
+	switch {
+	case err == nil: // charged now
+	case errors.Is(err, gateway.ErrDuplicate): // charged before: ack
+	case errors.Is(err, gateway.ErrInProgress): // held by another caller (an *InProgressError): retry later
+	default: // charge or the store failed: retry
 	}
-	for range 2 { // the same message, delivered twice
-		err := g.Lock(context.Background(), "payment-42", charge)
-		switch {
-		case errors.Is(err, gateway.ErrDuplicate):
-			fmt.Println("duplicate: ack")
-		case errors.Is(err, gateway.ErrInProgress):
-			fmt.Println("held elsewhere: nack, retry later")
-		case err != nil:
-			fmt.Println("failed: nack:", err)
-		default:
-			fmt.Println("done: ack")
-		}
-	}
+
+	// The same payment again, as a redelivery would ask: not charged twice.
+	again := g.Lock(ctx, "payment-42", charge)
+	fmt.Println(err, errors.Is(again, gateway.ErrDuplicate))
 	// Output:
 	// card charged
-	// done: ack
-	// duplicate: ack
+	// <nil> true
 }
 
 func ExampleGateway_Mutex() {
@@ -62,9 +64,18 @@ func ExampleGateway_Mutex() {
 	// po 7 is delivered
 }
 
+// The README's Cloud Run quickstart: one route of a Gateway, keyed on a
+// business attribute, so that a republished order is placed once.
 func ExampleGateway_Push() {
-	st, _ := memstore.New(nil)
-	g, _ := gateway.New(st, nil)
+	st, err := memstore.New(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g, err := gateway.New(st, nil) // one Gateway for every route
+	if err != nil {
+		log.Fatal(err)
+	}
+
 	orders := g.Route(gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
@@ -72,17 +83,18 @@ func ExampleGateway_Push() {
 	mux.Handle("POST /orders", orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return placeOrder(ctx, m.Data) // an error nacks; Pub/Sub retries
 	}))
-	// log.Fatal(http.ListenAndServe(":8080", mux))
+	// log.Fatal(http.ListenAndServe(":"+os.Getenv("PORT"), mux))
 
-	push := `{"message":{"messageId":"m-1","attributes":{"order_id":"7"},"data":"b3JkZXI="}}`
-	for range 2 {
+	// The same order, published twice: the second answers 204 (ack) unrun.
+	for _, id := range []string{"m-1", "m-2"} {
+		body := `{"message":{"messageId":"` + id + `","attributes":{"order_id":"o-7"}},"subscription":"s"}`
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(push)))
-		fmt.Println(rec.Code)
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)))
+		fmt.Println(id, rec.Code)
 	}
 	// Output:
-	// 200
-	// 204
+	// m-1 200
+	// m-2 204
 }
 
 func ExampleGateway_Idempotent() {
@@ -149,4 +161,10 @@ func ExampleClaimFromContext() {
 	// Output: write order-9 with fence 1893499200000000
 }
 
+// The quickstarts' business actions.
 func placeOrder(context.Context, []byte) error { return nil }
+
+func charge(context.Context) error {
+	fmt.Println("card charged")
+	return nil
+}

@@ -1,4 +1,4 @@
-package idemgate_test
+package pull_test
 
 import (
 	"context"
@@ -17,8 +17,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, _ := memstore.New(nil) // one process only: several subscribers share a store (docs/stores/)
-	g, _ := gateway.New(st, nil)
+	st, err := memstore.New(nil) // one process only: several subscribers share a store (docs/stores/)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g, err := gateway.New(st, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	sub := client.Subscriber("orders-sub")
 	err = sub.Receive(ctx, pull.Wrap(g, ship, nil)) // acks done and duplicate, nacks the rest
 	log.Fatal(err)
@@ -29,9 +35,12 @@ func ship(ctx context.Context, m *pubsub.Message) error {
 	return sendToWarehouse(ctx, m.Attributes["order_id"], m.Data)
 }
 
-// Example_pull is the whole of a pull subscriber's main package. It needs
-// a Pub/Sub server, so it is compiled but not run; pull's tests run the
-// same code against the emulator.
-func Example_pull() {
+// This file is the whole of a pull subscriber's main package. It needs a
+// Pub/Sub server, so it is compiled but not run; the package's tests run
+// Wrap against the emulator.
+func Example() {
 	main()
 }
+
+// sendToWarehouse stands for your code.
+func sendToWarehouse(context.Context, string, []byte) error { return nil }
