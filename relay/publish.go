@@ -41,6 +41,9 @@ type publishers struct {
 	// flushing counts the Flush calls in flight; Publisher.Flush reads
 	// the publisher's state unsynchronised, so Stop waits for them.
 	flushing sync.WaitGroup
+	// late counts the goroutines waiting for the stragglers of rounds
+	// (Relay.awaitLate).
+	late sync.WaitGroup
 }
 
 func (r *Relay) newPublishers() *publishers {
@@ -166,46 +169,66 @@ type group struct {
 	full     bool // the rest of the key's messages wait for the next round
 }
 
+// An inflight is one message of a round: its topic's full name, its
+// publisher and the client's result (nil: untried).
+type inflight struct {
+	p    outbox.Pending
+	name string
+	pub  *pubsub.Publisher
+	res  *pubsub.PublishResult
+}
+
+// straggle is how long a round waits for the answers to its publishes
+// before it leaves those still outstanding (stragglers: a slow key, a
+// publish the client retries) to wait on their own, settles the rest and
+// takes the next batch. The stragglers' messages stay held meanwhile, and
+// the later messages of their ordering keys behind them, so that a slow
+// key delays only itself.
+func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/16) }
+
 // publish publishes batch, whose Take started at taken (the lease runs
 // from a little later) and returned at returned, and sorts it: the
 // messages Pub/Sub acknowledged (sent), those it did not publish (failed,
-// each with the relay's decision) and how many may have been published or
-// may still be (unknown: left out of both, held until their lease lapses).
-// It waits for the client's answer on every publish, unless giveUp closes
-// first (Run is stopping).
-func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int) {
+// each with the relay's decision), how many may have been published or
+// may still be (unknown: left out of both, held until their lease lapses),
+// and the stragglers, whose answers had not come when the round stopped
+// waiting for them (see straggle). It waits for the client's answer on
+// every publish, up to the straggle, unless giveUp closes first (Run is
+// stopping): the publishes then unanswered are unknown.
+func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	// Send: each ordering key's share of the round in one request.
-	results := make([]*pubsub.PublishResult, len(batch))
-	names := make([]string, len(batch))
+	msgs := make([]inflight, len(batch))
 	type gkey struct{ name, orderingKey string }
 	groups := make(map[gkey]*group)
 	used := make(map[*pubsub.Publisher]bool)
 	for i, p := range batch {
-		names[i] = pubs.fullName(p.Topic)
-		pub := pubs.get(names[i])
+		m := &msgs[i]
+		m.p, m.name = p, pubs.fullName(p.Topic)
+		m.pub = pubs.get(m.name)
 		if p.OrderingKey != "" {
-			k := gkey{names[i], p.OrderingKey}
+			k := gkey{m.name, p.OrderingKey}
 			g := groups[k]
 			if g == nil {
 				g = &group{}
 				groups[k] = g
 			}
 			size := outbox.PublishSize(p.Message)
-			if g.full || g.n > 0 && (g.n == pub.PublishSettings.CountThreshold || g.bytes+size > requestLimit(names[i])) {
+			if g.full || g.n > 0 && (g.n == m.pub.PublishSettings.CountThreshold || g.bytes+size > requestLimit(m.name)) {
 				g.full = true
 				continue // untried
 			}
 			g.n++
 			g.bytes += size
 		}
-		results[i] = pub.Publish(ctx, &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey})
-		used[pub] = true
+		m.res = m.pub.Publish(ctx, &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey})
+		used[m.pub] = true
 	}
 	pubs.flush(used)
 
-	// Wait for every answer: a message given back while its publish may
+	// Wait for the answers: a message given back while its publish may
 	// still land would be published again by the next relay to take it.
 	wait := giveUp
+	var straggled <-chan time.Time
 	if plant.On(297) || plant.On(298) {
 		pctx := ctx
 		if plant.On(297) {
@@ -214,37 +237,101 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 			defer cancel()
 		}
 		wait = pctx.Done()
+	} else {
+		t := time.NewTimer(r.straggle())
+		defer t.Stop()
+		straggled = t.C
 	}
-	gaveUp := false
-	for _, res := range results {
-		if res == nil || gaveUp {
+	gaveUp, straggling := false, false
+	for _, m := range msgs {
+		if m.res == nil || gaveUp || straggling {
 			continue
 		}
 		select {
-		case <-res.Ready():
+		case <-m.res.Ready():
 		case <-wait:
 			gaveUp = true
+		case <-straggled:
+			straggling = true
 		}
 	}
+	r.checkLease(ctx, taken)
+	ready := msgs
+	if straggling && !gaveUp {
+		ready = nil
+		for _, m := range msgs {
+			if m.res == nil || isReady(m.res) {
+				ready = append(ready, m)
+			} else {
+				late = append(late, m)
+			}
+		}
+	}
+	sent, failed, unknown = r.sortOut(ctx, ready, returned, !gaveUp)
+	return sent, failed, unknown, late
+}
+
+// isReady reports whether res has its answer.
+func isReady(res *pubsub.PublishResult) bool {
+	select {
+	case <-res.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// checkLease counts and logs a round, taken at taken, whose publishing
+// outlived its lease.
+func (r *Relay) checkLease(ctx context.Context, taken time.Time) {
 	if d := time.Since(taken); d > r.opts.Lease {
 		r.tel.failed(ctx, opLease)
 		r.opts.Logger.ErrorContext(ctx, "relay: publishing outlived the lease; another relay may have published the same messages again",
 			"took", d, "lease", r.opts.Lease)
 	}
+}
 
-	// Sort.
-	paused := make(map[gkey]bool)
+// awaitLate waits for the answers to the stragglers of a round taken at
+// taken (or for giveUp), then sorts and settles them as the round would
+// have.
+func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned time.Time, giveUp <-chan struct{}) {
+	gaveUp := false
+	for _, m := range late {
+		if gaveUp {
+			break
+		}
+		select {
+		case <-m.res.Ready():
+		case <-giveUp:
+			gaveUp = true
+		}
+	}
+	r.checkLease(ctx, taken)
+	sent, failed, _ := r.sortOut(ctx, late, returned, !gaveUp)
+	if len(sent) > 0 || len(failed) > 0 {
+		r.settle(ctx, sent, failed) // logs and counts its failure
+	}
+}
+
+// sortOut sorts msgs, a round's messages or its stragglers, by their
+// answers, the way publish describes; a publish not yet answered is
+// unknown. With resume, every answer has come: the keys the client paused
+// on a failed publish are resumed, since nothing of theirs is in flight.
+// A key's messages are sorted in one call: they went in one request.
+func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int) {
+	type gkey struct{ name, orderingKey string }
+	paused := make(map[gkey]*pubsub.Publisher)
 	headFailed := make(map[gkey]bool)
-	for i, res := range results {
-		p := batch[i]
-		if res == nil {
+	for _, m := range msgs {
+		p := m.p
+		if m.res == nil {
 			failed = append(failed, outbox.Failure{Pending: p})
 			continue
 		}
 		var err error
 		select {
-		case <-res.Ready():
-			_, err = res.Get(ctx)
+		case <-m.res.Ready():
+			_, err = m.res.Get(ctx)
 		default:
 			if plant.On(297) || plant.On(298) {
 				err = context.Cause(ctx)
@@ -261,7 +348,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 			continue
 		}
 		if err != nil && p.OrderingKey != "" {
-			paused[gkey{names[i], p.OrderingKey}] = true
+			paused[gkey{m.name, p.OrderingKey}] = m.pub
 		}
 		switch o := classify(err); o {
 		case acked:
@@ -273,7 +360,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 			if p.OrderingKey != "" {
 				// The key's request carried its later messages too: the
 				// first of them takes the failure, they wait behind it.
-				k := gkey{names[i], p.OrderingKey}
+				k := gkey{m.name, p.OrderingKey}
 				if headFailed[k] {
 					failed = append(failed, outbox.Failure{Pending: p})
 					continue
@@ -288,11 +375,9 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
 		}
 	}
-	// The client paused each key whose publish failed; every answer of
-	// the round has come, so nothing of the key is in flight.
-	if !gaveUp {
-		for k := range paused {
-			pubs.get(k.name).ResumePublish(k.orderingKey)
+	if resume {
+		for k, pub := range paused {
+			pub.ResumePublish(k.orderingKey)
 		}
 	}
 	return sent, failed, unknown

@@ -262,6 +262,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		go pubs.stop()
 	}()
+	// The rounds' stragglers settle before Run returns: each waits at
+	// most until giveUp for its answers.
+	defer pubs.late.Wait()
 
 	// giveUp closes StopTimeout after ctx ended: the relay stops waiting
 	// for the answers of its publishes in flight.
@@ -356,9 +359,15 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 		}
 		return len(batch), errors.Join(errLate, r.settle(ctx, nil, failed))
 	}
-	sent, failed, unknown := r.publish(ctx, pubs, batch, taken, returned, giveUp)
-	if len(sent) < len(batch) && (unknown > 0 || slices.ContainsFunc(failed, func(f outbox.Failure) bool { return f.Reason != "" })) {
-		// Publishing again at once would most likely fail again.
+	sent, failed, unknown, late := r.publish(ctx, pubs, batch, taken, returned, giveUp)
+	if len(late) > 0 {
+		pubs.late.Go(func() { r.awaitLate(ctx, late, taken, returned, giveUp) })
+	}
+	if len(sent) == 0 && (unknown > 0 || slices.ContainsFunc(failed, func(f outbox.Failure) bool { return f.Reason != "" })) {
+		// Nothing went through: publishing again at once would most
+		// likely fail again. (When some did, the failures are a few keys'
+		// or messages', and they wait out their own backoff: the others
+		// go on at once.)
 		err = errPublish
 	}
 	if len(sent) == 0 && len(failed) == 0 {
