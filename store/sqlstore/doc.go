@@ -80,6 +80,13 @@
 // the callers instead, which is fair and wastes no time. The store is still
 // correct with more connections.
 //
+// That connection is also what the gateway's lease renewal needs. A body
+// whose transaction holds it (or, with more connections, holds SQLite's
+// write lock) delays every renewal until it ends, and loses its claim if
+// that is too late: Extend's error then says so. A transaction that calls
+// [Store.CompleteTx] first ends the renewal and may run as long as it
+// needs; keep any other transaction well under half the gateway's lease.
+//
 // See docs/stores/sql.md in the repository for the schema of each dialect,
 // the statements and how to run the purge.
 package sqlstore

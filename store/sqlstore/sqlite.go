@@ -1,5 +1,11 @@
 package sqlstore
 
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
 // sqliteNow is SQLite's clock in epoch milliseconds. julianday('now') is
 // kept internally as whole milliseconds, so rounding recovers them exactly;
 // it works on every SQLite version, unlike unixepoch('subsec') (3.42).
@@ -44,4 +50,27 @@ func sqliteStatements(t table, ttl int64) statements {
 	}
 	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint BLOB`
 	return s
+}
+
+// sqliteWaitHint explains err when it is an Extend that ran out of time on
+// SQLite, which serves one writer at a time: the statement waited for a
+// connection (all of the pool's were held; with the single connection the
+// package advises, most likely by a transaction of the body being renewed)
+// or for the write lock another connection's transaction held. A lease
+// cannot be renewed behind that transaction; a transaction that calls
+// CompleteTx first ends the gateway's renewal (store.EnterTx) and is not
+// affected.
+func (s *Store) sqliteWaitHint(err error) error {
+	if s.dialect != SQLite || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	const advice = "a lease cannot be renewed behind an open transaction: call CompleteTx first in the transaction " +
+		"(the gateway then stops renewing), keep a transaction that does not begin with it well under half the gateway's Lease, " +
+		"or raise Lease"
+	if st := s.db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
+		return fmt.Errorf("SQLite is served here on %d connection(s) (SetMaxOpenConns), all held until the deadline, "+
+			"most likely by the body's own transaction; %s: %w", st.MaxOpenConnections, advice, err)
+	}
+	return fmt.Errorf("SQLite admits one writer, and a transaction on another connection held the write lock until the deadline, "+
+		"most likely the body's own; %s: %w", advice, err)
 }

@@ -265,6 +265,13 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 }
 
 // Extend implements [store.Extender] in one statement.
+//
+// On SQLite the statement needs a connection and the write lock: an open
+// transaction that holds the only connection, or has written on another,
+// makes it wait, and an Extend that runs out of time there returns an
+// error that says so (and matches context.DeadlineExceeded). A
+// transaction that calls [Store.CompleteTx] first ends the gateway's
+// renewal, so only transactions that do not are concerned.
 func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckWon(c); err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)
@@ -294,7 +301,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 		return err
 	})
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)
+		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", s.sqliteWaitHint(err))
 	}
 	if until == 0 {
 		return store.Claim{}, store.ErrFenced

@@ -74,7 +74,11 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 //
 // On SQLite with the one connection the package documentation advises, tx
 // holds that connection: do not call the store's other methods before tx
-// ends, they would wait for it.
+// ends, they would wait for it. That includes the gateway's renewal of the
+// lease, which CompleteTx ends (store.EnterTx): called first, it lets tx
+// run longer than the lease; a transaction that holds the connection
+// without having called it delays each renewal, and loses the claim if it
+// lasts past the renewal's deadline (see [Store.Extend]).
 //
 // After tx commits, the gateway's own Complete of c answers true (same
 // fence on a DONE record): the body of the gateway's Lock may call
