@@ -97,7 +97,7 @@ func (c *cli) list(ctx context.Context, args []string) int {
 			if r.State != store.Done {
 				lease = ago(r.LeaseUntil, r.ReadAt)
 			}
-			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\n", r.Key, r.ListState(), r.Age().Round(time.Millisecond), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt))
+			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\n", r.Key, r.ListState(), short(r.Age()), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt))
 		}
 		tw.Flush()
 	}
@@ -134,11 +134,19 @@ func describe(o store.ListOptions) string {
 
 // ago formats t relative to now, for a column.
 func ago(t, now time.Time) string {
-	d := t.Sub(now).Round(time.Millisecond)
-	if d > 0 {
-		return "in " + d.String()
+	if d := t.Sub(now); d > 0 {
+		return "in " + short(d)
+	} else {
+		return short(-d) + " ago"
 	}
-	return (-d).String() + " ago"
+}
+
+// short rounds d to the second from a minute up, to the millisecond below.
+func short(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // nextCommand is the command line of the page after this one: the flags
