@@ -6,6 +6,7 @@
 // Usage:
 //
 //	idemgate inspect [-json] KEY…   show the records of KEYs
+//	idemgate list [-state S,…] [-prefix P] [-older D]  list records by state and age: what is stuck?
 //	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
@@ -82,6 +83,9 @@ const usage = `usage: idemgate COMMAND [flags] [args]
 
 Commands:
   inspect [-json] KEY…   show the records of KEYs: state, fence, lease, expiry
+  list [-state held,lapsed,released,done] [-prefix P] [-older D] [-limit N]
+       [-cursor C]       list the records in those states for at least D,
+                         a page at a time: what is stuck?
   forget [-yes] [-force] KEY…
                          free KEYs at once, whatever their state, with a higher
                          fence: their next delivery runs the work again; only
@@ -122,6 +126,7 @@ Exit status:
 // commands maps each command to its function.
 var commands = map[string]func(*cli, context.Context, []string) int{
 	"inspect": (*cli).inspect,
+	"list":    (*cli).list,
 	"forget":  (*cli).forget,
 	"purge":   (*cli).purge,
 	"check":   (*cli).check,
@@ -144,7 +149,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check, digest or relay; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, forget, purge, check, digest or relay; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])

@@ -40,6 +40,9 @@ type bugs struct {
 	fencesRestart        bool // a record made anew starts at fence 1, and raises add one
 	ignoresTokens        bool // Complete, Release, Extend and CompleteTx compare the fence only
 	acceptsLongLease     bool // Claim takes a lease that is not shorter than the ttl
+	listContains         bool // List matches keys that contain the prefix anywhere
+	listShowsExpired     bool // List returns records past their expiry
+	listRepeats          bool // List's cursor restarts at the page's last record
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -478,6 +481,9 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"fences restart once a record is deleted", bugs{fencesRestart: true}, []string{"FencesNeverRepeat"}},
 		{"ignores the claim's token", bugs{ignoresTokens: true}, []string{"TokenChecked"}},
 		{"accepts a lease not shorter than the ttl", bugs{acceptsLongLease: true}, []string{"LeaseNotShorterThanTTL"}},
+		{"list matches a prefix anywhere in the key", bugs{listContains: true}, []string{"ListStates"}},
+		{"list shows expired records", bugs{listShowsExpired: true}, []string{"ListExpired"}},
+		{"list repeats a record across pages", bugs{listRepeats: true}, []string{"ListPaging"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,12 @@
 // its fields and an expired record as absent, and Forget frees a claimed or
 // done key at once with a higher fence, fencing out its old holder.
 //
+// The List cases require store.Lister of every store: records in each
+// state, under a prefix full of characters that SQL's LIKE and Redis's glob
+// treat as special, beside decoys that merely contain it; each state and
+// age filter; pages of one to three records, with writes between pages,
+// listing each record once; expired records absent; bad options refused.
+//
 // The NotWonClaimRefused case gives Complete, Release and Extend the
 // AlreadyDone and HeldByOther claims of a record, which carry its fence,
 // and a claim without a Status: each must fail with store.ErrNotWon and

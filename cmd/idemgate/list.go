@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+)
+
+const listHelp = `List answers "what is stuck?": the live records whose key starts with
+-prefix, in the states asked for, that have been in that state for at least
+-older, one line each, a page at a time. It changes nothing. The states are
+inspect's:
+
+  held      a holder is working; FOR counts from its claim (its fence)
+  lapsed    the lease ended without a release; FOR counts from the lease's end
+  released  the claim was given up (Release or forget); FOR counts from then
+  done      the work succeeded; FOR counts from the completion, which is the
+            record's expiry less the store's ttl (the URL's ttl, default 1h):
+            exact when it is the service's
+
+A held record FOR longer than the service's longest work, or any lapsed
+one, is worth an inspect. Keys come in key order (in SCAN's order on Redis,
+sorted within a page; the Google stores list keys they keep hashed last).
+The line after the page is the command for the next one. A page may be
+short, or empty, before the end: some stores read a bounded number of
+records per page. What each listing costs, store by store, is in
+docs/operations.md.
+`
+
+func (c *cli) list(ctx context.Context, args []string) int {
+	fs, cm := c.flags("list", "", listHelp, 30*time.Second)
+	states := fs.String("state", "", "the `states` to list, comma-separated: held, lapsed, released, done (default all)")
+	prefix := fs.String("prefix", "", "list the keys that start with `P`, taken literally (default every key)")
+	older := fs.Duration("older", 0, "list the records in their state for at least `D`")
+	limit := fs.Int("limit", store.DefaultListLimit, fmt.Sprintf("the most records on the page, at most %d", store.MaxListLimit))
+	cursor := fs.String("cursor", "", "continue from the page that printed `C`")
+	asJSON := fs.Bool("json", false, "print one JSON object per record, then {\"next\": C}, for scripts")
+	rest, code, done := c.parse(fs, cm, args)
+	if done {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
+	defer cancel()
+	opts := store.ListOptions{Prefix: *prefix, OlderThan: *older, Limit: *limit, Cursor: *cursor}
+	var err error
+	if opts.States, err = store.ParseStates(*states); err == nil {
+		_, err = opts.Check()
+	}
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("list takes no arguments (got %q): give the key prefix with -prefix", rest[0])
+	}
+	if err != nil {
+		return c.fail(ctx, cm, fmt.Errorf("%w: %w", errUsage, err))
+	}
+	o, err := c.open(ctx, cm)
+	if err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	defer o.Close()
+	x, ok := o.Store.(store.Lister)
+	if !ok {
+		return c.fail(ctx, cm, fmt.Errorf("the %s store cannot list records", o.Name))
+	}
+	if err := tableReady(ctx, o); err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	page, err := x.List(ctx, opts)
+	if err != nil {
+		return c.fail(ctx, cm, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, r := range page.Records {
+			j := listedJSON{toJSON(o, r.Key, r, true, nearby{}), r.Age().Round(time.Millisecond).String()}
+			if err := enc.Encode(j); err != nil {
+				return c.fail(ctx, cm, err)
+			}
+		}
+		if err := enc.Encode(map[string]string{"next": page.Next}); err != nil {
+			return c.fail(ctx, cm, err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "store:    %s\n", o.Where())
+	fmt.Fprintf(c.stdout, "listed:   %s\n", describe(opts))
+	if len(page.Records) > 0 {
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tSTATE\tFOR\tFENCE\tLEASE\tEXPIRES")
+		for _, r := range page.Records {
+			lease := "-"
+			if r.State != store.Done {
+				lease = ago(r.LeaseUntil, r.ReadAt)
+			}
+			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\n", r.Key, r.ListState(), short(r.Age()), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(c.stdout, "%d records on this page, read on %s.\n", len(page.Records), clockOf(o))
+	if page.Next == "" {
+		fmt.Fprintln(c.stdout, "end of the listing.")
+	} else {
+		fmt.Fprintf(c.stdout, "next page: %s\n", nextCommand(fs, page.Next))
+	}
+	return exitOK
+}
+
+// listedJSON is list's -json output for one record: inspect's, with the
+// time in its state.
+type listedJSON struct {
+	jsonRecord
+	Age string `json:"for"`
+}
+
+// describe says in words what opts lists.
+func describe(o store.ListOptions) string {
+	s := "every record"
+	if o.States != 0 {
+		s = o.States.String() + " records"
+	}
+	if o.Prefix != "" {
+		s += fmt.Sprintf(" with a key starting %q", o.Prefix)
+	}
+	if o.OlderThan > 0 {
+		s += fmt.Sprintf(", in that state for %v or more", o.OlderThan)
+	}
+	return s
+}
+
+// ago formats t relative to now, for a column.
+func ago(t, now time.Time) string {
+	if d := t.Sub(now); d > 0 {
+		return "in " + short(d)
+	} else {
+		return short(-d) + " ago"
+	}
+}
+
+// short rounds d to the second from a minute up, to the millisecond below.
+func short(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// nextCommand is the command line of the page after this one: the flags
+// given, but -store, which may hold a password (it is in $IDEMGATE_STORE,
+// or the reader adds it back), with -cursor next.
+func nextCommand(fs *flag.FlagSet, next string) string {
+	args := []string{"idemgate", "list"}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "store", "cursor":
+			return
+		}
+		args = append(args, "-"+f.Name, shellQuote(f.Value.String()))
+	})
+	return strings.Join(append(args, "-cursor", next), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
