@@ -280,7 +280,11 @@ func checkQuery(query, unit string, names map[string]series) []string {
 			if fn == "rate" || fn == "irate" || fn == "increase" || ranged {
 				errs = append(errs, fmt.Sprintf("%s is a gauge: a rate or increase of it means nothing", name))
 			}
-			units["1"] = true
+			if u := s.inst.unit; u == "s" || u == "ms" {
+				units[u] = true // a gauge of a duration charts in its unit
+			} else {
+				units["1"] = true
+			}
 		}
 	}
 	if unit != "-" && len(errs) == 0 {
