@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,4 +280,122 @@ func (s *statementCounter) read(b *testing.B, ctx context.Context, db *sql.DB) i
 		b.Fatal(err)
 	}
 	return v
+}
+
+var relayRate = flag.Int("relay.rate", 4000, "BenchmarkRelayLoadLag: messages committed per second")
+
+// BenchmarkRelayLoadLag measures the lag from commit to Pub/Sub's
+// acknowledgement under a steady offered load: -relay.rate messages a
+// second (unordered, 256 bytes, ten per CompleteTx transaction every
+// 1/100 s of the rate) committed to a PostgreSQL outbox for
+// -relay.n messages, drained by one relay woken by LISTEN/NOTIFY into
+// pstest, which stamps each publish. It reports the p50 and p99 lag and
+// the rate the producer reached. Run it at half the saturating rate that
+// BenchmarkRelayThroughput reports.
+func BenchmarkRelayLoadLag(b *testing.B) {
+	ctx := b.Context()
+	n := *relayMessages
+	db := openDB(b, postgresBackend.connector(b), 8)
+	st := outboxStore(b, db, postgresBackend.dialect)
+	srv := pstest.NewServer()
+	b.Cleanup(func() { srv.Close() })
+	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	topic := "projects/p/topics/out"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		b.Fatal(err)
+	}
+	data := []byte(strings.Repeat("x", 256))
+	var lags []time.Duration
+	var offered float64
+	for range b.N {
+		srv.ClearMessages()
+		src := &countingSource{Source: st.Outbox(), want: int64(n), done: make(chan struct{})}
+		r, err := relay.New(src, ps, &relay.Options{PollInterval: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := r.Run(rctx); !errors.Is(err, context.Canceled) {
+				b.Error(err)
+			}
+		})
+		// Four producers, each committing ten messages every 4/100 s of
+		// the rate.
+		const perTx, producers = 10, 4
+		var mu sync.Mutex
+		committed := make(map[string]time.Time, n)
+		every := time.Duration(float64(time.Second) * perTx * producers / float64(*relayRate))
+		start := time.Now()
+		var pg sync.WaitGroup
+		for w := range producers {
+			pg.Go(func() {
+				tick := time.NewTicker(every)
+				defer tick.Stop()
+				for i := w * perTx; i < n; i += perTx * producers {
+					<-tick.C
+					key := fmt.Sprintf("%s-%d", uniqueTable(), i)
+					c, err := st.Claim(ctx, key, time.Minute)
+					if err != nil || c.Status != store.Won {
+						b.Error(c, err)
+						return
+					}
+					msgs := make([]outbox.Message, 0, perTx)
+					for j := range min(perTx, n-i) {
+						msgs = append(msgs, outbox.Message{Topic: topic, Data: data, Name: strconv.Itoa(j)})
+					}
+					if err := commitTx(ctx, db, st, c, msgs); err != nil {
+						b.Error(err)
+						return
+					}
+					now := time.Now()
+					mu.Lock()
+					for _, m := range msgs {
+						committed[outbox.ChildKey(key, m.Name)] = now
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		pg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		offered += float64(n) / time.Since(start).Seconds()
+		select {
+		case <-src.done:
+		case <-time.After(time.Minute):
+			b.Fatal("the relay did not publish every message within a minute of the last commit")
+		}
+		cancel()
+		wg.Wait()
+		for _, m := range srv.Messages() {
+			if at, ok := committed[m.Attributes[outbox.ChildKeyAttribute]]; ok {
+				lags = append(lags, m.PublishTime.Sub(at))
+			}
+		}
+	}
+	slices.Sort(lags)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lags[len(lags)/2]), "p50-ms")
+	b.ReportMetric(ms(lags[min(len(lags)-1, len(lags)*99/100)]), "p99-ms")
+	b.ReportMetric(offered/float64(b.N), "offered-msgs/s")
+}
+
+// commitTx commits msgs with c's completion in one transaction.
+func commitTx(ctx context.Context, db *sql.DB, st *sqlstore.Store, c store.Claim, msgs []outbox.Message) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := st.CompleteTx(ctx, tx, c, msgs...); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
