@@ -49,6 +49,20 @@
 // Each is a duplicate with the same child key, which the next stage runs
 // once.
 //
+// # Rounds
+//
+// A relay works in rounds: Take, publish, Settle. A round waits for its
+// answers at most min(1s, Lease/16); the publishes still unanswered then
+// (a key whose publish the client keeps retrying, a slow request) wait on
+// their own, held, and settle when their answers come, while the relay
+// goes on with the next round: their keys' later messages stay behind
+// them, and every other key and every unordered message flows at full
+// rate. A full round of unordered messages starts the next Take as soon
+// as its publishes are sent, so that taking overlaps publishing and
+// settling. A round pauses the relay (PollInterval) only when none of its
+// messages went through: a failure of a few keys or messages backs off
+// only those.
+//
 // What a relay makes of each answer:
 //
 //	answer                                          the message
@@ -85,9 +99,11 @@
 //
 // # Stopping
 //
-// Run returns within Options.StopTimeout plus one Settle (at most 10s)
-// of its ctx's end, whatever Pub/Sub does: it waits StopTimeout for the
-// answers in flight, settles what they tell, and leaves the rest held.
+// Run returns within Options.StopTimeout plus its last Settles (each at
+// most 10s: the round's, its stragglers', and the give-back of a Take
+// started early) of its ctx's end, whatever Pub/Sub does: it waits
+// StopTimeout for the answers in flight, settles what they tell, and
+// leaves the rest held.
 // Its publishers stop in the background, within the client's Timeout: a
 // round's requests all started when it flushed them, none queued behind
 // another of its key, so none outlives the lease.

@@ -194,8 +194,9 @@ func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/
 // and the stragglers, whose answers had not come when the round stopped
 // waiting for them (see straggle). It waits for the client's answer on
 // every publish, up to the straggle, unless giveUp closes first (Run is
-// stopping): the publishes then unanswered are unknown.
-func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
+// stopping): the publishes then unanswered are unknown. It calls flushed
+// once the publishes are sent, before it waits.
+func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}, flushed func()) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	// Send: each ordering key's share of the round in one request.
 	msgs := make([]inflight, len(batch))
 	type gkey struct{ name, orderingKey string }
@@ -224,6 +225,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 		used[m.pub] = true
 	}
 	pubs.flush(used)
+	flushed()
 
 	// Wait for the answers: a message given back while its publish may
 	// still land would be published again by the next relay to take it.

@@ -78,7 +78,10 @@ type Waker interface {
 
 // Options configures a Relay. The zero value means the defaults.
 type Options struct {
-	// BatchSize is the most messages one Take hands out. Default 100.
+	// BatchSize is the most messages one Take hands out. Default 100. A
+	// relay holds up to two batches in memory (one publishing, the next
+	// taken early). With small messages, 500 drains a backlog about half
+	// as fast again (docs/benchmarks.md, "Relay throughput").
 	BatchSize int
 
 	// Lease is how long a relay holds the messages it took. A relay that
@@ -241,8 +244,10 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 // Run may be called again after it returned, but not twice at once.
 //
 // Once ctx ended, Run waits at most Options.StopTimeout for the answers to
-// the publishes in flight, settles the messages whose outcome it knows in
-// one Settle bounded by 10s, and returns: within StopTimeout plus 10s. A
+// the publishes in flight, settles the messages whose outcome it knows
+// (the round's, its stragglers' and a Take started early, given back:
+// each Settle bounded by 10s, the stragglers' beside the others), and
+// returns: within StopTimeout plus 20s. A
 // message whose answer has not come stays held until its lease lapses,
 // never given back, since its publish may still land. The publishers stop
 // in the background: the client ends each publish at its Timeout (three
@@ -285,13 +290,24 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var next <-chan taking // the next round's Take, started early
+	defer func() {
+		if next != nil {
+			r.giveBack(ctx, <-next)
+		}
+	}()
 	for {
-		n, err := r.round(ctx, pubs, giveUp)
+		n, err := 0, error(nil)
+		n, next, err = r.round(ctx, pubs, giveUp, next)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err == nil && n > 0 {
 			continue // there may be more
+		}
+		if next != nil {
+			r.giveBack(ctx, <-next) // it would wait out the pause
+			next = nil
 		}
 		timer.Reset(r.opts.PollInterval)
 		select {
@@ -332,37 +348,90 @@ func (r *Relay) listen(ctx context.Context, w Waker, wake chan<- struct{}) {
 	}
 }
 
-// round takes one batch, publishes it and settles it. It returns how many
-// messages it took, and an error when a step failed or a publish did not
-// succeed (the relay then waits PollInterval before the next round).
-func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struct{}) (int, error) {
-	taken := time.Now() // the lease runs from a little later: the store's Take
-	batch, err := r.src.Take(ctx, r.opts.BatchSize, r.opts.Lease)
-	if err != nil {
+// A taking is the outcome of one Take: its batch, when it started and
+// returned, and its error.
+type taking struct {
+	batch           []outbox.Pending
+	taken, returned time.Time
+	err             error
+}
+
+// take runs one Take.
+func (r *Relay) take(ctx context.Context) taking {
+	t := taking{taken: time.Now()} // the lease runs from a little later: the store's Take
+	t.batch, t.err = r.src.Take(ctx, r.opts.BatchSize, r.opts.Lease)
+	t.returned = time.Now()
+	return t
+}
+
+// giveBack gives back, untried, the batch of a Take started early that
+// no round will publish.
+func (r *Relay) giveBack(ctx context.Context, t taking) {
+	if t.err == nil && len(t.batch) > 0 {
+		r.settle(ctx, nil, givenBack(t.batch)) // logs and counts its failure
+	}
+}
+
+// givenBack gives ps back as messages the relay did not try to publish.
+func givenBack(ps []outbox.Pending) []outbox.Failure {
+	out := make([]outbox.Failure, len(ps))
+	for i, p := range ps {
+		out[i] = outbox.Failure{Pending: p}
+	}
+	return out
+}
+
+// round takes one batch (or receives it from pre, a Take started early),
+// publishes it and settles it. It returns how many messages it took, the
+// next round's Take when it started one early, and an error when a step
+// failed or no publish succeeded (the relay then waits PollInterval
+// before the next round).
+//
+// A full round whose messages all lack an ordering key starts the next
+// Take as soon as it has sent its publishes, while it waits for their
+// answers and settles them: the two overlap, and a relay draining a
+// backlog of unordered messages spends no time between rounds. (A round
+// that ends in an error gives that batch back untried.) A round with ordered
+// messages does not: their keys' later messages wait behind them until
+// they settle, and an early Take would pass over them.
+func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struct{}, pre <-chan taking) (int, <-chan taking, error) {
+	var t taking
+	if pre != nil {
+		t = <-pre
+	} else {
+		t = r.take(ctx)
+	}
+	if t.err != nil {
 		if ctx.Err() == nil {
 			r.tel.failed(ctx, opTake)
-			r.opts.Logger.ErrorContext(ctx, "relay: taking messages failed", "error", err)
+			r.opts.Logger.ErrorContext(ctx, "relay: taking messages failed", "error", t.err)
 		}
-		return 0, err
+		return 0, nil, t.err
 	}
+	batch := t.batch
 	if len(batch) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
-	returned := time.Now()
-	if late := returned.Sub(taken); late > r.lateTake() && !plant.On(297) {
+	if late := time.Since(t.taken); late > r.lateTake() && !plant.On(297) {
 		r.tel.failed(ctx, opLease)
 		r.opts.Logger.WarnContext(ctx, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
 			"took", late, "lease", r.opts.Lease, "messages", len(batch))
-		failed := make([]outbox.Failure, len(batch))
-		for i, p := range batch {
-			failed[i] = outbox.Failure{Pending: p}
+		return len(batch), nil, errors.Join(errLate, r.settle(ctx, nil, givenBack(batch)))
+	}
+	var next <-chan taking
+	early := func() {
+		if ctx.Err() != nil || len(batch) < r.opts.BatchSize || slices.ContainsFunc(batch, func(p outbox.Pending) bool { return p.OrderingKey != "" }) {
+			return // the outbox is drained, or the batch holds keys back
 		}
-		return len(batch), errors.Join(errLate, r.settle(ctx, nil, failed))
+		ch := make(chan taking, 1)
+		go func() { ch <- r.take(ctx) }()
+		next = ch
 	}
-	sent, failed, unknown, late := r.publish(ctx, pubs, batch, taken, returned, giveUp)
+	sent, failed, unknown, late := r.publish(ctx, pubs, batch, t.taken, t.returned, giveUp, early)
 	if len(late) > 0 {
-		pubs.late.Go(func() { r.awaitLate(ctx, late, taken, returned, giveUp) })
+		pubs.late.Go(func() { r.awaitLate(ctx, late, t.taken, t.returned, giveUp) })
 	}
+	var err error
 	if len(sent) == 0 && (unknown > 0 || slices.ContainsFunc(failed, func(f outbox.Failure) bool { return f.Reason != "" })) {
 		// Nothing went through: publishing again at once would most
 		// likely fail again. (When some did, the failures are a few keys'
@@ -371,9 +440,9 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 		err = errPublish
 	}
 	if len(sent) == 0 && len(failed) == 0 {
-		return len(batch), err
+		return len(batch), next, err
 	}
-	return len(batch), errors.Join(err, r.settle(ctx, sent, failed))
+	return len(batch), next, errors.Join(err, r.settle(ctx, sent, failed))
 }
 
 // settle settles a round, on a context that outlives ctx's cancellation:
