@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
@@ -17,8 +18,12 @@ service: it connects, looks for the SQL table, its index, its fingerprint
 column and the unique key on key_hash that every claim relies on, reads a
 record, measures the skew of the store's clock against this machine's
 where the store has a readable clock (SQL, Redis), and reads Redis's
-maxmemory-policy. It writes nothing. Run it in the deploy pipeline
-before rolling out: it exits 1 when it finds a problem.
+maxmemory-policy. On a store with an outbox (SQL, Datastore, Firestore)
+it reports the outbox's backlog, how long its oldest unsent message has
+waited, and its dead messages: a message older than -max-outbox-age (a
+relay that does not run or cannot publish) or a dead one is a problem.
+It writes nothing. Run it in the deploy pipeline before rolling out: it
+exits 1 when it finds a problem.
 `
 
 // probeKey is the key check reads to prove that records can be read. It
@@ -57,6 +62,7 @@ func (r *report) line(level, what, format string, args ...any) {
 func (c *cli) check(ctx context.Context, args []string) int {
 	fs, cm := c.flags("check", "", checkHelp, 30*time.Second)
 	maxSkew := fs.Duration("max-skew", 2*time.Second, "largest skew of the store's clock against this machine's that passes")
+	maxAge := fs.Duration("max-outbox-age", 10*time.Minute, "longest wait of the oldest unsent outbox message that passes")
 	rest, code, done := c.parse(fs, cm, args)
 	if done {
 		return code
@@ -128,7 +134,39 @@ func (c *cli) check(ctx context.Context, args []string) int {
 			r.fail("eviction", "%v", c.explain(ctx, cm, err))
 		}
 	}
+
+	// 5. The outbox, where the store has one.
+	if src, ok := outboxOf(o.Store); ok {
+		if s, ok := src.(relay.Stater); ok {
+			r.outbox(ctx, s, *maxAge)
+		}
+	}
 	return r.done()
+}
+
+// outbox reports the state of s, an outbox: a problem when its oldest
+// unsent message has waited longer than maxAge, or when it keeps dead
+// messages; only information when it cannot be read (a service that
+// enqueues nothing has no outbox table).
+func (r *report) outbox(ctx context.Context, s relay.Stater, maxAge time.Duration) {
+	st, err := s.Stats(ctx)
+	if err != nil {
+		r.info("outbox", "not readable (a service that enqueues messages creates it: Options.Outbox and CreateTable on SQL): %v", err)
+		return
+	}
+	msg := fmt.Sprintf("%d unsent", st.Unsent)
+	if st.Unsent > 0 {
+		msg += fmt.Sprintf(", the oldest waiting %v", st.Oldest.Round(time.Millisecond))
+	}
+	msg += fmt.Sprintf(", %d dead", st.Dead)
+	switch {
+	case st.Oldest > maxAge:
+		r.fail("outbox", "%s: a message has waited longer than -max-outbox-age %v: is a relay running, and can it publish? (its WARN lines, idemgate relay -dead)", msg, maxAge)
+	case st.Dead > 0:
+		r.fail("outbox", "%s: list them with idemgate relay -dead, fix the cause, revive them with idemgate relay -revive", msg)
+	default:
+		r.ok("outbox", "%s", msg)
+	}
 }
 
 // clock measures the skew of s's clock against this machine's and reports

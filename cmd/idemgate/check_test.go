@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
 // offClock is a store clock off this machine's by a fixed skew.
@@ -85,5 +87,70 @@ func TestCheckKeyNotUnique(t *testing.T) {
 			}
 			r.oneErrorLine(t, "key_hash")
 		})
+	}
+}
+
+// stats is an outbox whose Stats are fixed.
+type stats outbox.Stats
+
+func (s stats) Stats(context.Context) (outbox.Stats, error) { return outbox.Stats(s), nil }
+
+// check reports the outbox's backlog, oldest message and dead ones, and
+// fails an old message or a dead one.
+func TestCheckOutbox(t *testing.T) {
+	for _, tc := range []struct {
+		stats   outbox.Stats
+		problem bool
+		want    string
+	}{
+		{outbox.Stats{}, false, "ok    outbox    0 unsent, 0 dead"},
+		{outbox.Stats{Unsent: 12, Oldest: 3200 * time.Millisecond}, false, "ok    outbox    12 unsent, the oldest waiting 3.2s, 0 dead"},
+		{outbox.Stats{Unsent: 3, Oldest: time.Hour}, true, "FAIL  outbox    3 unsent, the oldest waiting 1h0m0s, 0 dead: a message has waited longer than -max-outbox-age 10m0s"},
+		{outbox.Stats{Dead: 2}, true, "FAIL  outbox    0 unsent, 2 dead: list them with idemgate relay -dead"},
+	} {
+		var out bytes.Buffer
+		r := &report{c: &cli{stdout: &out}}
+		r.outbox(t.Context(), stats(tc.stats), 10*time.Minute)
+		if got := r.problems > 0; got != tc.problem || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%+v: problem = %v, output %q; want problem = %v and %q", tc.stats, got, out.String(), tc.problem, tc.want)
+		}
+	}
+}
+
+// check reads a real outbox: a SQLite store's, with two unsent messages.
+func TestCheckReadsOutbox(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "records.db")
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	st, err := sqlstore.New(db, sqlstore.SQLite, &sqlstore.Options{Outbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := st.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Claim(ctx, "order-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompleteTx(ctx, tx, c, outbox.Message{Topic: "orders", Data: []byte("a")}, outbox.Message{Topic: "orders", Data: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r := idemgate(t, "", "check", "-store", "sqlite://"+file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "ok    outbox    2 unsent, the oldest waiting ") {
+		t.Errorf("check = %d:\n%s", r.code, r.stdout)
 	}
 }
