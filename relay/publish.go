@@ -262,14 +262,20 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	if straggling && !gaveUp {
 		ready = nil
 		for _, m := range msgs {
-			if m.res == nil || isReady(m.res) {
+			switch {
+			case m.res == nil || isReady(m.res):
 				ready = append(ready, m)
-			} else {
+			case plant.On(299):
+				// The straggler is given back while its publish may
+				// still land.
+				failed = append(failed, outbox.Failure{Pending: m.p})
+			default:
 				late = append(late, m)
 			}
 		}
 	}
-	sent, failed, unknown = r.sortOut(ctx, ready, returned, !gaveUp)
+	s, f, u := r.sortOut(ctx, ready, returned, !gaveUp)
+	sent, failed, unknown = s, append(failed, f...), u
 	return sent, failed, unknown, late
 }
 

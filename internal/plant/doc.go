@@ -34,6 +34,11 @@
 // dead) message of their key, so that a window full of them returns
 // nothing while a free message waits after it.
 //
+// Issue 31 ("The relay at the anchors' throughput"): 299, a round gives
+// its stragglers (the publishes still unanswered after its short wait)
+// back untried while they may still land, instead of letting them wait
+// for their answers.
+//
 // Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other
 // build On is the constant false and the branches compile away.

@@ -91,6 +91,7 @@ var pipePlants = map[int]pipePlant{
 		why: "a Forget while the parent's message is held, completed again (clocks in step: a message of the process ahead is not taken before its completion again)"},
 	297: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls or is retried past half the lease, given back, then lands"},
 	298: {rules: []string{"pipe-stop", "pipe-dup"}, backend: pipeModel, why: "a shutdown while a publish stalls"},
+	299: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls past a round's short wait, given back, then lands"},
 }
 
 func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend() }
