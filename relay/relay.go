@@ -398,7 +398,10 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	var t taking
 	if pre != nil {
 		t = <-pre
-	} else {
+	}
+	if pre == nil || t.err == nil && len(t.batch) == 0 {
+		// An early Take that found nothing may have run while the last
+		// round's messages were still locked by its Settle: take again.
 		t = r.take(ctx)
 	}
 	if t.err != nil {

@@ -22,3 +22,12 @@ func BenchmarkDuplicate(b *testing.B)     { googletest.BenchDuplicate(b, benchSt
 func benchStore(b *testing.B) googletest.Store {
 	return googletest.WarmUp(b, newStore(b, newClient(b), datastorestore.Options{}))
 }
+
+// BenchmarkRelayThroughput drains 2,000 messages from the outbox by one
+// relay into pstest: its rate on the emulator, and the RPCs per message.
+func BenchmarkRelayThroughput(b *testing.B) {
+	w := &googletest.Wire{}
+	client := wireClient(b, w)
+	st := newStore(b, client, datastorestore.Options{})
+	googletest.BenchRelay(b, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, 2000)
+}

@@ -353,7 +353,14 @@ func (o *outboxSQL) deleteSent(ids []int64, childKeys []string) []statement {
 		for i := first; i < last; i++ {
 			args = append(args, ids[i], childKeys[i])
 		}
-		out = append(out, statement{`DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, last-first, 2) + `)`, args})
+		for i := first; i < last; i++ {
+			args = append(args, ids[i])
+		}
+		// The id list lets InnoDB find the rows by the primary key: with
+		// the pairs alone, it scans the table and locks every row it
+		// reads, which a Take running beside the Settle then skips.
+		out = append(out, statement{`DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, last-first, 2) +
+			`) AND id IN (` + o.list(1+2*(last-first), last-first, 1) + `)`, args})
 	}
 	return out
 }

@@ -1,11 +1,22 @@
 package googletest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -89,4 +100,90 @@ func BenchDuplicate(b *testing.B, st Store) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+}
+
+// BenchRelay commits n messages of 256 bytes (unordered, 100 per
+// transaction) to w's outbox, then times one relay draining them into an
+// in-process Pub/Sub fake (pstest), from its start to the Settle of the
+// last, and reports its rate and the store's RPCs per message during the
+// drain (counted by wire, the client's interceptor). The emulator's speed
+// says little about production; the RPCs per message carry over.
+func BenchRelay(b *testing.B, w OutboxWorld, wire *Wire, n int) {
+	ctx := b.Context()
+	srv := pstest.NewServer()
+	b.Cleanup(func() { srv.Close() })
+	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	topic := "projects/p/topics/out"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		b.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("x"), 256)
+	var rate, rpcs float64
+	for run := range b.N {
+		b.StopTimer()
+		for first := 0; first < n; first += 100 {
+			c, err := w.Store.Claim(ctx, fmt.Sprintf("relay-%d-%d", run, first), time.Minute)
+			if err != nil || c.Status != store.Won {
+				b.Fatal(c, err)
+			}
+			msgs := make([]outbox.Message, 0, 100)
+			for range min(100, n-first) {
+				msgs = append(msgs, outbox.Message{Topic: topic, Data: data})
+			}
+			if err := w.Complete(ctx, c, nil, msgs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		srv.ClearMessages()
+		wire.Take()
+		b.StartTimer()
+		src := &drained{Source: w.Source, left: int64(n), done: make(chan struct{})}
+		r, err := relay.New(src, ps, &relay.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan error, 1)
+		start := time.Now()
+		go func() { stopped <- r.Run(rctx) }()
+		select {
+		case <-src.done:
+		case err := <-stopped:
+			b.Fatalf("the relay stopped: %v", err)
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("the relay did not drain %d messages in 5 minutes", n)
+		}
+		elapsed := time.Since(start)
+		cancel()
+		<-stopped
+		rate += float64(n) / elapsed.Seconds()
+		rpcs += float64(len(wire.Take())) / float64(n)
+	}
+	b.ReportMetric(rate/float64(b.N), "msgs/s")
+	b.ReportMetric(rpcs/float64(b.N), "rpcs/msg")
+}
+
+// drained closes done once left messages were settled as sent.
+type drained struct {
+	relay.Source
+	mu   sync.Mutex
+	left int64
+	done chan struct{}
+}
+
+func (d *drained) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	if err := d.Source.Settle(ctx, sent, failed); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.left > 0 && d.left <= int64(len(sent)) {
+		close(d.done)
+	}
+	d.left -= int64(len(sent))
+	return nil
 }
