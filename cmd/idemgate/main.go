@@ -10,6 +10,7 @@
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
+//	idemgate childkey PARENT NAME   print the child key of message NAME published under PARENT
 //	idemgate relay -project P       publish a SQL store's outbox to Pub/Sub, until interrupted
 //	idemgate relay -dead | -revive ID,…  list the outbox's dead messages, or revive them
 //
@@ -92,6 +93,9 @@ Commands:
                          place, clock skew, Redis eviction policy
   digest KEY…            print the digest that stands for each KEY in the
                          gateway's logs under HideKeys (its key_digest)
+  childkey PARENT NAME   print the child key of the message NAME that a body
+                         published under the claimed key PARENT (the
+                         idemgate-child-key attribute)
   relay -project P       publish the messages of a SQL store's outbox to
                          Pub/Sub until interrupted (see package relay)
   relay -dead | -revive ID,…
@@ -121,12 +125,13 @@ Exit status:
 
 // commands maps each command to its function.
 var commands = map[string]func(*cli, context.Context, []string) int{
-	"inspect": (*cli).inspect,
-	"forget":  (*cli).forget,
-	"purge":   (*cli).purge,
-	"check":   (*cli).check,
-	"digest":  (*cli).digest,
-	"relay":   (*cli).relay,
+	"inspect":  (*cli).inspect,
+	"forget":   (*cli).forget,
+	"purge":    (*cli).purge,
+	"check":    (*cli).check,
+	"digest":   (*cli).digest,
+	"childkey": (*cli).childKey,
+	"relay":    (*cli).relay,
 }
 
 // run runs the command line args (without the program name) and returns
@@ -144,7 +149,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check, digest or relay; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, forget, purge, check, digest, childkey or relay; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])
