@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -228,11 +229,13 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	}
 	if d := time.Since(taken); d > r.opts.Lease {
 		r.tel.failed(ctx, opLease)
-		r.opts.Logger.ErrorContext(ctx, "relay: publishing outlived the lease; another relay may have published the same messages again",
+		r.logFailure(ctx, slog.LevelError, failureKind{op: opLease, code: "outlived"}, "relay: publishing outlived the lease; another relay may have published the same messages again",
 			"took", d, "lease", r.opts.Lease)
 	}
 
-	// Sort.
+	// Sort, and log one line per kind of failure.
+	var lines roundLines
+	defer r.logRound(ctx, &lines)
 	paused := make(map[gkey]bool)
 	headFailed := make(map[gkey]bool)
 	for i, res := range results {
@@ -256,7 +259,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 			}
 			unknown++
 			r.tel.failed(ctx, opUnknown)
-			r.opts.Logger.WarnContext(ctx, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
+			lines.add(failureKind{op: opUnknown, topic: names[i], code: "stopping"}, slog.LevelWarn, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
 				"topic", p.Topic, "child_key", p.ChildKey)
 			continue
 		}
@@ -267,6 +270,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 		case acked:
 			sent = append(sent, p)
 			r.tel.lag(ctx, p.Waited+time.Since(returned))
+			r.recovered(ctx, opPublish, names[i])
 		case untried:
 			failed = append(failed, outbox.Failure{Pending: p})
 		case refused, permanent:
@@ -280,11 +284,11 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 				}
 				headFailed[k] = true
 			}
-			failed = append(failed, r.refusal(ctx, p, err, o == permanent))
+			failed = append(failed, r.refusal(ctx, &lines, p, names[i], err, o == permanent))
 		default:
 			unknown++
 			r.tel.failed(ctx, opUnknown)
-			r.opts.Logger.WarnContext(ctx, "relay: the outcome of a publish is unknown; the message stays held until its lease lapses, then is published again",
+			lines.add(failureKind{op: opUnknown, topic: names[i], code: errorCode(err)}, slog.LevelWarn, "relay: the outcome of a publish is unknown; the message stays held until its lease lapses, then is published again",
 				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
 		}
 	}
@@ -298,10 +302,12 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	return sent, failed, unknown
 }
 
-// refusal decides what becomes of p, which Pub/Sub refused with err: it
-// is published again after a backoff, or given up once it failed
-// MaxAttempts times (or at once, when the refusal is permanent).
-func (r *Relay) refusal(ctx context.Context, p outbox.Pending, err error, permanent bool) outbox.Failure {
+// refusal decides what becomes of p, which Pub/Sub refused with err when
+// published to the topic of full name name: it is published again after a
+// backoff, or given up once it failed MaxAttempts times (or at once, when
+// the refusal is permanent). Its line joins the round's lines, one per
+// topic and error.
+func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending, name string, err error, permanent bool) outbox.Failure {
 	r.tel.failed(ctx, opPublish)
 	f := outbox.Failure{Pending: p, Reason: err.Error()}
 	if plant.On(292) {
@@ -313,12 +319,12 @@ func (r *Relay) refusal(ctx context.Context, p outbox.Pending, err error, perman
 	if permanent || r.opts.MaxAttempts > 0 && attempts >= r.opts.MaxAttempts {
 		f.Dead, f.Release = true, r.opts.ReleaseDead
 		r.tel.died(ctx)
-		r.opts.Logger.ErrorContext(ctx, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it",
+		lines.add(failureKind{op: logDead, topic: name, code: errorCode(err)}, slog.LevelError, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it",
 			"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "reason", f.Reason, "releases_key", f.Release)
 		return f
 	}
 	f.After = r.backoff(p.Attempts)
-	r.opts.Logger.WarnContext(ctx, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
+	lines.add(failureKind{op: opPublish, topic: name, code: errorCode(err)}, slog.LevelWarn, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
 		"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "retry_in", f.After, "error", err)
 	return f
 }
