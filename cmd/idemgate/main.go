@@ -11,14 +11,15 @@
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
 //	idemgate childkey PARENT NAME   print the child key of message NAME published under PARENT
-//	idemgate relay -project P       publish a SQL store's outbox to Pub/Sub, until interrupted
+//	idemgate relay -project P       publish a store's outbox to Pub/Sub, until interrupted
 //	idemgate relay -dead | -revive ID,…  list the outbox's dead messages, or revive them
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
 // datastore://project, firestore://project; see docs/operations.md), and
 // -timeout, which bounds the whole command, connecting included (but not
-// the time forget's question waits for an answer). Every answer names the
+// the time forget's question waits for an answer, and only the start-up of
+// relay, which then runs until interrupted). Every answer names the
 // store and the table, key prefix, kind and namespace or collection it
 // read. Flags may follow the KEYs; "--" ends the flags, for a key that
 // starts with '-'.
@@ -96,8 +97,9 @@ Commands:
   childkey PARENT NAME   print the child key of the message NAME that a body
                          published under the claimed key PARENT (the
                          idemgate-child-key attribute)
-  relay -project P       publish the messages of a SQL store's outbox to
-                         Pub/Sub until interrupted (see package relay)
+  relay -project P       publish the messages of a store's outbox (SQL,
+                         Datastore, Firestore) to Pub/Sub until interrupted
+                         (see package relay); logs JSON lines on stderr
   relay -dead | -revive ID,…
                          list the outbox's dead messages (given up after
                          -max-attempts refused publishes), or revive them
@@ -107,7 +109,8 @@ Every command takes:
                    postgres://…, mysql://user:pass@host:3306/db,
                    sqlite:///path/file.db, datastore://project, firestore://project
   -timeout D       bound on the whole command, connecting included (forget's
-                   question waits for its answer regardless)
+                   question waits for its answer regardless; relay's run
+                   is bounded only at start-up)
 
 Every answer names the store and where in it the records are read (table,
 key prefix, kind and namespace, or collection), "(default)" when the URL does

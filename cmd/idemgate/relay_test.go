@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -97,16 +98,43 @@ func testRelayCommand(t *testing.T, enqueue func(t *testing.T, msg outbox.Messag
 	}
 	interrupt()
 	r := <-res
-	if r.code != exitOK || !strings.Contains(r.stderr, "relay: started") || !strings.Contains(r.stderr, "relay: stopped") {
+	lines := jsonLines(t, r.stderr)
+	if r.code != exitOK || len(lines) < 2 || lines[0]["message"] != "relay: started" || lines[len(lines)-1]["message"] != "relay: stopped" {
 		t.Errorf("relay = %d, stderr %q; want 0 and its start and stop lines", r.code, r.stderr)
 	}
+	if lines[0]["severity"] != "INFO" {
+		t.Errorf("start line %v: want severity INFO, for Cloud Logging", lines[0])
+	}
+}
+
+// jsonLines parses each line of log, which must be a JSON object with a
+// "severity", as Cloud Logging reads it.
+func jsonLines(t testing.TB, log string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(log) {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if _, ok := l["severity"]; !ok {
+			t.Fatalf("log line %q has no severity", line)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // enqueueSQLite completes order-1 in a SQLite store's transaction with msg
 // in its outbox, and returns the store's URL.
 func enqueueSQLite(t *testing.T, msg outbox.Message) string {
+	return enqueueSQLiteAt(t, filepath.Join(t.TempDir(), "records.db"), msg)
+}
+
+// enqueueSQLiteAt does what enqueueSQLite does, with msgs, in the SQLite
+// file at path, creating its tables unless they exist.
+func enqueueSQLiteAt(t *testing.T, path string, msgs ...outbox.Message) string {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "records.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +155,7 @@ func enqueueSQLite(t *testing.T, msg outbox.Message) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CompleteTx(ctx, tx, c, msg); err != nil {
+	if err := st.CompleteTx(ctx, tx, c, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
