@@ -62,10 +62,11 @@
 //	                  publishes twice runs once, and sends it to the supplier
 //	GET  /healthz     200 when serving
 //
-// Logs are JSON lines with Cloud Logging's "severity" field, a start-up
-// failure included; on memory:// the first is a WARN that the service must
-// run as one instance. SIGTERM (Cloud
-// Run's shutdown signal) drains in-flight deliveries before exiting.
+// Logs are JSON lines on stdout with Cloud Logging's "severity" field, a
+// start-up failure included; on memory:// the first is a WARN that the
+// service must run as one instance. SIGTERM (Cloud Run's shutdown signal)
+// drains in-flight deliveries before exiting. docs/operations.md describes
+// the routes, their key prefixes and the variables for an operator.
 package main
 
 import (
