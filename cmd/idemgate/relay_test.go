@@ -12,7 +12,6 @@ import (
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
@@ -46,35 +45,18 @@ func TestRelayCommand(t *testing.T) {
 }
 
 func testRelayCommand(t *testing.T, enqueue func(t *testing.T, msg outbox.Message) string) {
-	host := testenv.PubSubEmulatorHost(t)
-	t.Setenv("PUBSUB_EMULATOR_HOST", host)
 	ctx := t.Context()
-	project := testenv.PubSubProject(t)
-	client, err := pubsub.NewClient(ctx, project, testenv.PubSubClientOptions(host)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	topic, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/shipments-" + unique()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + project + "/subscriptions/shipments-" + unique(), Topic: topic.Name, AckDeadlineSeconds: 30,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, project, topic, sub := emulatorTopic(t)
 
 	// The service committed one order with its shipment; a topic ID is
 	// resolved in -project.
-	url := enqueue(t, outbox.Message{Topic: topic.Name[strings.LastIndex(topic.Name, "/")+1:], Data: []byte("ship order-1")})
+	url := enqueue(t, outbox.Message{Topic: topic, Data: []byte("ship order-1")})
 
 	got := make(chan *pubsub.Message, 10)
 	rctx, stopRecv := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		client.Subscriber(sub.Name).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+		client.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
 			m.Ack()
 			got <- m
 		})
