@@ -7,6 +7,8 @@ STATICCHECK ?= bin/staticcheck
 
 ## demo: example-run on the in-memory store under a local push storm with
 ## duplicates, concurrent copies, republishes and a supplier that fails once
+# example-run logs to stdout; pushstorm -spawn passes its endpoint's stdout
+# and stderr to its own stderr (its report is its stdout): hence 2>.
 demo:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/example-run ./cmd/pushstorm

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -294,7 +295,7 @@ func isReady(res *pubsub.PublishResult) bool {
 func (r *Relay) checkLease(ctx context.Context, taken time.Time) {
 	if d := time.Since(taken); d > r.opts.Lease {
 		r.tel.failed(ctx, opLease)
-		r.opts.Logger.ErrorContext(ctx, "relay: publishing outlived the lease; another relay may have published the same messages again",
+		r.logFailure(ctx, slog.LevelError, failureKind{op: opLease, code: "outlived"}, "relay: publishing outlived the lease; another relay may have published the same messages again",
 			"took", d, "lease", r.opts.Lease)
 	}
 }
@@ -329,6 +330,9 @@ func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned 
 func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int) {
 	type gkey struct{ name, orderingKey string }
 	paused := make(map[gkey]*pubsub.Publisher)
+	// Log one line per kind of failure.
+	var lines roundLines
+	defer r.logRound(ctx, &lines)
 	headFailed := make(map[gkey]bool)
 	for _, m := range msgs {
 		p := m.p
@@ -351,7 +355,7 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 			}
 			unknown++
 			r.tel.failed(ctx, opUnknown)
-			r.opts.Logger.WarnContext(ctx, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
+			lines.add(failureKind{op: opUnknown, topic: m.name, code: "stopping"}, slog.LevelWarn, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
 				"topic", p.Topic, "child_key", p.ChildKey)
 			continue
 		}
@@ -362,6 +366,7 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 		case acked:
 			sent = append(sent, p)
 			r.tel.published(ctx, p.Waited+time.Since(returned))
+			r.recovered(ctx, opPublish, m.name)
 		case untried:
 			failed = append(failed, outbox.Failure{Pending: p})
 		case refused, permanent:
@@ -375,11 +380,11 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 				}
 				headFailed[k] = true
 			}
-			failed = append(failed, r.refusal(ctx, p, err, o == permanent))
+			failed = append(failed, r.refusal(ctx, &lines, p, m.name, err, o == permanent))
 		default:
 			unknown++
 			r.tel.failed(ctx, opUnknown)
-			r.opts.Logger.WarnContext(ctx, "relay: the outcome of a publish is unknown; the message stays held until its lease lapses, then is published again",
+			lines.add(failureKind{op: opUnknown, topic: m.name, code: errorCode(err)}, slog.LevelWarn, "relay: the outcome of a publish is unknown; the message stays held until its lease lapses, then is published again",
 				"topic", p.Topic, "child_key", p.ChildKey, "error", err)
 		}
 	}
@@ -391,10 +396,12 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 	return sent, failed, unknown
 }
 
-// refusal decides what becomes of p, which Pub/Sub refused with err: it
-// is published again after a backoff, or given up once it failed
-// MaxAttempts times (or at once, when the refusal is permanent).
-func (r *Relay) refusal(ctx context.Context, p outbox.Pending, err error, permanent bool) outbox.Failure {
+// refusal decides what becomes of p, which Pub/Sub refused with err when
+// published to the topic of full name name: it is published again after a
+// backoff, or given up once it failed MaxAttempts times (or at once, when
+// the refusal is permanent). Its line joins the round's lines, one per
+// topic and error.
+func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending, name string, err error, permanent bool) outbox.Failure {
 	r.tel.failed(ctx, opPublish)
 	f := outbox.Failure{Pending: p, Reason: err.Error()}
 	if plant.On(292) {
@@ -406,12 +413,12 @@ func (r *Relay) refusal(ctx context.Context, p outbox.Pending, err error, perman
 	if permanent || r.opts.MaxAttempts > 0 && attempts >= r.opts.MaxAttempts {
 		f.Dead, f.Release = true, r.opts.ReleaseDead
 		r.tel.died(ctx)
-		r.opts.Logger.ErrorContext(ctx, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it",
+		lines.add(failureKind{op: logDead, topic: name, code: errorCode(err)}, slog.LevelError, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it",
 			"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "reason", f.Reason, "releases_key", f.Release)
 		return f
 	}
 	f.After = r.backoff(p.Attempts)
-	r.opts.Logger.WarnContext(ctx, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
+	lines.add(failureKind{op: opPublish, topic: name, code: errorCode(err)}, slog.LevelWarn, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
 		"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "retry_in", f.After, "error", err)
 	return f
 }

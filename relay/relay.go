@@ -157,6 +157,8 @@ type Relay struct {
 	pub  *pubsub.Client
 	opts Options
 	tel  *telemetry
+	// repeats thins out the lines of failures that repeat.
+	repeats *repeats
 }
 
 // Defaults of Options.
@@ -236,11 +238,18 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{src: src, pub: pub, opts: o, tel: tel}, nil
+	return &Relay{src: src, pub: pub, opts: o, tel: tel, repeats: newRepeats(o.MinBackoff, o.MaxBackoff)}, nil
 }
 
 // Run relays until ctx ends, then returns ctx.Err(). Store errors and
 // failed publishes are logged, counted and retried; they do not end Run.
+// A failure that repeats (a missing topic refuses every message, on every
+// attempt; a store that is down fails every Take) is logged once per round
+// and kind (topic and error), then once per backoff step while it goes on
+// (MinBackoff doubled after each line, at most MaxBackoff), each line
+// counting in "failures" those it stands for, when more than one; the
+// counters count every failure. Once a topic that failed publishes again,
+// the relay logs that it does (INFO).
 // Run may be called again after it returned, but not twice at once.
 //
 // Once ctx ended, Run waits at most Options.StopTimeout for the answers to
@@ -337,7 +346,7 @@ func (r *Relay) listen(ctx context.Context, w Waker, wake chan<- struct{}) {
 			return
 		}
 		r.tel.failed(ctx, opListen)
-		r.opts.Logger.WarnContext(ctx, "relay: listening for new messages failed; polling until it listens again", "error", err)
+		r.logFailure(ctx, slog.LevelWarn, failureKind{op: opListen}, "relay: listening for new messages failed; polling until it listens again", "error", err)
 		t := time.NewTimer(r.opts.PollInterval)
 		select {
 		case <-ctx.Done():
@@ -407,17 +416,18 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	if t.err != nil {
 		if ctx.Err() == nil {
 			r.tel.failed(ctx, opTake)
-			r.opts.Logger.ErrorContext(ctx, "relay: taking messages failed", "error", t.err)
+			r.logFailure(ctx, slog.LevelError, failureKind{op: opTake}, "relay: taking messages failed", "error", t.err)
 		}
 		return 0, nil, t.err
 	}
+	r.recovered(ctx, opTake, "")
 	batch := t.batch
 	if len(batch) == 0 {
 		return 0, nil, nil
 	}
 	if late := time.Since(t.taken); late > r.lateTake() && !plant.On(297) {
 		r.tel.failed(ctx, opLease)
-		r.opts.Logger.WarnContext(ctx, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
+		r.logFailure(ctx, slog.LevelWarn, failureKind{op: opLease, code: "late take"}, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
 			"took", late, "lease", r.opts.Lease, "messages", len(batch))
 		return len(batch), nil, errors.Join(errLate, r.settle(ctx, nil, givenBack(batch)))
 	}
@@ -456,10 +466,12 @@ func (r *Relay) settle(ctx context.Context, sent []outbox.Pending, failed []outb
 	err := r.src.Settle(sctx, sent, failed)
 	if err != nil {
 		r.tel.failed(ctx, opSettle)
-		r.opts.Logger.ErrorContext(ctx, "relay: marking messages sent failed; they will be published again once their lease lapses",
+		r.logFailure(ctx, slog.LevelError, failureKind{op: opSettle}, "relay: marking messages sent failed; they will be published again once their lease lapses",
 			"sent", len(sent), "unsent", len(failed), "error", err)
+		return err
 	}
-	return err
+	r.recovered(ctx, opSettle, "")
+	return nil
 }
 
 // errPublish says that a round could not publish some of its messages;

@@ -62,10 +62,11 @@
 //	                  publishes twice runs once, and sends it to the supplier
 //	GET  /healthz     200 when serving
 //
-// Logs are JSON lines with Cloud Logging's "severity" field, a start-up
-// failure included; on memory:// the first is a WARN that the service must
-// run as one instance. SIGTERM (Cloud
-// Run's shutdown signal) drains in-flight deliveries before exiting.
+// Logs are JSON lines on stdout with Cloud Logging's "severity" field, a
+// start-up failure included; on memory:// the first is a WARN that the
+// service must run as one instance. SIGTERM (Cloud Run's shutdown signal)
+// drains in-flight deliveries before exiting. docs/operations.md describes
+// the routes, their key prefixes and the variables for an operator.
 package main
 
 import (
@@ -129,11 +130,16 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	defer st.Close()
 	_, isMemory := st.Store.(*memstore.Store)
 	example.WarnSingleInstance(log, isMemory)
-	h, err := newServer(ctx, st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
+	// One Gateway for every route on the store, as the README teaches.
+	g, err := newGateway(st.Store, cfg, log)
 	if err != nil {
 		return err
 	}
-	if h, err = withPipeline(ctx, h, st.Store, cfg, getenv, log); err != nil {
+	h, err := newServer(ctx, g, st.Store, cfg, log, getenv("IDEMGATE_EXAMPLE_BARE") == "1")
+	if err != nil {
+		return err
+	}
+	if h, err = withPipeline(ctx, h, g, st.Store, cfg, getenv, log); err != nil {
 		return err
 	}
 	if h, err = withPushAuth(ctx, h, getenv("PUSH_AUDIENCE"), getenv("PUSH_SERVICE_ACCOUNT"), log); err != nil {

@@ -104,15 +104,12 @@ func newPipeline(ctx context.Context, st store.Store, cfg pipelineConfig, log *s
 
 // withPipeline serves the pipeline's routes, POST /pipeline/orders and POST
 // /pipeline/shipments, in front of h, which serves every other request.
-// The first stage needs a SQL store (else it answers 501); the second
-// works on any store.
-func withPipeline(ctx context.Context, h http.Handler, st store.Store, cfg example.Config, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+// The second stage is a route of g, the Gateway of st that h's routes
+// share. The first stage needs a SQL store (else it answers 501), and a
+// Gateway of its own: its records are another store, in tables of their
+// own beside st's.
+func withPipeline(ctx context.Context, h http.Handler, g *gateway.Gateway, st store.Store, cfg example.Config, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
 	pcfg, err := pipelineConfigFromEnv(getenv)
-	if err != nil {
-		return nil, err
-	}
-	opts := &gateway.Options{Lease: cfg.Lease, Logger: log}
-	g, err := gateway.New(st, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +130,7 @@ func withPipeline(ctx context.Context, h http.Handler, st store.Store, cfg examp
 		mux.HandleFunc("POST /pipeline/orders", noPipeline)
 		return mux, nil
 	}
-	pg, err := gateway.New(p.st, opts)
+	pg, err := newGateway(p.st, cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -26,14 +26,16 @@ func prefixed(prefix string, k gateway.KeyFunc) gateway.KeyFunc {
 	}
 }
 
-// newServer builds the routes. bare serves the same action without any
-// guard; it exists only to measure the guard's cost (docs/benchmarks.md).
-func newServer(ctx context.Context, st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
+// newGateway returns the one Gateway of st: every route on st shares it.
+func newGateway(st store.Store, cfg example.Config, log *slog.Logger) (*gateway.Gateway, error) {
+	return gateway.New(st, &gateway.Options{Lease: cfg.Lease, Logger: log})
+}
+
+// newServer builds the routes on g, the Gateway of st. bare serves the same
+// action without any guard; it exists only to measure the guard's cost
+// (docs/benchmarks.md).
+func newServer(ctx context.Context, g *gateway.Gateway, st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
 	sup := example.NewSupplier(cfg.SupplierURL, log)
-	g, err := gateway.New(st, &gateway.Options{Lease: cfg.Lease, Logger: log})
-	if err != nil {
-		return nil, err
-	}
 	byMessage := g.Route(gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
 	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}
 	if cfg.OrdersFingerprint != "" {

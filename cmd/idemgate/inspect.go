@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/store"
@@ -28,7 +27,8 @@ key's message meets:
 
 For an absent KEY, inspect lists up to 5 records whose key ends with KEY,
 where the store can search keys (SQL, Redis): a service often puts a prefix
-before a message's key (example-run's routes use msg:, po-update:, ledger:).
+before a message's key (KeyFromAttribute puts the attribute's name:
+order_id:o-1; example-run's prefixes are in docs/operations.md).
 The instants are on the clock the store decides with: the server's for SQL
 and Redis, each process's own for Datastore and Firestore (then this
 machine's clock reads them). The completion time is not shown: no store
@@ -79,10 +79,6 @@ func clockOf(o *storeurl.Opened) string {
 // maxNearby bounds the records an absent key's answer lists.
 const maxNearby = 5
 
-// examplePrefixes are the prefixes example-run's routes put before a
-// message's key (its orders route uses the order_id as it is).
-var examplePrefixes = []string{"msg:", "po-update:", "ledger:", "po:"}
-
 // nearby is what an absent key's answer adds: the records whose key ends
 // with it, or why none are listed, and a hint.
 type nearby struct {
@@ -100,11 +96,7 @@ type nearRecord struct {
 // search keys by suffix. A failed search is a note, not the command's
 // failure: the key's own answer stands.
 func findNearby(ctx context.Context, o *storeurl.Opened, x store.Inspector, key string) nearby {
-	try := make([]string, len(examplePrefixes))
-	for i, p := range examplePrefixes {
-		try[i] = p + key
-	}
-	n := nearby{hint: "example-run's keys carry a route prefix: try " + strings.Join(try, ", ")}
+	n := nearby{hint: keyHint(key, nil)}
 	if o.FindSuffix == nil {
 		n.note = "this store cannot search keys by suffix"
 		return n

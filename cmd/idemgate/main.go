@@ -11,14 +11,16 @@
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
-//	idemgate relay -project P       publish a SQL store's outbox to Pub/Sub, until interrupted
+//	idemgate childkey PARENT NAME   print the child key of message NAME published under PARENT
+//	idemgate relay -project P       publish a store's outbox to Pub/Sub, until interrupted
 //	idemgate relay -dead | -revive ID,…  list the outbox's dead messages, or revive them
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
 // datastore://project, firestore://project; see docs/operations.md), and
 // -timeout, which bounds the whole command, connecting included (but not
-// the time forget's question waits for an answer). Every answer names the
+// the time forget's question waits for an answer, and only the start-up of
+// relay, which then runs until interrupted). Every answer names the
 // store and the table, key prefix, kind and namespace or collection it
 // read. Flags may follow the KEYs; "--" ends the flags, for a key that
 // starts with '-'.
@@ -96,8 +98,12 @@ Commands:
                          place, clock skew, Redis eviction policy
   digest KEY…            print the digest that stands for each KEY in the
                          gateway's logs under HideKeys (its key_digest)
-  relay -project P       publish the messages of a SQL store's outbox to
-                         Pub/Sub until interrupted (see package relay)
+  childkey PARENT NAME   print the child key of the message NAME that a body
+                         published under the claimed key PARENT (the
+                         idemgate-child-key attribute)
+  relay -project P       publish the messages of a store's outbox (SQL,
+                         Datastore, Firestore) to Pub/Sub until interrupted
+                         (see package relay); logs JSON lines on stderr
   relay -dead | -revive ID,…
                          list the outbox's dead messages (given up after
                          -max-attempts refused publishes), or revive them
@@ -107,7 +113,8 @@ Every command takes:
                    postgres://…, mysql://user:pass@host:3306/db,
                    sqlite:///path/file.db, datastore://project, firestore://project
   -timeout D       bound on the whole command, connecting included (forget's
-                   question waits for its answer regardless)
+                   question waits for its answer regardless; relay's run
+                   is bounded only at start-up)
 
 Every answer names the store and where in it the records are read (table,
 key prefix, kind and namespace, or collection), "(default)" when the URL does
@@ -125,13 +132,14 @@ Exit status:
 
 // commands maps each command to its function.
 var commands = map[string]func(*cli, context.Context, []string) int{
-	"inspect": (*cli).inspect,
-	"list":    (*cli).list,
-	"forget":  (*cli).forget,
-	"purge":   (*cli).purge,
-	"check":   (*cli).check,
-	"digest":  (*cli).digest,
-	"relay":   (*cli).relay,
+	"inspect":  (*cli).inspect,
+	"list":     (*cli).list,
+	"forget":   (*cli).forget,
+	"purge":    (*cli).purge,
+	"check":    (*cli).check,
+	"digest":   (*cli).digest,
+	"childkey": (*cli).childKey,
+	"relay":    (*cli).relay,
 }
 
 // run runs the command line args (without the program name) and returns
@@ -149,7 +157,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, forget, purge, check, digest or relay; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, forget, purge, check, digest, childkey or relay; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
@@ -45,35 +45,18 @@ func TestRelayCommand(t *testing.T) {
 }
 
 func testRelayCommand(t *testing.T, enqueue func(t *testing.T, msg outbox.Message) string) {
-	host := testenv.PubSubEmulatorHost(t)
-	t.Setenv("PUBSUB_EMULATOR_HOST", host)
 	ctx := t.Context()
-	project := testenv.PubSubProject(t)
-	client, err := pubsub.NewClient(ctx, project, testenv.PubSubClientOptions(host)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	topic, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/shipments-" + unique()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + project + "/subscriptions/shipments-" + unique(), Topic: topic.Name, AckDeadlineSeconds: 30,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, project, topic, sub := emulatorTopic(t)
 
 	// The service committed one order with its shipment; a topic ID is
 	// resolved in -project.
-	url := enqueue(t, outbox.Message{Topic: topic.Name[strings.LastIndex(topic.Name, "/")+1:], Data: []byte("ship order-1")})
+	url := enqueue(t, outbox.Message{Topic: topic, Data: []byte("ship order-1")})
 
 	got := make(chan *pubsub.Message, 10)
 	rctx, stopRecv := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		client.Subscriber(sub.Name).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+		client.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
 			m.Ack()
 			got <- m
 		})
@@ -97,16 +80,43 @@ func testRelayCommand(t *testing.T, enqueue func(t *testing.T, msg outbox.Messag
 	}
 	interrupt()
 	r := <-res
-	if r.code != exitOK || !strings.Contains(r.stderr, "relay: started") || !strings.Contains(r.stderr, "relay: stopped") {
+	lines := jsonLines(t, r.stderr)
+	if r.code != exitOK || len(lines) < 2 || lines[0]["message"] != "relay: started" || lines[len(lines)-1]["message"] != "relay: stopped" {
 		t.Errorf("relay = %d, stderr %q; want 0 and its start and stop lines", r.code, r.stderr)
 	}
+	if lines[0]["severity"] != "INFO" {
+		t.Errorf("start line %v: want severity INFO, for Cloud Logging", lines[0])
+	}
+}
+
+// jsonLines parses each line of log, which must be a JSON object with a
+// "severity", as Cloud Logging reads it.
+func jsonLines(t testing.TB, log string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(log) {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if _, ok := l["severity"]; !ok {
+			t.Fatalf("log line %q has no severity", line)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // enqueueSQLite completes order-1 in a SQLite store's transaction with msg
 // in its outbox, and returns the store's URL.
 func enqueueSQLite(t *testing.T, msg outbox.Message) string {
+	return enqueueSQLiteAt(t, filepath.Join(t.TempDir(), "records.db"), msg)
+}
+
+// enqueueSQLiteAt does what enqueueSQLite does, with msgs, in the SQLite
+// file at path, creating its tables unless they exist.
+func enqueueSQLiteAt(t *testing.T, path string, msgs ...outbox.Message) string {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "records.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +137,7 @@ func enqueueSQLite(t *testing.T, msg outbox.Message) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CompleteTx(ctx, tx, c, msg); err != nil {
+	if err := st.CompleteTx(ctx, tx, c, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestKeyHint(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		key      string
+		prefixes []string
+		want     []string // in the hint
+		not      []string // never in it
+	}{
+		{name: "prefixed key gets no second prefix", key: "msg:m-101", prefixes: []string{"msg:", "ledger:"},
+			want: []string{"prefix msg: included"}, not: []string{"msg:msg:", "ledger:msg:"}},
+		{name: "attribute key", key: "order_id:o-1",
+			want: []string{"prefix order_id: included"}, not: []string{":order_id:"}},
+		{name: "bare key, no prefix known", key: "m-101",
+			want: []string{"order_id:m-101"}, not: []string{"msg:", "po-update:", "ledger:", "example-run"}},
+		{name: "bare key, the store's prefixes", key: "m-101", prefixes: []string{"msg:", "shipment:"},
+			want: []string{"try msg:m-101, shipment:m-101"}},
+		{name: "a colon alone is no prefix", key: ":m-101", prefixes: []string{"msg:"}, want: []string{"msg::m-101"}},
+		{name: "a trailing colon is no prefix", key: "m-101:", prefixes: []string{"msg:"}, want: []string{"msg:m-101:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := keyHint(tc.key, tc.prefixes)
+			for _, w := range tc.want {
+				if !strings.Contains(h, w) {
+					t.Errorf("keyHint(%q, %q) = %q; want it to contain %q", tc.key, tc.prefixes, h, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(h, n) {
+					t.Errorf("keyHint(%q, %q) = %q; must not contain %q", tc.key, tc.prefixes, h, n)
+				}
+			}
+		})
+	}
+}
+
+// The hint inspect prints for an absent, already prefixed key on a store
+// with no record near it suggests no second prefix.
+func TestInspectHintKeepsAPrefixedKey(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "records.db")
+	seed(t, url)
+	r := idemgate(t, "", "inspect", "-store", url, "msg:m-101")
+	if r.code != exitOK || !strings.Contains(r.stdout, "hint:       the key is read as given, prefix msg: included") || strings.Contains(r.stdout, "msg:msg:") {
+		t.Errorf("inspect msg:m-101 = %d:\n%s%s\nwant a hint that adds no prefix to a prefixed key", r.code, r.stdout, r.stderr)
+	}
+}

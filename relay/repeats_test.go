@@ -1,0 +1,70 @@
+package relay_test
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/relay"
+)
+
+// A missing topic refuses every message published to it: the relay logs
+// one line for a round's refusals, not one per message, and one for its
+// deaths, each counting in "failures" the failures it stands for; the
+// counters count them all. Once the topic exists, a publish to it logs
+// that Pub/Sub accepts it again, with the failures since the first.
+func TestMissingTopicLogsBounded(t *testing.T) {
+	const n = 30
+	_, c := fakePubSub(t)
+	m := newModel()
+	for i := range n {
+		m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: "missing", Data: []byte("a")})
+		m.add(t, fmt.Sprint("late-", i), 9, outbox.Message{Topic: "missing", Data: []byte("b")}) // its last attempt
+	}
+	logs := &logBuffer{}
+	reader := sdkmetric.NewManualReader()
+	run := start(t, m, c, relay.Options{MinBackoff: time.Hour, MaxBackoff: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+
+	if got := counter(t, reader, "idemgate.relay.failures", "publish"); got != 2*n {
+		t.Errorf("idemgate.relay.failures{operation=publish} = %d, want %d: every refusal counted", got, 2*n)
+	}
+	if got := counter(t, reader, "idemgate.relay.dead", ""); got != n {
+		t.Errorf("idemgate.relay.dead = %d, want %d", got, n)
+	}
+	for _, tc := range []struct{ level, msg string }{
+		{"WARN", "relay: Pub/Sub refused a publish; the message will be published again after a backoff"},
+		{"ERROR", "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it"},
+	} {
+		lines := logs.lines(t, tc.level)
+		if len(lines) != 1 || lines[0]["msg"] != tc.msg || lines[0]["failures"] != float64(n) || lines[0]["topic"] != "missing" {
+			t.Errorf("%s lines %v; want one %q for the %d failures of the round", tc.level, lines, tc.msg, n)
+		}
+	}
+
+	// The topic is created: its next message is published, and the line
+	// says the failures are over.
+	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: "projects/p/topics/missing"}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := m.add(t, "order-new", 0, outbox.Message{Topic: "missing", Data: []byte("c")})[0]
+	m.await(t, 30*time.Second, "the new message is sent", func() bool {
+		return slices.ContainsFunc(m.calls(), func(s settled) bool {
+			return slices.ContainsFunc(s.sent, func(p outbox.Pending) bool { return p.ID == fresh.ID })
+		})
+	})
+	run.stop(t)
+	info := slices.DeleteFunc(logs.lines(t, "INFO"), func(l map[string]any) bool {
+		return l["msg"] != "relay: Pub/Sub accepts the topic's publishes again"
+	})
+	if len(info) != 1 || info[0]["topic"] != "projects/p/topics/missing" || info[0]["failures"] != float64(2*n) {
+		t.Errorf("INFO lines %v; want one saying the topic accepts publishes again after %d failures", info, 2*n)
+	}
+}
