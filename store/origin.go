@@ -57,6 +57,9 @@ func CheckOrigin(origin string) error {
 // characters become U+FFFD. An empty id gives surface alone; an empty
 // surface, id alone.
 func MakeOrigin(surface, id string) string {
+	if len(surface)+1+len(id) <= MaxOriginLen && surface != "" && id != "" && printableASCII(surface) && printableASCII(id) {
+		return surface + "/" + id // the common case: one allocation
+	}
 	o := id
 	if surface != "" {
 		o = surface
@@ -79,4 +82,14 @@ func MakeOrigin(surface, id string) string {
 		cut--
 	}
 	return o[:cut] + ellipsis
+}
+
+// printableASCII reports whether s is all printable ASCII.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
