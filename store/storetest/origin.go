@@ -38,7 +38,7 @@ func originRules(e *env) error {
 		return e.inspect(in, key, true, "Inspect of a live record must find it")
 	}
 
-	a, err := e.claimCtx(from(longest), "k", e.tick, store.Won, "first Claim must win")
+	a, err := e.claimCtx(from(longest), "k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func originRules(e *env) error {
 	if err := is(held.Origin, longest, "HeldByOther must name the holder's origin, not the caller's"); err != nil {
 		return err
 	}
-	if a, err = x.Extend(e.ctx, a, e.tick); err != nil {
+	if a, err = x.Extend(e.ctx, a, long); err != nil {
 		return violated("Extend of a live claim: %w", err)
 	}
 	r, err := inspect("k")
@@ -83,7 +83,7 @@ func originRules(e *env) error {
 	switch {
 	case !e.real && !r.CompletedAt.Equal(before):
 		return violated("Inspect of a DONE key: CompletedAt = %v, want the instant of Complete %v", r.CompletedAt, before)
-	case e.real && (r.CompletedAt.Before(a.LeaseUntil.Add(-e.tick-time.Millisecond)) || r.CompletedAt.After(r.ReadAt.Add(time.Millisecond))):
+	case e.real && (r.CompletedAt.Before(a.LeaseUntil.Add(-long-time.Millisecond)) || r.CompletedAt.After(r.ReadAt.Add(time.Millisecond))):
 		return violated("Inspect of a DONE key: CompletedAt = %v, want between the last Extend and the read at %v", r.CompletedAt, r.ReadAt)
 	}
 
