@@ -277,19 +277,27 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ddlLockTimeout)
 	defer cancel()
-	st, lerr := s.lookSchema(ctx)
-	if lerr != nil || !st.table {
-		return err
-	}
 	var cols, ddls []string
-	if !st.fingerprint {
-		cols, ddls = append(cols, "fingerprint"), append(ddls, s.q.addColumn)
-	}
-	if !st.origin {
-		cols, ddls = append(cols, "origin"), append(ddls, s.q.addOrigin)
+	if st, lerr := s.lookSchema(ctx); lerr == nil && st.table {
+		if !st.fingerprint {
+			cols, ddls = append(cols, "fingerprint"), append(ddls, s.q.addColumn)
+		}
+		if !st.origin {
+			cols, ddls = append(cols, "origin"), append(ddls, s.q.addOrigin)
+		}
 	}
 	if len(cols) == 0 {
-		return err
+		// The lookup failed, or the column was added since the statement
+		// failed (CreateTable in another instance): name the one the
+		// database named.
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "fingerprint"):
+			cols, ddls = []string{"fingerprint"}, []string{s.q.addColumn}
+		case strings.Contains(msg, "origin"):
+			cols, ddls = []string{"origin"}, []string{s.q.addOrigin}
+		default:
+			return err
+		}
 	}
 	noun := "column"
 	if len(cols) > 1 {
