@@ -134,6 +134,10 @@ func TestWrapOutcomes(t *testing.T) {
 	if n := b.count("m-9"); n != 0 {
 		t.Errorf("the duplicate ran %d times", n)
 	}
+	// The record names the event that did the work.
+	if r, ok, err := st.Inspect(ctx, "order_id:o-1"); err != nil || !ok || r.Origin != "cloudevent/m-1" {
+		t.Errorf("Inspect = %+v, %v, %v; want the origin cloudevent/m-1", r, ok, err)
+	}
 }
 
 func TestWrapInProgressCarriesTheHolder(t *testing.T) {
@@ -141,15 +145,15 @@ func TestWrapInProgressCarriesTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := st.Claim(t.Context(), "m-1", time.Minute)
+	held, err := st.Claim(store.WithOrigin(t.Context(), "pull/m-0"), "m-1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fn := cloudevent.Wrap(newGateway(t, st), newBody(nil).run, &cloudevent.Options{Logger: quiet()})
 	err = fn(t.Context(), pubsubEvent(t, "m-1", nil))
 	var ip *gateway.InProgressError
-	if !errors.As(err, &ip) || !ip.LeaseUntil.Equal(held.LeaseUntil) {
-		t.Fatalf("Wrap returned %v, want an *InProgressError with the holder's lease end %v", err, held.LeaseUntil)
+	if !errors.As(err, &ip) || !ip.LeaseUntil.Equal(held.LeaseUntil) || ip.HeldBy != "pull/m-0" {
+		t.Fatalf("Wrap returned %v, want an *InProgressError with the holder's lease end %v and origin pull/m-0", err, held.LeaseUntil)
 	}
 }
 

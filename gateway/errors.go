@@ -33,6 +33,10 @@ type InProgressError struct {
 	// Done says that a Mutex met a key completed by Lock: no holder will
 	// let it go before its record expires.
 	Done bool
+	// HeldBy names the delivery that holds the key (or, when Done, did its
+	// work), as its record keeps it (store.WithOrigin): "push/4711", say;
+	// empty when the record keeps none.
+	HeldBy string
 }
 
 func (e *InProgressError) Error() string {

@@ -59,8 +59,9 @@ type Options struct {
 	// record's fence). Default slog.LevelInfo, the zero Level: after an
 	// incident "was this message dropped as a duplicate?" comes first, and
 	// the line answers it at the level services log at. slog.LevelDebug
-	// moves it out of an INFO log (a line of about 370 bytes per duplicate:
-	// docs/operations.md). The line of a delivery that ran is at DEBUG.
+	// moves it out of an INFO log (a line of about 400 bytes per duplicate:
+	// docs/operations.md). The line names the delivery that did the work
+	// (done_by). The line of a delivery that ran is at DEBUG.
 	DuplicateLogLevel slog.Level
 
 	// HideKeys logs a short digest of each key instead of the key itself,

@@ -95,6 +95,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	var (
 		outcome Outcome
 		fence   int64
+		by      string
 		err     error
 	)
 	switch {
@@ -113,34 +114,46 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		if len(fp) > 0 {
 			ctx = store.WithFingerprint(ctx, fp)
 		}
-		outcome, fence, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
+		// The record names the delivery that won it, unless the caller
+		// named one; the body's own Locks (child keys) keep the same.
+		if store.Origin(ctx) == "" {
+			ctx = store.WithOrigin(ctx, originOf(d))
+		}
+		outcome, fence, by, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
 	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err}
-	g.logOutcome(ctx, lg, d, &res, fence, keyErr, start)
+	g.logOutcome(ctx, lg, d, &res, fence, by, keyErr, start)
 	if !ran {
 		res.Err = g.hideKey(d.Key, err)
 	}
 	return res
 }
 
-// logOutcome writes the line of a delivery that returned. fence is that of
-// the claim the delivery won or met (0 when none); cause is why no key was
-// resolved, if none was.
-func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, fence int64, cause error, start time.Time) {
+// logOutcome writes the line of a delivery that returned. fence and by are
+// the fence and origin of the claim the delivery won or met (0 and "" when
+// none); cause is why no key was resolved, if none was.
+func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, fence int64, by string, cause error, start time.Time) {
 	outcome := Outcome(res.Outcome)
 	switch {
 	case outcome == OutcomeWon || outcome == OutcomeDuplicate:
 		// The first question after an incident is "was X dropped as a
 		// duplicate?": its line is at INFO by default
 		// (Options.DuplicateLogLevel). The fence is the claim's: on a
-		// duplicate, the record's, that of the delivery that did the work.
+		// duplicate, the record's, that of the delivery that did the work,
+		// which done_by names (its origin), so that the message whose work
+		// this one repeats is found without another read.
 		level, msg := slog.LevelDebug, "idemgate: delivery processed"
 		if outcome == OutcomeDuplicate {
 			level, msg = g.opts.DuplicateLogLevel, "idemgate: duplicate delivery acknowledged"
 		}
 		if lg.Enabled(ctx, level) { // spares the attributes' cost when off
-			g.logDelivery(ctx, lg, d, level, msg, outcome, slog.Int64("fence", fence), guard.Millis("duration", time.Since(start)))
+			attrs := [3]slog.Attr{slog.Int64("fence", fence), guard.Millis("duration", time.Since(start))}
+			n := 2
+			if outcome == OutcomeDuplicate && by != "" {
+				attrs[n], n = slog.String("done_by", by), n+1
+			}
+			g.logDelivery(ctx, lg, d, level, msg, outcome, attrs[:n]...)
 		}
 	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
@@ -149,7 +162,7 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		// attempt tells how close the message is to the dead-letter topic.
 		msg := "idemgate: key held by another delivery; asking for a retry"
 		if ip, ok := errors.AsType[*InProgressError](res.Err); ok {
-			res.LeaseUntil = ip.LeaseUntil
+			res.LeaseUntil, by = ip.LeaseUntil, ip.HeldBy
 		} else if ce, ok := errors.AsType[*ConflictError](res.Err); ok {
 			// AcceptConflicts accepts only done work: the holder may yet
 			// fail, and then this payload is the one to run.
@@ -159,7 +172,7 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 		if res.Ran { // the work's transaction was fenced out by a holder still at work
 			msg = "idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry"
 		}
-		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, outcome, slog.Time("holder_lease_until", res.LeaseUntil))
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, outcome, slog.Time("holder_lease_until", res.LeaseUntil), heldBy(by))
 	case res.Ran && errors.Is(res.Err, ErrInProgress):
 		// The work's own Mutex (or a Lock on another key) met a live
 		// holder: contention, not a failure.
@@ -265,4 +278,14 @@ func deliveryAttr(d *guard.Delivery) slog.Attr {
 		attrs = append(attrs, slog.Int("delivery_attempt", m.DeliveryAttempt))
 	}
 	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+}
+
+// heldBy is the held_by attribute of an in-progress line: the holder's
+// origin, or nothing (an empty Attr, which slog drops) when the record
+// keeps none.
+func heldBy(origin string) slog.Attr {
+	if origin == "" {
+		return slog.Attr{}
+	}
+	return slog.String("held_by", origin)
 }

@@ -25,7 +25,9 @@ func (g *Gateway) hideKey(key string, cause error) error {
 	digest := g.keyText(key)
 	switch e := cause.(type) {
 	case *InProgressError:
-		return &InProgressError{Key: digest, LeaseUntil: e.LeaseUntil, Done: e.Done}
+		hidden := *e
+		hidden.Key = digest
+		return &hidden
 	case *ConflictError:
 		hidden := *e
 		hidden.Key = digest

@@ -65,18 +65,19 @@ func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Cont
 	if fn == nil {
 		panic("gateway: Lock with a nil function")
 	}
-	outcome, _, err := g.lock(ctx, key, fn, scope{log: g.log})
+	outcome, _, _, err := g.lock(ctx, key, fn, scope{log: g.log})
 	if !outcome.ran() {
 		err = g.hideKey(key, err)
 	}
 	return err
 }
 
-// lock is Lock, with the outcome it counted and the fence of the claim it
-// met (0 when none). It logs to sc.
-func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error, sc scope) (outcome Outcome, fence int64, err error) {
+// lock is Lock, with the outcome it counted, and the fence and origin of
+// the claim it met (0 and "" when none): for a duplicate, the record's,
+// those of the delivery that did the work. It logs to sc.
+func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Context) error, sc scope) (outcome Outcome, fence int64, by string, err error) {
 	if g.disabled {
-		return OutcomeUnguarded, 0, g.passThrough(ctx, "lock", key, fn)
+		return OutcomeUnguarded, 0, "", g.passThrough(ctx, "lock", key, fn)
 	}
 	ctx, span := g.startSpan(ctx, "idemgate.Lock", key)
 	outcome = OutcomeFailed // a panic leaves it
@@ -84,9 +85,9 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
 	if err != nil {
-		return claimOutcome(ctx, err), 0, err
+		return claimOutcome(ctx, err), 0, "", err
 	}
-	fence = c.Fence
+	fence, by = c.Fence, c.Origin
 	if c.Status != store.Won {
 		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
@@ -94,17 +95,17 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts && !plant.On(1) {
 				// Only done work may be accepted in the conflict's place:
 				// the holder may yet fail and release the key.
-				return OutcomeInProgress, fence, ce
+				return OutcomeInProgress, fence, by, ce
 			}
-			return OutcomeConflict, fence, ce
+			return OutcomeConflict, fence, by, ce
 		}
 	}
 	switch c.Status {
 	case store.AlreadyDone:
 		g.duplicate(ctx, key, sc)
-		return OutcomeDuplicate, fence, ErrDuplicate
+		return OutcomeDuplicate, fence, by, ErrDuplicate
 	case store.HeldByOther:
-		return OutcomeInProgress, fence, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil}
+		return OutcomeInProgress, fence, by, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, HeldBy: c.Origin}
 	}
 	// The body's context carries the claim, and not the route's
 	// fingerprint: that belongs to the route's key, not to the keys of
@@ -133,9 +134,9 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		g.release(ctx, c, "error", sc)
 		if errors.Is(err, store.ErrFenced) {
 			outcome, err = g.fenced(ctx, c, err, sc)
-			return outcome, fence, err
+			return outcome, fence, by, err
 		}
-		return OutcomeFailed, fence, err
+		return OutcomeFailed, fence, by, err
 	}
 	if plant.On(9) {
 		r.end()
@@ -143,7 +144,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	// The claim stays renewed while Complete is tried: a Complete that
 	// fails for longer than a lease must not let a redelivery take the
 	// key over and run the work again.
-	return g.complete(ctx, c, sc), fence, nil
+	return g.complete(ctx, c, sc), fence, by, nil
 }
 
 // fenced decides what becomes of a body whose transaction found its claim
@@ -165,7 +166,7 @@ func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope
 		return OutcomeFencedOut, nil
 	case why == "":
 		// The gateway's own error, though the work ran: no key in it.
-		return OutcomeInProgress, g.hideKey(c.Key, &InProgressError{Key: c.Key, LeaseUntil: rec.LeaseUntil})
+		return OutcomeInProgress, g.hideKey(c.Key, &InProgressError{Key: c.Key, LeaseUntil: rec.LeaseUntil, HeldBy: rec.Origin})
 	}
 	return OutcomeFailed, fmt.Errorf("%w; and no other holder has the key (%s), so the delivery is retried", err, why)
 }

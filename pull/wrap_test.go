@@ -48,6 +48,9 @@ func TestSuccessIsAckedOnceDone(t *testing.T) {
 	if err != nil || c.Status != store.AlreadyDone {
 		t.Errorf("after success the key must be done: Claim = %v, %v", c.Status, err)
 	}
+	if want := "pull/" + id; c.Origin != want {
+		t.Errorf("the record names %q as the delivery that did the work, want %q", c.Origin, want)
+	}
 }
 
 func TestDuplicateIsAckedWithoutRunning(t *testing.T) {

@@ -107,6 +107,18 @@
 // store never compares fingerprints: the gateway does, to tell a redelivery
 // from a different payload that reuses the key.
 //
+// # Origins
+//
+// A Claim may also name the delivery that makes it, at most [MaxOriginLen]
+// bytes of printable UTF-8 ([CheckOrigin]), in its context ([WithOrigin]);
+// the gateway sets the surface and the message id, such as "push/4711". The
+// store keeps it like a fingerprint (Won sets it, to none when the Claim
+// carried none; Extend and Complete keep it; AlreadyDone and HeldByOther
+// return the winner's), except that Release and Forget keep it too: a
+// released record names its last holder. So a DONE record answers which
+// delivery did the work, and, with its lease end, which Complete sets to
+// the completion instant, when ([Record.CompletedAt]).
+//
 // # Keys
 //
 // Keys are opaque non-empty UTF-8 strings without NUL bytes, at most

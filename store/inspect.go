@@ -69,7 +69,8 @@ type Record struct {
 	// a Done record (not every store keeps it there).
 	Token string
 	// LeaseUntil is when the last lease ends or ended. For a released or
-	// forgotten claim it is the instant of the release.
+	// forgotten claim it is the instant of the release; for a Done record,
+	// the instant of the completion (CompletedAt).
 	LeaseUntil time.Time
 	// ExpiresAt is when the record stops counting: after it, the next Claim
 	// wins (with a higher fence) and the store may delete the record.
@@ -77,12 +78,18 @@ type Record struct {
 	// Fingerprint is the payload fingerprint the record keeps (see
 	// WithFingerprint); nil when none.
 	Fingerprint []byte
-	// CompletedAt is when a Done record was completed, as far as this store
-	// value can tell; zero for a Claimed one. No store keeps it: it is
-	// derived as ExpiresAt minus this store value's ttl, since Complete sets
-	// ExpiresAt to now + ttl. That is exact only when the store that
-	// completed the record had the same ttl (idemgate inspect, which cannot
-	// know the service's, does not show it).
+	// Origin names the delivery whose Claim won the record (see
+	// WithOrigin): for a Claimed record the holder's, for a Done one the
+	// delivery that did the work. A released or forgotten record keeps the
+	// origin of its last holder (or of the work it held, once Done), so an
+	// operator sees who had it last; the next winning Claim replaces it.
+	// Empty when none was kept.
+	Origin string
+	// CompletedAt is when a Done record was completed, on the store's
+	// clock; zero for a Claimed one. Complete ends the lease there: it is
+	// the LeaseUntil a Done record keeps, so it costs no field of its own.
+	// A record completed by an earlier idemgate, whose Complete left
+	// LeaseUntil alone, shows its last lease end instead until it expires.
 	CompletedAt time.Time
 	// ReadAt is the store's clock when the record was read, to compare the
 	// other instants with.

@@ -89,6 +89,10 @@ type Claim struct {
 	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
 	// and HeldByOther; nil when none was kept.
 	Fingerprint []byte
+	// Origin names the delivery that won the record (see WithOrigin): the
+	// caller's for Won, the winner's for AlreadyDone (the delivery that did
+	// the work) and HeldByOther (the one at work); empty when none was kept.
+	Origin string
 
 	// watcher is told by EnterTx; see OnEnterTx.
 	watcher TxWatcher

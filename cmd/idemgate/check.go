@@ -15,7 +15,7 @@ import (
 
 const checkHelp = `Check verifies, as far as the store can tell, that it is ready for the
 service: it connects, looks for the SQL table, its index, its fingerprint
-column and the unique key on key_hash that every claim relies on, reads a
+and origin columns and the unique key on key_hash that every claim relies on, reads a
 record, measures the skew of the store's clock against this machine's
 where the store has a readable clock (SQL, Redis), and reads Redis's
 maxmemory-policy. On a store with an outbox (SQL, Datastore, Firestore)
@@ -95,7 +95,7 @@ func (c *cli) check(ctx context.Context, args []string) int {
 			r.fail("table", "%v", noTable(o))
 			return r.done()
 		}
-		r.ok("table", "table, unique key on key_hash, index on expires_at and fingerprint column in place")
+		r.ok("table", "table, unique key on key_hash, index on expires_at, fingerprint and origin columns in place")
 	} else {
 		r.info("table", "%s keeps records without a schema: nothing to create", o.Name)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -80,8 +81,9 @@ func seed(t *testing.T, rawURL string) seeded {
 	t.Cleanup(func() { o.Close() })
 	s := seeded{st: o.Store}
 	claim := func(key string) store.Claim {
-		// "done" keeps a payload fingerprint, which inspect must show.
-		ctx := t.Context()
+		// "done" keeps a payload fingerprint, which inspect must show; each
+		// names its delivery, as the gateway does.
+		ctx := store.WithOrigin(t.Context(), "push/m-"+key)
 		if key == "done" {
 			ctx = store.WithFingerprint(ctx, []byte("order-7-payload"))
 		}
@@ -159,9 +161,21 @@ func TestCommands(t *testing.T) {
 			if j := got["done"]; j.Fingerprint != hex.EncodeToString([]byte("order-7-payload")) || got["held"].Fingerprint != "" {
 				t.Errorf("inspect fingerprints: done %q, held %q; want the kept one, and none", j.Fingerprint, got["held"].Fingerprint)
 			}
-			r := idemgate(t, "", "inspect", "-store", url, "done", "absent")
-			if r.code != exitOK || !strings.Contains(r.stdout, "status:     done: the work succeeded") || !strings.Contains(r.stdout, `key:        "absent"`) {
-				t.Errorf("inspect (text) = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			for key, j := range got {
+				if want := map[string]string{"held": "push/m-held", "done": "push/m-done", "released": "push/m-released"}[key]; j.Origin != want {
+					t.Errorf("inspect %s: origin %q, want %q", key, j.Origin, want)
+				}
+			}
+			if j := got["done"]; j.CompletedAt == nil || j.LeaseUntil != nil || j.CompletedAt.Before(s.done.LeaseUntil.Add(-31*time.Minute)) || j.CompletedAt.After(*j.ReadAt) {
+				t.Errorf("inspect done = %+v, want a completedAt between the claim and the read, and no leaseUntil", j)
+			}
+			r := idemgate(t, "", "inspect", "-store", url, "done", "held", "released", "absent")
+			doneBy := fmt.Sprintf("done:       by push/m-done at %s", stamp(*got["done"].CompletedAt))
+			if r.code != exitOK || !strings.Contains(r.stdout, "status:     done: the work succeeded") || !strings.Contains(r.stdout, `key:        "absent"`) ||
+				!strings.Contains(r.stdout, doneBy) || !strings.Contains(r.stdout, fmt.Sprintf("ago), fence %d\n", s.done.Fence)) ||
+				!strings.Contains(r.stdout, fmt.Sprintf("held:       by push/m-held, fence %d\n", s.held.Fence)) ||
+				!strings.Contains(r.stdout, "released:   last held by push/m-released\n") {
+				t.Errorf("inspect (text) = %d, want %q and the holders named:\n%s\n%s", r.code, doneBy, r.stdout, r.stderr)
 			}
 
 			// forget, not confirmed: nothing changes.

@@ -29,10 +29,16 @@ For an absent KEY, inspect lists up to 5 records whose key ends with KEY,
 where the store can search keys (SQL, Redis): a service often puts a prefix
 before a message's key (KeyFromAttribute puts the attribute's name:
 order_id:o-1; example-run's prefixes are in docs/operations.md).
+The record names the delivery that won it, as the gateway sets it: its
+surface and message id (push/…, cloudevent/…, pull/…), so a done record
+answers "which message did the work, and when": done by push/4711 at T,
+fence F. A held record names its holder; a released one, its last holder.
+A record written by an earlier idemgate, or by a Lock whose caller named
+no origin, names none; one completed by an earlier idemgate shows its last
+lease end as its completion time.
 The instants are on the clock the store decides with: the server's for SQL
 and Redis, each process's own for Datastore and Firestore (then this
-machine's clock reads them). The completion time is not shown: no store
-keeps it.
+machine's clock reads them).
 `
 
 func (c *cli) inspect(ctx context.Context, args []string) int {
@@ -179,13 +185,13 @@ func writeRecord(w io.Writer, o *storeurl.Opened, key string, r store.Record, ok
 		}
 		return
 	}
+	fmt.Fprintf(w, "%-11s %s\n", st+":", byLine(st, r))
 	fmt.Fprintf(w, "state:      %v\n", r.State)
 	fmt.Fprintf(w, "fence:      %d\n", r.Fence)
 	if r.Token != "" {
 		fmt.Fprintf(w, "token:      %s\n", r.Token)
 	}
-	// A DONE record's lease means nothing (a store keeps its last value,
-	// or its expiry); no store keeps the completion time.
+	// A DONE record's lease ended at its completion, shown above.
 	if r.State != store.Done {
 		fmt.Fprintf(w, "lease:      %s\n", when(r.LeaseUntil, r.ReadAt))
 	}
@@ -194,6 +200,23 @@ func writeRecord(w io.Writer, o *storeurl.Opened, key string, r store.Record, ok
 		fmt.Fprintf(w, "payload:    %x (fingerprint; a delivery of this key with another is a conflict)\n", r.Fingerprint)
 	}
 	fmt.Fprintf(w, "read at:    %s (%s)\n", stamp(r.ReadAt), clockOf(o))
+}
+
+// byLine says who had the record: "by push/4711 at T, fence F" for a done
+// record, the holder for a held or lapsed one, the last holder for a
+// released one.
+func byLine(st string, r store.Record) string {
+	by := r.Origin
+	if by == "" {
+		by = "a delivery the record does not name"
+	}
+	switch st {
+	case "done":
+		return fmt.Sprintf("by %s at %s, fence %d", by, when(r.CompletedAt, r.ReadAt), r.Fence)
+	case "released":
+		return "last held by " + by
+	}
+	return fmt.Sprintf("by %s, fence %d", by, r.Fence)
 }
 
 // stamp formats t in UTC to the millisecond.
@@ -212,9 +235,10 @@ func when(t, now time.Time) string {
 }
 
 // jsonRecord is inspect's -json output for one key.
-// A DONE record has no leaseUntil; no record has a completion time, which
-// no store keeps. For an absent key, similar lists records whose key ends
-// with it, and note says why none or not all are listed.
+// A DONE record has a completedAt in place of a leaseUntil; origin names
+// the delivery that won the record (the last holder of a released one).
+// For an absent key, similar lists records whose key ends with it, and
+// note says why none or not all are listed.
 type jsonRecord struct {
 	Key         string       `json:"key"`
 	Found       bool         `json:"found"`
@@ -222,7 +246,9 @@ type jsonRecord struct {
 	State       string       `json:"state,omitempty"`
 	Fence       int64        `json:"fence,omitempty"`
 	Token       string       `json:"token,omitempty"`
+	Origin      string       `json:"origin,omitempty"`
 	LeaseUntil  *time.Time   `json:"leaseUntil,omitempty"`
+	CompletedAt *time.Time   `json:"completedAt,omitempty"`
 	ExpiresAt   *time.Time   `json:"expiresAt,omitempty"`
 	ReadAt      *time.Time   `json:"readAt,omitempty"`
 	Fingerprint string       `json:"fingerprint,omitempty"` // hex
@@ -238,9 +264,11 @@ func toJSON(o *storeurl.Opened, key string, r store.Record, ok bool, near nearby
 		return j
 	}
 	j.State, j.Fence, j.Token, j.Fingerprint = r.State.String(), r.Fence, r.Token, hex.EncodeToString(r.Fingerprint)
-	j.ExpiresAt, j.ReadAt = utc(r.ExpiresAt), utc(r.ReadAt)
+	j.Origin, j.ExpiresAt, j.ReadAt = r.Origin, utc(r.ExpiresAt), utc(r.ReadAt)
 	if r.State != store.Done {
 		j.LeaseUntil = utc(r.LeaseUntil)
+	} else {
+		j.CompletedAt = utc(r.CompletedAt)
 	}
 	return j
 }

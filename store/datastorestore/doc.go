@@ -19,16 +19,17 @@
 //	state       string     "CLAIMED" or "DONE"
 //	fence       int64      the fencing token, 1 for a new record
 //	token       string     the token of the Claim call that won ("" once released)
-//	leaseUntil  timestamp  until when the holder owns the key
+//	leaseUntil  timestamp  until when the holder owns the key; on a DONE record, when it was completed
 //	expiresAt   timestamp  until when the record suppresses duplicates
 //	key         string     the original key, only on entities with a hashed name
 //	fingerprint blob       the payload fingerprint kept at Won (at most 32 bytes), absent for none
+//	origin      string     the delivery that won the record (store.WithOrigin), absent for none
 //
 // None of them is indexed: the store only ever looks entities up by key, and
 // a TTL policy does not need an index. Unindexed properties also keep long
 // keys legal (indexed strings are limited to 1500 bytes) and spare every
 // write its index updates. An entity written before the store kept
-// fingerprints has no fingerprint property and reads as keeping none.
+// fingerprints or origins has no such property and reads as keeping none.
 //
 // # Operations
 //

@@ -48,6 +48,7 @@ const (
 	propExpiresAt  = "expiresAt"
 	propKey        = "key"
 	propFP         = "fingerprint"
+	propOrigin     = "origin"
 )
 
 // entity is a record as Datastore loads and saves it.
@@ -68,13 +69,17 @@ func (r *entity) Save() ([]datastore.Property, error) {
 	if len(r.Fingerprint) > 0 {
 		ps = append(ps, datastore.Property{Name: propFP, Value: r.Fingerprint, NoIndex: true})
 	}
+	if r.Origin != "" {
+		ps = append(ps, datastore.Property{Name: propOrigin, Value: r.Origin, NoIndex: true})
+	}
 	return ps, nil
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
 // ignored, so that operators may annotate entities; a known property of the
 // wrong type, or a state other than CLAIMED and DONE, is an error. An entity
-// without a fingerprint (one written before there were any) keeps none.
+// without a fingerprint or an origin (one written before there were any)
+// keeps none.
 func (r *entity) Load(ps []datastore.Property) error {
 	*r = entity{}
 	for _, p := range ps {
@@ -94,6 +99,8 @@ func (r *entity) Load(ps []datastore.Property) error {
 			r.Key, ok = p.Value.(string)
 		case propFP:
 			r.Fingerprint, ok = p.Value.([]byte)
+		case propOrigin:
+			r.Origin, ok = p.Value.(string)
 		default:
 			ok = true
 		}

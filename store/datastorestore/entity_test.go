@@ -54,7 +54,7 @@ func TestEntityName(t *testing.T) {
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := entity{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}}
+	in := entity{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}, Origin: "push/m-101"}
 	ps, err := in.Save()
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +75,12 @@ func TestRecordRoundTrip(t *testing.T) {
 	short := entity{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
 	ps, _ = short.Save()
 	if len(ps) != 5 {
-		t.Errorf("a record with a readable name and no fingerprint saved %d properties, want 5 (no key, no fingerprint)", len(ps))
+		t.Errorf("a record with a readable name and no fingerprint saved %d properties, want 5 (no key, no fingerprint, no origin)", len(ps))
 	}
-	// An entity written before fingerprints existed has none.
-	out = entity{Fingerprint: []byte("stale")}
-	if err := out.Load(ps); err != nil || out.Fingerprint != nil {
-		t.Errorf("Load of an entity without a fingerprint = %v, fingerprint %q; want none", err, out.Fingerprint)
+	// An entity written before fingerprints and origins existed has none.
+	out = entity{Fingerprint: []byte("stale"), Origin: "stale"}
+	if err := out.Load(ps); err != nil || out.Fingerprint != nil || out.Origin != "" {
+		t.Errorf("Load of an entity without a fingerprint or an origin = %v, %+v; want none", err, out)
 	}
 }
 

@@ -19,13 +19,14 @@
 //	state       string     "CLAIMED" or "DONE"
 //	fence       integer    the fencing token, 1 for a new record
 //	token       string     the token of the Claim call that won ("" once released)
-//	leaseUntil  timestamp  until when the holder owns the key
+//	leaseUntil  timestamp  until when the holder owns the key; on a DONE record, when it was completed
 //	expiresAt   timestamp  until when the record suppresses duplicates
 //	key         string     the original key, only on documents with a hashed ID
 //	fingerprint bytes      the payload fingerprint kept at Won (at most 32 bytes), absent for none
+//	origin      string     the delivery that won the record (store.WithOrigin), absent for none
 //
-// A document written before the store kept fingerprints has no fingerprint
-// field and reads as keeping none.
+// A document written before the store kept fingerprints or origins has no
+// such field and reads as keeping none.
 //
 // # Operations
 //

@@ -55,6 +55,7 @@ const (
 	fieldExpiresAt  = "expiresAt"
 	fieldKey        = "key"
 	fieldFP         = "fingerprint"
+	fieldOrigin     = "origin"
 )
 
 // fields returns the document of a new record.
@@ -72,16 +73,22 @@ func fields(r *record.Record) map[string]any {
 	if len(r.Fingerprint) > 0 {
 		m[fieldFP] = r.Fingerprint
 	}
+	if r.Origin != "" {
+		m[fieldOrigin] = r.Origin
+	}
 	return m
 }
 
 // updates returns the changes that turn a stored record into r; the key
-// field never changes. A record without a fingerprint has the field
-// deleted, in the same write.
+// field never changes. A record without a fingerprint or an origin has
+// the field deleted, in the same write.
 func updates(r *record.Record) []firestore.Update {
-	var fp any = firestore.Delete
+	var fp, origin any = firestore.Delete, firestore.Delete
 	if len(r.Fingerprint) > 0 {
 		fp = r.Fingerprint
+	}
+	if r.Origin != "" {
+		origin = r.Origin
 	}
 	return []firestore.Update{
 		{Path: fieldState, Value: r.State},
@@ -90,13 +97,14 @@ func updates(r *record.Record) []firestore.Update {
 		{Path: fieldLeaseUntil, Value: r.LeaseUntil},
 		{Path: fieldExpiresAt, Value: r.ExpiresAt},
 		{Path: fieldFP, Value: fp},
+		{Path: fieldOrigin, Value: origin},
 	}
 }
 
 // parse reads a record from a document's data. Unknown fields are ignored,
 // so that operators may annotate documents; a known field of the wrong type,
 // or a state other than CLAIMED and DONE, is an error. A document without a
-// fingerprint (one written before there were any) keeps none.
+// fingerprint or an origin (one written before there were any) keeps none.
 func parse(data map[string]any) (record.Record, error) {
 	var r record.Record
 	for name, v := range data {
@@ -116,6 +124,8 @@ func parse(data map[string]any) (record.Record, error) {
 			r.Key, ok = v.(string)
 		case fieldFP:
 			r.Fingerprint, ok = v.([]byte)
+		case fieldOrigin:
+			r.Origin, ok = v.(string)
 		default:
 			ok = true
 		}

@@ -47,7 +47,7 @@ func TestDocID(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := record.Record{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}}
+	in := record.Record{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}, Origin: "push/m-101"}
 	data := fields(&in)
 	data["note"] = "added by an operator"
 	out, err := parse(data)
@@ -59,24 +59,32 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	short := record.Record{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
 	if n := len(fields(&short)); n != 5 {
-		t.Errorf("a record with a readable ID and no fingerprint has %d fields, want 5 (no key, no fingerprint)", n)
+		t.Errorf("a record with a readable ID and no fingerprint has %d fields, want 5 (no key, no fingerprint, no origin)", n)
 	}
-	// A document written before fingerprints existed has none.
-	if out, err := parse(fields(&short)); err != nil || out.Fingerprint != nil {
-		t.Errorf("parse of a document without a fingerprint = %v, fingerprint %q; want none", err, out.Fingerprint)
+	// A document written before fingerprints and origins existed has none.
+	if out, err := parse(fields(&short)); err != nil || out.Fingerprint != nil || out.Origin != "" {
+		t.Errorf("parse of a document without a fingerprint or an origin = %v, %+v; want none", err, out)
 	}
 	for _, u := range updates(&in) {
 		if u.Path == fieldKey {
 			t.Error("an update rewrites the key field, which never changes")
 		}
 	}
-	// An update to a record without a fingerprint deletes the field.
-	deletes := false
+	// An update to a record without a fingerprint or an origin deletes the
+	// field; one with an origin writes it.
+	deletes := 0
 	for _, u := range updates(&short) {
-		deletes = deletes || u.Path == fieldFP && u.Value == firestore.Delete
+		if (u.Path == fieldFP || u.Path == fieldOrigin) && u.Value == firestore.Delete {
+			deletes++
+		}
 	}
-	if !deletes {
-		t.Error("an update to a record without a fingerprint must delete the field")
+	if deletes != 2 {
+		t.Errorf("an update to a record without a fingerprint and an origin deletes %d of the fields, want both", deletes)
+	}
+	for _, u := range updates(&in) {
+		if u.Path == fieldOrigin && u.Value != in.Origin {
+			t.Errorf("an update writes origin %v, want %q", u.Value, in.Origin)
+		}
 	}
 }
 

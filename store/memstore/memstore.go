@@ -78,13 +78,14 @@ type entry struct {
 	fence      int64
 	token      string
 	fp         []byte // the payload fingerprint; never written into, so that a decision can share it
+	origin     string // the delivery that won the record
 	leaseUntil int64  // unix nanoseconds on the store's clock
 	expiresAt  int64
 }
 
 // record returns e as the rules read it.
 func (e *entry) record() record.Record {
-	r := record.Record{State: record.StateClaimed, Fence: e.fence, Token: e.token, LeaseUntil: time.Unix(0, e.leaseUntil), ExpiresAt: time.Unix(0, e.expiresAt), Fingerprint: e.fp}
+	r := record.Record{State: record.StateClaimed, Fence: e.fence, Token: e.token, LeaseUntil: time.Unix(0, e.leaseUntil), ExpiresAt: time.Unix(0, e.expiresAt), Fingerprint: e.fp, Origin: e.origin}
 	if e.done {
 		r.State = record.StateDone
 	}
@@ -93,7 +94,7 @@ func (e *entry) record() record.Record {
 
 // entryOf returns the entry that keeps r.
 func entryOf(r *record.Record) entry {
-	return entry{done: r.State == record.StateDone, fence: r.Fence, token: r.Token, fp: r.Fingerprint, leaseUntil: r.LeaseUntil.UnixNano(), expiresAt: r.ExpiresAt.UnixNano()}
+	return entry{done: r.State == record.StateDone, fence: r.Fence, token: r.Token, fp: r.Fingerprint, origin: r.Origin, leaseUntil: r.LeaseUntil.UnixNano(), expiresAt: r.ExpiresAt.UnixNano()}
 }
 
 var (
@@ -147,13 +148,17 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
 	}
+	origin := store.Origin(ctx)
+	if err := store.CheckOrigin(origin); err != nil {
+		return store.Claim{}, err
+	}
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
 	r, found := sh.read(key)
 	cur := orNil(&r, found)
-	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, lease, now)
+	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, origin, lease, now)
 	if write {
 		if plant.On(221) && (cur == nil || !now.Before(cur.ExpiresAt)) {
 			next.Fence, c.Fence = 1, 1 // planted: a record made anew restarts its fences

@@ -1,10 +1,10 @@
 -- claim.lua: take KEYS[1] for a lease, or report who has it.
 --   ARGV[1] lease (ms)  ARGV[2] ttl (ms)  ARGV[3] grace (ms)  ARGV[4] claim token
---   ARGV[5] payload fingerprint ('' for none)
--- Reply: {1, fence, leaseUntil, fingerprint}  won (new, reclaimed or re-affirmed)
---        {2, fence, fingerprint}              already done
---        {3, fence, leaseUntil, fingerprint}  held by another live claim
--- where fingerprint is the one the record keeps, '' for none.
+--   ARGV[5] payload fingerprint ('' for none)  ARGV[6] origin ('' for none)
+-- Reply: {1, fence, leaseUntil, fingerprint, origin}  won (new, reclaimed or re-affirmed)
+--        {2, fence, fingerprint, origin}              already done
+--        {3, fence, leaseUntil, fingerprint, origin}  held by another live claim
+-- where fingerprint and origin are the ones the record keeps, '' for none.
 -- A duplicate (a DONE, unexpired record) is answered from the GET alone:
 -- the script returns before any write, so it moves no dirty counter, sends
 -- nothing to replicas or the AOF and leaves the record's expiry as it was
@@ -15,7 +15,7 @@ local now = now_ms()
 local fence = 0
 local rec = redis.call('GET', KEYS[1])
 if rec then
-  local state, f, lease_until, expires_at, fp, token = parse(rec)
+  local state, f, lease_until, expires_at, fp, token, origin = parse(rec)
   if not state then
     return redis.error_reply(not_a_record)
   end
@@ -24,21 +24,22 @@ if rec then
   -- A record past expiresAt counts as absent, except that its fence goes on.
   if now < tonumber(expires_at) then
     if state == 'D' then
-      return {2, fence, fp}
+      return {2, fence, fp, origin}
     end
     if token == ARGV[4] then
-      return {1, fence, lease_until, fp} -- our own earlier win, retried: re-affirm
+      return {1, fence, lease_until, fp, origin} -- our own earlier win, retried: re-affirm
     end
     if now < lease_until then
-      return {3, fence, lease_until, fp}
+      return {3, fence, lease_until, fp, origin}
     end
   end
 end
 -- New, expired, lapsed or released: take it, the fence raised above the
--- last and to the clock (fence_at), with the caller's fingerprint (or none).
+-- last and to the clock (fence_at), with the caller's fingerprint and
+-- origin (or none).
 fence = fence_at(fence, now)
 local lease_until = now + tonumber(ARGV[1])
 local expires_at = lease_until + tonumber(ARGV[2])
-redis.call('SET', KEYS[1], record(string.format('C%d:%d:%d:', fence, lease_until, expires_at), ARGV[5], ARGV[4]),
+redis.call('SET', KEYS[1], record(string.format('C%d:%d:%d:', fence, lease_until, expires_at), ARGV[5], ARGV[4], ARGV[6]),
   'PXAT', string.format('%d', expires_at + tonumber(ARGV[3])))
-return {1, fence, lease_until, ARGV[5]}
+return {1, fence, lease_until, ARGV[5], ARGV[6]}

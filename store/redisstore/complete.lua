@@ -7,7 +7,7 @@ local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, lease_until, expires_at, fp, token = parse(rec)
+local state, fence, _, expires_at, fp, token, origin = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
@@ -18,8 +18,9 @@ end
 if state == 'D' then
   return 1
 end
--- DONE drops the token and keeps the fingerprint.
+-- DONE drops the token, keeps the fingerprint and the origin, and ends the
+-- lease now: a DONE record's leaseUntil is its completion instant.
 expires_at = now + tonumber(ARGV[2])
-redis.call('SET', KEYS[1], record(string.format('D%s:%s:%d:', fence, lease_until, expires_at), fp, ''),
+redis.call('SET', KEYS[1], record(string.format('D%s:%d:%d:', fence, now, expires_at), fp, '', origin),
   'PXAT', string.format('%d', expires_at + tonumber(ARGV[3])))
 return 1

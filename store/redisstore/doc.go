@@ -37,13 +37,30 @@
 // written before fingerprints existed are upper case and read as keeping
 // none.
 //
+// A record that keeps an origin (see [store.WithOrigin]; the gateway sets
+// one for every delivery) starts with O, then its state in upper case, and
+// gives the lengths of the fingerprint (0 for none) and of the origin
+// before their bytes:
+//
+//	O<C|D><fence>:<leaseUntil>:<expiresAt>:<length>:<length>:<fingerprint><origin><token>
+//	OD1796000340000000:1796000412345:1796004012345:0:10:push/m-101
+//
+// Complete ends the lease at the completion, so a done record's leaseUntil
+// is its completion instant (store.Record.CompletedAt). Records written
+// before origins existed read as keeping none; an earlier version of this
+// package refuses an O record as not a record (its Claim fails, so the
+// delivery is retried, never acknowledged), so a rolling upgrade from it
+// sees such errors from the old instances until the last one is replaced.
+//
 // This layout is stable: a later version that changes it will use a
 // different leading letter, and the scripts refuse a value they do not
 // recognise instead of guessing. One string was chosen over a hash because
 // each script then reads the record with one GET and writes it, with its
 // expiry, with one SET … PXAT, and because a done record is small (about
 // 46 bytes): MEMORY USAGE reports about 170 bytes for a done record under a
-// 50-byte key. A 32-byte fingerprint adds 32 bytes to that.
+// 50-byte key. A 32-byte fingerprint adds 32 bytes to that; an origin its
+// own length and 6 to 8 bytes more (O, its length, and the fingerprint's
+// length when there is none).
 //
 // Redis deletes a record by itself at expiresAt plus [Options.Grace]
 // (PEXPIREAT); nothing sweeps.

@@ -8,7 +8,7 @@ local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, _, expires_at, fp, token = parse(rec)
+local state, fence, _, expires_at, fp, token, origin = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
@@ -19,6 +19,6 @@ if state ~= 'C' or fence ~= ARGV[1] or token ~= ARGV[5] or now >= expires_at the
 end
 local lease_until = now + tonumber(ARGV[2])
 expires_at = math.max(expires_at, lease_until + tonumber(ARGV[3]))
-redis.call('SET', KEYS[1], record(string.format('C%s:%d:%d:', fence, lease_until, expires_at), fp, token),
+redis.call('SET', KEYS[1], record(string.format('C%s:%d:%d:', fence, lease_until, expires_at), fp, token, origin),
   'PXAT', string.format('%d', expires_at + tonumber(ARGV[4])))
 return lease_until

@@ -48,7 +48,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 
 // parseInspect reads inspect.lua's reply.
 func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, error) {
-	if len(reply) != 1 && len(reply) != 7 {
+	if len(reply) != 1 && len(reply) != 8 {
 		return store.Record{}, false, fmt.Errorf("unexpected reply %q", reply)
 	}
 	var n [4]int64 // now, fence, leaseUntil, expiresAt
@@ -72,6 +72,7 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 		Token:      reply[5],
 		LeaseUntil: time.UnixMilli(n[2]),
 		ExpiresAt:  time.UnixMilli(n[3]),
+		Origin:     reply[7],
 		ReadAt:     time.UnixMilli(n[0]),
 	}
 	if reply[6] != "" {
@@ -81,7 +82,7 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 	case "C":
 	case "D":
 		r.State, r.Token = store.Done, ""
-		r.CompletedAt = time.UnixMilli(n[3] - s.ttl)
+		r.CompletedAt = r.LeaseUntil
 	default:
 		return store.Record{}, false, fmt.Errorf("unexpected state %q", reply[1])
 	}

@@ -38,13 +38,23 @@ func parseRecord(t testing.TB, raw string) record {
 		}
 	}
 	r := record{state: m[1], fence: n[0], leaseUntil: n[1], expiresAt: n[2], token: m[5]}
-	if r.state == "c" || r.state == "d" { // <n>:<fingerprint><token>
+	switch r.state {
+	case "c", "d": // <n>:<fingerprint><token>
 		size, rest, _ := strings.Cut(r.token, ":")
 		l, err := strconv.Atoi(size)
 		if err != nil || l < 1 || l > len(rest) {
 			t.Fatalf("record %q: no fingerprint after a lower-case state", raw)
 		}
 		r.fp, r.token = rest[:l], rest[l:]
+	case "OC", "OD": // <n>:<m>:<fingerprint><origin><token>
+		fpSize, rest, _ := strings.Cut(r.token, ":")
+		originSize, rest, _ := strings.Cut(rest, ":")
+		l, err1 := strconv.Atoi(fpSize)
+		o, err2 := strconv.Atoi(originSize)
+		if err1 != nil || err2 != nil || l < 0 || o < 1 || l+o > len(rest) {
+			t.Fatalf("record %q: no origin after O", raw)
+		}
+		r.fp, r.origin, r.token = rest[:l], rest[l:l+o], rest[l+o:]
 	}
 	return r
 }

@@ -1,31 +1,46 @@
 -- record.lua: the record layout and the server clock, prepended to every script (see scripts.go).
 -- Without a fingerprint:  <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
 -- With one:               <c|d><fence>:<leaseUntil>:<expiresAt>:<n>:<fingerprint><token>
--- where n is the fingerprint's length in bytes, in decimal. See doc.go.
+-- With an origin:          O<C|D><fence>:<leaseUntil>:<expiresAt>:<n>:<m>:<fingerprint><origin><token>
+-- where n and m are the fingerprint's and the origin's lengths in bytes,
+-- in decimal. See doc.go.
 
 -- parse splits a record into state ('C' or 'D'), fence, leaseUntil and
--- expiresAt (as the digits stored), fingerprint ('' for none) and token,
--- or returns nil when rec is not a record.
+-- expiresAt (as the digits stored), fingerprint ('' for none), token and
+-- origin ('' for none), or returns nil when rec is not a record.
 local function parse(rec)
   local state, fence, lease_until, expires_at, rest = string.match(rec, '^([CDcd])(%d+):(%d+):(%d+):(.*)$')
   if not state then
-    return nil
+    state, fence, lease_until, expires_at, rest = string.match(rec, '^O([CD])(%d+):(%d+):(%d+):(.*)$')
+    if not state then
+      return nil
+    end
+    local n, m, tail = string.match(rest, '^(%d+):(%d+):(.*)$')
+    n, m = tonumber(n), tonumber(m)
+    if not n or not m or n + m > #tail then
+      return nil
+    end
+    return state, fence, lease_until, expires_at, string.sub(tail, 1, n), string.sub(tail, n + m + 1), string.sub(tail, n + 1, n + m)
   end
   if state == 'C' or state == 'D' then
-    return state, fence, lease_until, expires_at, '', rest
+    return state, fence, lease_until, expires_at, '', rest, ''
   end
   local n, tail = string.match(rest, '^(%d+):(.*)$')
   n = tonumber(n)
   if not n or n > #tail then
     return nil
   end
-  return string.upper(state), fence, lease_until, expires_at, string.sub(tail, 1, n), string.sub(tail, n + 1)
+  return string.upper(state), fence, lease_until, expires_at, string.sub(tail, 1, n), string.sub(tail, n + 1), ''
 end
 
--- record joins head ('<C|D><fence>:<leaseUntil>:<expiresAt>:'), fp and
--- token into a record. The fingerprint and token are appended with ..,
--- not format's %s, which stops at a NUL byte.
-local function record(head, fp, token)
+-- record joins head ('<C|D><fence>:<leaseUntil>:<expiresAt>:'), fp, token
+-- and origin into a record, in the shortest layout that keeps them. The
+-- fingerprint, origin and token are appended with .., not format's %s,
+-- which stops at a NUL byte.
+local function record(head, fp, token, origin)
+  if origin ~= '' then
+    return 'O' .. head .. #fp .. ':' .. #origin .. ':' .. fp .. origin .. token
+  end
   if fp == '' then
     return head .. token
   end
@@ -44,12 +59,12 @@ end
 -- released is the record a Release (or a Forget) leaves of a claim at
 -- fence: CLAIMED with a higher fence, its lease ended at now, with no token
 -- and no fingerprint, so that neither the old fence nor the old token may
--- act on it again. It lives at least ttl more, so that Redis deletes it no
--- sooner than a ttl after the fence it now holds. Returns the record and
--- its expiresAt.
-local function released(fence, now, expires_at, ttl)
+-- act on it again, and the last holder's origin. It lives at least ttl
+-- more, so that Redis deletes it no sooner than a ttl after the fence it
+-- now holds. Returns the record and its expiresAt.
+local function released(fence, now, expires_at, ttl, origin)
   expires_at = math.max(tonumber(expires_at), now + ttl)
-  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', ''), expires_at
+  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', '', origin), expires_at
 end
 
 -- now_ms reads the server's clock in milliseconds: every decision is taken

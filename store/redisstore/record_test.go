@@ -14,15 +14,16 @@ import (
 
 // record is a record read back in the layout doc.go documents.
 type record struct {
-	state                 string // as stored: lower case when a fingerprint follows
+	state                 string // as stored: lower case when a fingerprint follows, after O when an origin does
 	fence                 int64
 	leaseUntil, expiresAt int64 // unix ms on the server's clock
 	fp                    string
+	origin                string
 	token                 string
 	pexpireAt             int64 // when Redis deletes the key, unix ms
 }
 
-var recordLayout = regexp.MustCompile(`(?s)^([CDcd])(\d+):(\d+):(\d+):(.*)$`)
+var recordLayout = regexp.MustCompile(`(?s)^(O[CD]|[CDcd])(\d+):(\d+):(\d+):(.*)$`)
 
 // readRecord reads and parses the raw key of a record.
 func readRecord(t testing.TB, client redis.UniversalClient, rawKey string) record {
@@ -263,5 +264,93 @@ func TestExtendLayout(t *testing.T) {
 	r = readRecord(t, client, prefix+"k")
 	if r.expiresAt != was.expiresAt || r.pexpireAt != was.pexpireAt {
 		t.Errorf("a shorter Extend moved the expiry in: %+v, was %+v", r, was)
+	}
+}
+
+// TestOriginLayout pins the O layout through a record's life: the origin
+// kept from Claim through Complete, which ends the lease at the
+// completion, and through Release; with a fingerprint beside it.
+func TestOriginLayout(t *testing.T) {
+	const ttl = time.Hour
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl})
+	ctx := store.WithOrigin(t.Context(), "push/m-101")
+	c, err := s.Claim(ctx, "k", time.Minute)
+	if err != nil || c.Status != store.Won || c.Origin != "push/m-101" {
+		t.Fatalf("Claim = %+v, %v; want Won with origin push/m-101", c, err)
+	}
+	raw := client.Get(ctx, prefix+"k").Val()
+	if want := fmt.Sprintf("OC%d:%d:%d:0:10:push/m-101%s", c.Fence, c.LeaseUntil.UnixMilli(), c.LeaseUntil.UnixMilli()+ttl.Milliseconds(), c.Token); raw != want {
+		t.Errorf("claimed record = %q, want %q", raw, want)
+	}
+	before := serverMillis(t, client)
+	if ok, err := s.Complete(ctx, c); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v; want true", ok, err)
+	}
+	after := serverMillis(t, client)
+	r := readRecord(t, client, prefix+"k")
+	if r.state != "OD" || r.origin != "push/m-101" || r.token != "" || r.fp != "" {
+		t.Errorf("completed record = %+v, want OD with the origin and no token", r)
+	}
+	if r.leaseUntil < before || r.leaseUntil > after || r.expiresAt != r.leaseUntil+ttl.Milliseconds() {
+		t.Errorf("completed record = %+v, want leaseUntil the completion in [%d, %d] and expiresAt a ttl later", r, before, after)
+	}
+	if n, err := client.MemoryUsage(ctx, prefix+"k").Result(); err == nil {
+		t.Logf("a DONE record with a %d-byte key and a %d-byte origin uses %d bytes (MEMORY USAGE), value %d bytes", len(prefix+"k"), len(r.origin), n, len(client.Get(ctx, prefix+"k").Val()))
+	}
+
+	// With a fingerprint too, and through a Release: the origin stays, the
+	// fingerprint and the token go.
+	fctx := store.WithFingerprint(ctx, []byte("fp:\x00"))
+	f, err := s.Claim(fctx, "f", time.Minute)
+	if err != nil || f.Status != store.Won {
+		t.Fatalf("Claim = %+v, %v; want Won", f, err)
+	}
+	if r := readRecord(t, client, prefix+"f"); r.state != "OC" || r.fp != "fp:\x00" || r.origin != "push/m-101" || r.token != f.Token {
+		t.Errorf("claimed record = %+v, want OC with the fingerprint, the origin and the token", r)
+	}
+	if err := s.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRecord(t, client, prefix+"f"); r.state != "OC" || r.fp != "" || r.origin != "push/m-101" || r.token != "" {
+		t.Errorf("released record = %+v, want OC with the origin only", r)
+	}
+}
+
+// TestRecordsBeforeOrigins: records in the layouts written before origins
+// existed are read as keeping none, and a Claim with an origin that takes
+// one over writes the O layout.
+func TestRecordsBeforeOrigins(t *testing.T) {
+	client := newClient(t)
+	prefix := uniquePrefix(t)
+	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
+	ctx := t.Context()
+	now := serverMillis(t, client)
+	for key, v := range map[string]string{
+		"done":   fmt.Sprintf("D7:%d:%d:", now-1000, now+60_000),
+		"donefp": fmt.Sprintf("d7:%d:%d:2:fp", now-1000, now+60_000),
+	} {
+		if err := client.Set(ctx, prefix+key, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Claim(store.WithOrigin(ctx, "push/m-2"), key, time.Minute)
+		if err != nil || c.Status != store.AlreadyDone || c.Origin != "" {
+			t.Errorf("Claim of %q = %+v, %v; want AlreadyDone with no origin", v, c, err)
+		}
+		r, ok, err := s.Inspect(ctx, key)
+		if err != nil || !ok || r.Origin != "" || r.State != store.Done || r.Fence != 7 {
+			t.Errorf("Inspect of %q = %+v, %v, %v; want DONE at fence 7 with no origin", v, r, ok, err)
+		}
+	}
+	if err := client.Set(ctx, prefix+"lapsed", fmt.Sprintf("C7:%d:%d:tok", now-1000, now+60_000), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(store.WithOrigin(ctx, "pull/m-3"), "lapsed", time.Minute)
+	if err != nil || c.Status != store.Won || c.Origin != "pull/m-3" {
+		t.Fatalf("Claim over a lapsed record = %+v, %v; want Won with origin pull/m-3", c, err)
+	}
+	if r := readRecord(t, client, prefix+"lapsed"); r.state != "OC" || r.origin != "pull/m-3" || r.token != c.Token {
+		t.Errorf("record after the takeover = %+v, want OC with the new origin", r)
 	}
 }

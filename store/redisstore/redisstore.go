@@ -172,11 +172,15 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
 	}
+	origin := store.Origin(ctx)
+	if err := store.CheckOrigin(origin); err != nil {
+		return store.Claim{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	token := store.ClaimToken(ctx)
-	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token, fp).Slice()
+	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token, fp, origin).Slice()
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -191,29 +195,31 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 }
 
 // claimReply reads claim.lua's reply: the status, the fence, the lease's
-// end unless the record is done, and the kept fingerprint ("" for none).
+// end unless the record is done, and the kept fingerprint and origin (""
+// for none).
 func claimReply(key string, r []any) (store.Claim, bool) {
 	n := len(r)
-	if n < 3 {
+	if n < 4 {
 		return store.Claim{}, false
 	}
 	status, ok1 := r[0].(int64)
 	fence, ok2 := r[1].(int64)
-	fp, ok3 := r[n-1].(string)
-	if !ok1 || !ok2 || !ok3 {
+	fp, ok3 := r[n-2].(string)
+	origin, ok4 := r[n-1].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return store.Claim{}, false
 	}
-	c := store.Claim{Key: key, Fence: fence}
+	c := store.Claim{Key: key, Fence: fence, Origin: origin}
 	if fp != "" {
 		c.Fingerprint = []byte(fp)
 	}
 	switch {
-	case status == replyDone && n == 3:
+	case status == replyDone && n == 4:
 		c.Status = store.AlreadyDone
 		return c, true
-	case status == replyWon && n == 4:
+	case status == replyWon && n == 5:
 		c.Status = store.Won
-	case status == replyHeld && n == 4:
+	case status == replyHeld && n == 5:
 		c.Status = store.HeldByOther
 	default:
 		return store.Claim{}, false
@@ -279,7 +285,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 		return store.Claim{}, store.ErrFenced
 	}
 	// The fingerprint is c's: only a Claim that raises the fence writes one.
-	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint}, nil
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint, Origin: c.Origin}, nil
 }
 
 // fence is c's fence as the scripts compare it: the decimal digits the

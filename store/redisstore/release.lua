@@ -6,7 +6,7 @@ local rec = redis.call('GET', KEYS[1])
 if not rec then
   return 0
 end
-local state, fence, _, expires_at, _, token = parse(rec)
+local state, fence, _, expires_at, _, token, origin = parse(rec)
 if not state then
   return redis.error_reply(not_a_record)
 end
@@ -16,7 +16,7 @@ if state ~= 'C' or fence ~= ARGV[1] or token ~= ARGV[2] or now >= tonumber(expir
 end
 -- Raise the fence, end the lease now and forget the token and the
 -- fingerprint: the claim is abandoned, so neither its fence nor its token
--- may act on the record again.
-local rel, at = released(fence, now, expires_at, tonumber(ARGV[3]))
+-- may act on the record again. The origin stays: the last holder's.
+local rel, at = released(fence, now, expires_at, tonumber(ARGV[3]), origin)
 redis.call('SET', KEYS[1], rel, 'PXAT', string.format('%d', at + tonumber(ARGV[4])))
 return 1

@@ -32,7 +32,7 @@ const (
 )
 
 // TestUpgradeDoesNotStall runs CreateTable on a table that needs DDL (the
-// fingerprint column, or the index on expires_at) while a transaction that
+// fingerprint and origin columns, or the index on expires_at) while a transaction that
 // updated one of its rows stays open, as a business transaction that
 // called CompleteTx does. Meanwhile another session's Extend and Claim on
 // other rows must not queue behind the DDL for longer than its lock
@@ -138,7 +138,7 @@ func testUpgradeDoesNotStall(t *testing.T, b backend, missing string, txEnds boo
 			lat <- time.Since(began)
 			began = time.Now()
 			_, err := s.Claim(ctx, fmt.Sprintf("new-%d", i), time.Minute)
-			if err != nil && !strings.Contains(err.Error(), "no fingerprint column") {
+			if err != nil && !strings.Contains(err.Error(), "lacks the column") {
 				traffic <- fmt.Errorf("Claim: %w", err)
 				return
 			}

@@ -84,9 +84,9 @@ func (d Dialect) spec() (spec, bool) {
 // ttl (in milliseconds, written into the texts as a literal).
 type statements struct {
 	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms), $5
-	// fingerprint (NULL for none) and yields the record as it stands
-	// afterwards: its fence, its lease as the caller sees it and its
-	// fingerprint (claimResult in postgres.go).
+	// fingerprint and $6 origin (NULL for none) and yields the record as it
+	// stands afterwards: its fence, its lease as the caller sees it, its
+	// fingerprint and its origin (claimResult in postgres.go).
 	claim query
 	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
 	// once it meets a serialization failure (pgClaimNoWrite).
@@ -115,6 +115,8 @@ type statements struct {
 	create []string
 	// addColumn adds the fingerprint column to a table that lacks it.
 	addColumn string
+	// addOrigin adds the origin column to a table that lacks it.
+	addOrigin string
 }
 
 // pgTransient recognises PostgreSQL's serialization_failure and

@@ -38,7 +38,7 @@ func ClaimWAL(ctx context.Context, s *Store, key, token string, lease time.Durat
 		q = s.q.claimNoWrite
 	}
 	var plan []byte
-	err := s.db.QueryRowContext(ctx, "EXPLAIN (ANALYZE, WAL, FORMAT JSON) "+q.text, keyHash(key), key, token, ceilMillis(lease), nil).Scan(&plan)
+	err := s.db.QueryRowContext(ctx, "EXPLAIN (ANALYZE, WAL, FORMAT JSON) "+q.text, keyHash(key), key, token, ceilMillis(lease), nil, nil).Scan(&plan)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,22 @@ import (
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
+// oldSchema is the DDL of the store's table as earlier versions created
+// it, with the table's name in place of %T: before it kept origins, and,
+// unless fp, before it kept fingerprints.
+func oldSchema(d sqlstore.Dialect, fp bool) []string {
+	ddl := preFingerprintSchema(d)
+	if fp {
+		col := map[sqlstore.Dialect]string{sqlstore.PostgreSQL: "bytea", sqlstore.SQLite: "BLOB"}[d]
+		if col == "" {
+			col = "VARBINARY(32) NULL"
+		}
+		ddl[0] = strings.Replace(ddl[0], "expires_at  BIGINT     NOT NULL,", "expires_at  BIGINT     NOT NULL,\n\tfingerprint "+col+",", 1)
+		ddl[0] = strings.Replace(ddl[0], "NOT NULL\n)", "NOT NULL,\n\tfingerprint "+col+"\n)", 1)
+	}
+	return ddl
+}
+
 // preFingerprintSchema is the DDL of the store's table before it kept
 // fingerprints, as deployments created it: the table and its index, with
 // the table's name in place of %T.
@@ -51,83 +67,93 @@ func preFingerprintSchema(d sqlstore.Dialect) []string {
 ) ENGINE = InnoDB`}
 }
 
-// TestUpgradeAddsFingerprintColumn opens a store on a table created before
-// the fingerprint column, holding a completed record. Until CreateTable
-// runs, Claim fails with an error that says what to do; CreateTable adds
-// the column, from several instances at once, and then only looks; the old
-// record answers with no fingerprint and new claims keep theirs.
-func TestUpgradeAddsFingerprintColumn(t *testing.T) {
+// TestUpgradeAddsColumns opens a store on a table created before the
+// fingerprint column, or after it but before the origin column, holding a
+// completed record. Until CreateTable runs, Claim fails with an error that
+// says what to do, naming the ALTER TABLE to run; CreateTable adds the
+// columns, from several instances at once, and then only looks; the old
+// record answers with no fingerprint and no origin, and new claims keep
+// theirs.
+func TestUpgradeAddsColumns(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			spy := &spyConnector{Connector: b.connector(t)}
-			db := openDB(t, spy, 4)
-			table := uniqueTable()
-			t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
-			for _, ddl := range preFingerprintSchema(b.dialect) {
-				if _, err := db.ExecContext(ctx, strings.ReplaceAll(ddl, "%T", table)); err != nil {
-					t.Fatal(err)
-				}
+		for _, fp := range []bool{false, true} {
+			name, missing := b.name+"/BeforeFingerprints", "ADD COLUMN fingerprint"
+			if fp {
+				name, missing = b.name+"/BeforeOrigins", "ADD COLUMN origin"
 			}
-			insert := `INSERT INTO ` + table + ` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ($1, 'old', 2, 1, 'x', 0, $2)`
-			if b.dialect == sqlstore.MySQL || b.dialect == sqlstore.MariaDB {
-				insert = strings.NewReplacer("$1", "?", "$2", "?").Replace(insert)
-			}
-			h := sha256.Sum256([]byte("old"))
-			if _, err := db.ExecContext(ctx, insert, h[:], time.Now().Add(time.Hour).UnixMilli()); err != nil {
-				t.Fatal(err)
-			}
-			stores := make([]*sqlstore.Store, 3)
-			for i := range stores {
-				s, err := sqlstore.New(db, b.dialect, &sqlstore.Options{Table: table})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stores[i] = s
-			}
-			s := stores[0]
-			fpA, fpB := []byte("payload-a"), []byte("payload-b")
+			t.Run(name, func(t *testing.T) { upgradeAddsColumns(t, b, fp, missing) })
+		}
+	}
+}
 
-			_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
-			if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), "ADD COLUMN fingerprint") {
-				t.Fatalf("Claim on a table without the fingerprint column = %v; want an error naming CreateTable and the ALTER TABLE to run", err)
-			}
-			t.Logf("Claim before CreateTable: %v", err)
+func upgradeAddsColumns(t *testing.T, b backend, fp bool, missing string) {
+	t.Parallel()
+	ctx := t.Context()
+	spy := &spyConnector{Connector: b.connector(t)}
+	db := openDB(t, spy, 4)
+	table := uniqueTable()
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
+	for _, ddl := range oldSchema(b.dialect, fp) {
+		if _, err := db.ExecContext(ctx, strings.ReplaceAll(ddl, "%T", table)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := `INSERT INTO ` + table + ` (key_hash, key_text, state, fence, token, lease_until, expires_at) VALUES ($1, 'old', 2, 1, 'x', 0, $2)`
+	if b.dialect == sqlstore.MySQL || b.dialect == sqlstore.MariaDB {
+		insert = strings.NewReplacer("$1", "?", "$2", "?").Replace(insert)
+	}
+	h := sha256.Sum256([]byte("old"))
+	if _, err := db.ExecContext(ctx, insert, h[:], time.Now().Add(time.Hour).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	stores := make([]*sqlstore.Store, 3)
+	for i := range stores {
+		s, err := sqlstore.New(db, b.dialect, &sqlstore.Options{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	s := stores[0]
+	fpA, fpB := []byte("payload-a"), []byte("payload-b")
 
-			// Instances that start together all upgrade the table.
-			var wg sync.WaitGroup
-			errs := make([]error, len(stores))
-			for i, s := range stores {
-				wg.Go(func() { errs[i] = s.CreateTable(ctx) })
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Fatalf("CreateTable %d on the old table: %v", i, err)
-				}
-			}
-			before := spy.stmts.Load()
-			if err := s.CreateTable(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if n := spy.stmts.Load() - before; n != 1 {
-				t.Errorf("CreateTable on the upgraded table ran %d statements, want 1 (the lookup)", n)
-			}
+	_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "ADD COLUMN origin") {
+		t.Fatalf("Claim on a table without some columns = %v; want an error naming CreateTable and the ALTER TABLE to run (%s, and ADD COLUMN origin)", err, missing)
+	}
+	t.Logf("Claim before CreateTable: %v", err)
 
-			old, err := s.Claim(store.WithFingerprint(ctx, fpB), "old", time.Minute)
-			if err != nil || old.Status != store.AlreadyDone || old.Fence != 1 || old.Fingerprint != nil {
-				t.Errorf("Claim of the record written before the upgrade = %+v, %v; want AlreadyDone at fence 1 with no fingerprint", old, err)
-			}
-			won, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
-			if err != nil || won.Status != store.Won || string(won.Fingerprint) != string(fpA) {
-				t.Fatalf("Claim after the upgrade = %+v, %v; want Won with fingerprint %q", won, err, fpA)
-			}
-			held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
-			if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) {
-				t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q", held, err, fpA)
-			}
-		})
+	// Instances that start together all upgrade the table.
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.CreateTable(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("CreateTable %d on the old table: %v", i, err)
+		}
+	}
+	before := spy.stmts.Load()
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := spy.stmts.Load() - before; n != 1 {
+		t.Errorf("CreateTable on the upgraded table ran %d statements, want 1 (the lookup)", n)
+	}
+
+	old, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpB), "push/m-2"), "old", time.Minute)
+	if err != nil || old.Status != store.AlreadyDone || old.Fence != 1 || old.Fingerprint != nil || old.Origin != "" {
+		t.Errorf("Claim of the record written before the upgrade = %+v, %v; want AlreadyDone at fence 1 with no fingerprint and no origin", old, err)
+	}
+	won, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpA), "push/m-1"), "new", time.Minute)
+	if err != nil || won.Status != store.Won || string(won.Fingerprint) != string(fpA) || won.Origin != "push/m-1" {
+		t.Fatalf("Claim after the upgrade = %+v, %v; want Won with fingerprint %q and origin push/m-1", won, err, fpA)
+	}
+	held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
+	if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) || held.Origin != "push/m-1" {
+		t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q and origin", held, err, fpA)
 	}
 }
 

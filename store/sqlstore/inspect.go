@@ -18,12 +18,12 @@ var _ store.Inspector = (*Store)(nil)
 
 // inspectSelect reads the clock and the live record, if any, in one row:
 // the LEFT JOIN yields NULLs when the key is absent or its record expired.
-const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at, r.fingerprint
+const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at, r.fingerprint, r.origin
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
 // forgetUpdate turns a live record, CLAIMED or DONE, into a released claim:
 // Release's assignments (releaseUpdate in postgres.go) without its fence,
-// token and state guards. It never deletes, so the fence goes on rising.
+// token and state guards; the origin stays, naming the last holder. It never deletes, so the fence goes on rising.
 // The fence always changes, so MySQL counts the row as affected whatever
 // CLIENT_FOUND_ROWS says.
 const forgetUpdate = `UPDATE {T} SET
@@ -61,15 +61,15 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	var (
 		now                          int64
 		state, fence, until, expires sql.NullInt64
-		token                        sql.NullString
+		token, origin                sql.NullString
 		fp                           []byte
 	)
 	q := s.render(inspectSelect)
 	err := s.retry(ctx, func() error {
-		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires, &fp}, keyHash(key))
+		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires, &fp, &origin}, keyHash(key))
 	})
 	if err != nil {
-		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", err)
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", s.schemaHint(ctx, err))
 	}
 	if !state.Valid {
 		return store.Record{}, false, nil
@@ -81,6 +81,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 		Token:      token.String,
 		LeaseUntil: time.UnixMilli(until.Int64),
 		ExpiresAt:  time.UnixMilli(expires.Int64),
+		Origin:     origin.String,
 		ReadAt:     time.UnixMilli(now),
 	}
 	if len(fp) > 0 {
@@ -90,7 +91,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	case 1:
 	case 2:
 		r.State, r.Token = store.Done, ""
-		r.CompletedAt = time.UnixMilli(expires.Int64 - s.ttl)
+		r.CompletedAt = r.LeaseUntil
 	default:
 		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %.40q has state %d, want 1 or 2", key, state.Int64)
 	}
@@ -132,10 +133,10 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // TableExists reports whether the store's schema is complete: the table,
-// its index on expires_at and its fingerprint column (and, with
-// Options.Outbox, the outbox table and its index). It changes nothing;
-// [Store.CreateTable] creates what is missing, and adds the column to a
-// table that predates it. A table whose key_hash is not unique as every
+// its index on expires_at and its fingerprint and origin columns (and,
+// with Options.Outbox, the outbox table and its index). It changes
+// nothing; [Store.CreateTable] creates what is missing, and adds the
+// columns to a table that predates them. A table whose key_hash is not unique as every
 // Claim needs it (the primary key, or the only column of a full unique
 // index or constraint) is an error, which names the table and what it
 // lacks.

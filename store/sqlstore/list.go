@@ -32,7 +32,7 @@ AND (
 	($5 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until > clock.ms AND r.fence <= clock.ms * 1000 - $9)
 	OR ($6 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until <= clock.ms AND r.lease_until <= clock.ms - $10)
 	OR ($7 = 1 AND r.state = 1 AND r.token = '' AND r.lease_until <= clock.ms - $10)
-	OR ($8 = 1 AND r.state = 2 AND r.expires_at <= clock.ms + {TTL} - $10)
+	OR ($8 = 1 AND r.state = 2 AND r.lease_until <= clock.ms - $10)
 )
 ORDER BY {KB}
 LIMIT $11`

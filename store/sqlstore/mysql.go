@@ -37,15 +37,16 @@ const mysqlClaimWins = `(expires_at <= {NOW} OR (state = 1 AND lease_until <= {N
 // mariadbClaim is the whole Claim on MariaDB: the upsert of claimUpsert,
 // with RETURNING (MariaDB 10.5) reporting the row as it stands afterwards,
 // whether inserted, taken over or left alone.
-const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-VALUES ($1, $2, 1, {NOW} * 1000, $3, {NOW} + $4, lease_until + {TTL}, $5)
+const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
+VALUES ($1, $2, 1, {NOW} * 1000, $3, {NOW} + $4, lease_until + {TTL}, $5, $6)
 ON DUPLICATE KEY UPDATE
 	fence       = IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence),
 	state       = IF(@idemgate_won, 1, state),
 	token       = IF(@idemgate_won, $3, token),
 	lease_until = IF(@idemgate_won, {NOW} + $4, lease_until),
 	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at),
-	fingerprint = IF(@idemgate_won, $5, fingerprint)
+	fingerprint = IF(@idemgate_won, $5, fingerprint),
+	origin      = IF(@idemgate_won, $6, origin)
 RETURNING ` + mysqlClaimResult
 
 // mysqlClaim is the same upsert for MySQL, which has no RETURNING. Every
@@ -55,22 +56,23 @@ RETURNING ` + mysqlClaimResult
 // same connection. The answer is therefore exactly what this statement
 // wrote, with no second look at the table, no transaction and no lock held
 // across the round trip: two statements, the fewest MySQL allows.
-const mysqlClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
+const mysqlClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
 VALUES ($1, $2, @idemgate_state := 1, @idemgate_fence := {NOW} * 1000, @idemgate_token := $3,
-	@idemgate_lease := {NOW} + $4, lease_until + {TTL}, @idemgate_fp := $5)
+	@idemgate_lease := {NOW} + $4, lease_until + {TTL}, @idemgate_fp := $5, @idemgate_origin := $6)
 ON DUPLICATE KEY UPDATE
 	fence       = (@idemgate_fence := IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence)),
 	state       = (@idemgate_state := IF(@idemgate_won, 1, state)),
 	token       = (@idemgate_token := IF(@idemgate_won, $3, token)),
 	lease_until = (@idemgate_lease := IF(@idemgate_won, {NOW} + $4, lease_until)),
 	expires_at  = IF(@idemgate_won, lease_until + {TTL}, expires_at),
-	fingerprint = (@idemgate_fp := IF(@idemgate_won, $5, fingerprint))`
+	fingerprint = (@idemgate_fp := IF(@idemgate_won, $5, fingerprint)),
+	origin      = (@idemgate_origin := IF(@idemgate_won, $6, origin))`
 
 const mysqlClaimRead = `SELECT @idemgate_fence,
-	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease)), @idemgate_fp`
+	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease)), @idemgate_fp, @idemgate_origin`
 
 // mysqlClaimResult is claimResult (postgres.go) in MySQL's words.
-const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until)), fingerprint`
+const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until)), fingerprint, origin`
 
 // MySQL's UPDATE has no RETURNING, and whether it counts a matched row
 // whose values did not change depends on the client flag CLIENT_FOUND_ROWS
@@ -79,20 +81,23 @@ const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -l
 // expr, and the server reports the value in the statement's OK packet
 // (sql.Result.LastInsertId) only when a row matched; otherwise it reports 0.
 // This is MySQL's documented way to read a value from an UPDATE in the same
-// round trip. Assignments run left to right: Complete computes expires_at
-// from the old state before state changes, and Extend computes expires_at
-// from the new lease_until.
+// round trip. Assignments run left to right: Complete ends the lease now
+// and computes expires_at from the new lease_until (one reading of the
+// clock), both from the old state before state changes, and Extend
+// computes expires_at from the new lease_until.
 
 const mysqlComplete = `UPDATE {T} SET
-	expires_at = IF(state = 1, {NOW} + {TTL}, expires_at),
-	state      = 2,
+	lease_until = IF(state = 1, {NOW}, lease_until),
+	expires_at  = IF(state = 1, lease_until + {TTL}, expires_at),
+	state       = 2,
 	fence      = LAST_INSERT_ID(fence)
 WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
 
 // mysqlCompleteTx is completeTxUpdate (postgres.go) in MySQL's words.
 const mysqlCompleteTx = `UPDATE {T} SET
-	expires_at = {NOW} + {TTL},
-	state      = 2,
+	lease_until = {NOW},
+	expires_at  = lease_until + {TTL},
+	state       = 2,
 	fence      = LAST_INSERT_ID(fence)
 WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
 
@@ -140,10 +145,12 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 	lease_until BIGINT     NOT NULL,
 	expires_at  BIGINT     NOT NULL,
 	fingerprint VARBINARY(32) NULL,
+	origin      VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 	PRIMARY KEY (key_hash),
 	KEY ` + backquote(t.index()) + ` (expires_at)
 ) ENGINE = InnoDB`}
 		s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint VARBINARY(32) NULL`
+		s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL`
 		return s
 	}
 }

@@ -34,17 +34,17 @@ import "strconv"
 // microseconds later, within the same lock.
 
 // claimResult is what every Claim statement answers besides the fence and
-// the fingerprint the record keeps: the record's lease as the caller ($3)
-// sees it, packed in one number. It is 0
+// the fingerprint and origin the record keeps: the record's lease as the
+// caller ($3) sees it, packed in one number. It is 0
 // when the record is DONE, lease_until when the caller's token holds the
 // claim (a win, a takeover or a retried win) and -lease_until when another
 // token does (lease_until is epoch milliseconds, never 0). Two integer
 // columns cost the driver less than the four they stand for: about 3% of
 // PostgreSQL's throughput, measured (docs/benchmarks.md).
-const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint`
+const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint, origin`
 
 // doneRead finds the record of key $1 when it is DONE and has not expired,
-// and answers as claimResult does for it (fence, 0, fingerprint). A DONE
+// and answers as claimResult does for it (fence, 0, fingerprint, origin). A DONE
 // record is final until it expires or an operator forgets it, so a Claim
 // that finds one needs no lock and writes nothing: PostgreSQL's Claims read
 // it first in the same statement (pgClaim, pgClaimNoWrite), SQLite's as a
@@ -54,13 +54,13 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // and a Forget that committed before the statement began is in that
 // snapshot (TestDuplicateClaimWritesNothing, and the conformance suite's
 // linearizability check).
-const doneRead = `SELECT fence, 0 AS until, fingerprint FROM {T} WHERE key_hash = $1 AND state = 2 AND expires_at > {NOW}`
+const doneRead = `SELECT fence, 0 AS until, fingerprint, origin FROM {T} WHERE key_hash = $1 AND state = 2 AND expires_at > {NOW}`
 
 // claimUpsert claims a key in one statement that returns a row in every
 // case it runs ({FIRST} holds; on PostgreSQL see pgClaim, on SQLite it
 // always holds; MariaDB's ON DUPLICATE KEY form in mysql.go is the same
 // idea). The INSERT creates an absent record at fence clock.ms * 1000 with
-// the caller's fingerprint ($5, NULL for none), its lease and expiry from
+// the caller's fingerprint ($5) and origin ($6), NULL for none, its lease and expiry from
 // one reading of the clock. On a conflict, the DO
 // UPDATE always updates the existing row, and decides once: the sub-select
 // reads the clock once (clock.ms), after the row lock, and every column
@@ -91,16 +91,17 @@ const doneRead = `SELECT fence, 0 AS until, fingerprint FROM {T} WHERE key_hash 
 // so there the update of a held record costs no more than the read it
 // replaces. (SQLite needs the WHERE of the INSERT's SELECT to parse ON
 // CONFLICT as the upsert's.)
-const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock WHERE {FIRST}
-ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
+const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
+SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5, $6 FROM (SELECT {NOW} AS ms) AS clock WHERE {FIRST}
+ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin) = (
 	SELECT
 		CASE WHEN {WIN} THEN 1 ELSE r.state END,
 		CASE WHEN {WIN} THEN {MAX}(r.fence + 1, clock.ms * 1000) ELSE r.fence END,
 		CASE WHEN {WIN} THEN excluded.token ELSE r.token END,
 		CASE WHEN {WIN} THEN clock.ms + $4 ELSE r.lease_until END,
 		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END,
-		CASE WHEN {WIN} THEN excluded.fingerprint ELSE r.fingerprint END
+		CASE WHEN {WIN} THEN excluded.fingerprint ELSE r.fingerprint END,
+		CASE WHEN {WIN} THEN excluded.origin ELSE r.origin END
 	FROM (SELECT {NOW} AS ms) AS clock
 )
 RETURNING ` + claimResult
@@ -164,16 +165,17 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 const pgClaimNoWrite = `WITH seen AS (
 	` + doneRead + `
 ), claimed AS (
-	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint)
-	SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5 FROM (SELECT {NOW} AS ms) AS clock
+	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
+	SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5, $6 FROM (SELECT {NOW} AS ms) AS clock
 	WHERE NOT EXISTS (SELECT FROM seen)
-	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint) = (
-		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint FROM (SELECT {NOW} AS ms) AS clock
+	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin) = (
+		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint, excluded.origin
+		FROM (SELECT {NOW} AS ms) AS clock
 	)
 	WHERE (SELECT {WIN} FROM (SELECT {NOW} AS ms) AS clock)
-	RETURNING state, fence, token, lease_until, fingerprint
+	RETURNING state, fence, token, lease_until, fingerprint, origin
 ), kept AS (
-	SELECT state, fence, token, lease_until, fingerprint FROM {T}
+	SELECT state, fence, token, lease_until, fingerprint, origin FROM {T}
 	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM seen) AND NOT EXISTS (SELECT FROM claimed)
 	FOR UPDATE
 )
@@ -186,12 +188,17 @@ SELECT ` + claimResult + ` FROM kept`
 // completeUpdate marks a matching, unexpired record DONE: the caller's
 // fence ($2), and on a CLAIMED record the caller's token ($3). A DONE
 // record needs no token: its fence names the claim that completed it, since
-// fences never repeat. On a record that is already DONE (a retried
-// Complete) it changes nothing but still counts as an affected row, which
-// is the "true" answer.
+// fences never repeat. The lease ends at the completion, which lease_until
+// then records (store.Record.CompletedAt), and the record expires a ttl
+// later, both from one reading of the clock. On a record that is already
+// DONE (a retried Complete) it changes nothing but still counts as an
+// affected row, which is the "true" answer.
 const completeUpdate = `UPDATE {T} SET
-	state      = 2,
-	expires_at = CASE WHEN state = 1 THEN {NOW} + {TTL} ELSE expires_at END
+	state = 2,
+	(lease_until, expires_at) = (
+		SELECT CASE WHEN state = 1 THEN clock.ms ELSE lease_until END, CASE WHEN state = 1 THEN clock.ms + {TTL} ELSE expires_at END
+		FROM (SELECT {NOW} AS ms) AS clock
+	)
 WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
 
 // completeTxUpdate is completeUpdate for a claim completed inside the
@@ -199,8 +206,8 @@ WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at 
 // already under the caller's fence is no retry there but a transaction run
 // a second time, which must not commit (see Store.CompleteTx).
 const completeTxUpdate = `UPDATE {T} SET
-	state      = 2,
-	expires_at = {NOW} + {TTL}
+	state = 2,
+	(lease_until, expires_at) = (SELECT clock.ms, clock.ms + {TTL} FROM (SELECT {NOW} AS ms) AS clock)
 WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
 
 // recordStateSelect is statements.recordState, in every dialect.
@@ -210,7 +217,8 @@ const recordStateSelect = `SELECT state, fence, token, CASE WHEN expires_at > {N
 // token): the lease ends now, the fence rises, so the released claim can
 // never complete, the token is cleared, so that a Claim retried with it
 // takes the key anew instead of re-affirming the claim it gave up, and so
-// is the fingerprint, which belonged to the claim. The record then lives at
+// is the fingerprint, which belonged to the claim; the origin stays, naming
+// the last holder. The record then lives at
 // least a ttl more, so that a purge deletes it no sooner than a ttl after
 // the fence it now holds.
 const releaseUpdate = `UPDATE {T} SET
@@ -269,12 +277,14 @@ func postgresStatements(t table, ttl int64) statements {
 	token       text     NOT NULL,
 	lease_until bigint   NOT NULL,
 	expires_at  bigint   NOT NULL,
-	fingerprint bytea
+	fingerprint bytea,
+	origin      text
 )`,
 		// The index is created in the table's schema; its name is not
 		// qualified.
 		`CREATE INDEX IF NOT EXISTS ` + doubleQuote(t.index()) + ` ON ` + tbl + ` (expires_at)`,
 	}
 	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint bytea`
+	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin text`
 	return s
 }

@@ -13,9 +13,10 @@ import (
 
 // CreateTable makes the store's schema complete: it creates the table and
 // its index on expires_at (and, with Options.Outbox, the outbox table and
-// its index), adds the fingerprint column to a table created
-// by an earlier version without it, and builds the index on a table that
-// lacks it. It first looks, in one statement, and runs DDL only for what is
+// its index), adds the fingerprint and origin columns to a table created
+// by an earlier version without them (nullable columns without a default:
+// no rewrite of the table on any dialect), and builds the index on a table
+// that lacks it. It first looks, in one statement, and runs DDL only for what is
 // missing, so an application whose database user may not run DDL can still
 // call it at start-up once the schema is in place. Instances that start
 // together may all call it: DDL that races another instance's is followed
@@ -99,6 +100,9 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 	} else {
 		if !st.fingerprint {
 			ddls = append(ddls, s.q.addColumn)
+		}
+		if !st.origin {
+			ddls = append(ddls, s.q.addOrigin)
 		}
 		if st.index == indexInvalid {
 			ddls = append(ddls, `DROP INDEX CONCURRENTLY IF EXISTS `+s.table.qualify(doubleQuote, s.table.index()))
@@ -262,14 +266,45 @@ func (s *Store) purgeBatch(ctx context.Context, limit int) (int64, error) {
 	return res.RowsAffected()
 }
 
-// schemaHint explains err when it is the database's complaint that the table
-// has no fingerprint column: the table was created before the store kept
-// fingerprints, and CreateTable, which adds the column, has not run since.
-func (s *Store) schemaHint(err error) error {
-	if !missingColumn(err) || !strings.Contains(err.Error(), "fingerprint") {
+// schemaHint explains err when it is the database's complaint that the
+// table lacks a column: the table was created by an earlier version, before
+// the store kept payload fingerprints or origins, and CreateTable, which
+// adds them, has not run since. It looks the schema up (this path only) to
+// name exactly the columns missing and the DDL that adds each.
+func (s *Store) schemaHint(ctx context.Context, err error) error {
+	if !missingColumn(err) {
 		return err
 	}
-	return fmt.Errorf("table %s has no fingerprint column (it predates payload fingerprints): call CreateTable, or run %s: %w", s.table, s.q.addColumn, err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ddlLockTimeout)
+	defer cancel()
+	var cols, ddls []string
+	if st, lerr := s.lookSchema(ctx); lerr == nil && st.table {
+		if !st.fingerprint {
+			cols, ddls = append(cols, "fingerprint"), append(ddls, s.q.addColumn)
+		}
+		if !st.origin {
+			cols, ddls = append(cols, "origin"), append(ddls, s.q.addOrigin)
+		}
+	}
+	if len(cols) == 0 {
+		// The lookup failed, or the column was added since the statement
+		// failed (CreateTable in another instance): name the one the
+		// database named.
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "fingerprint"):
+			cols, ddls = []string{"fingerprint"}, []string{s.q.addColumn}
+		case strings.Contains(msg, "origin"):
+			cols, ddls = []string{"origin"}, []string{s.q.addOrigin}
+		default:
+			return err
+		}
+	}
+	noun := "column"
+	if len(cols) > 1 {
+		noun = "columns"
+	}
+	return fmt.Errorf("table %s lacks the %s %s (it was made by an earlier version): call CreateTable, or run %s: %w",
+		s.table, noun, strings.Join(cols, " and "), strings.Join(ddls, "; "), err)
 }
 
 // missingColumn reports whether err is an unknown-column error of

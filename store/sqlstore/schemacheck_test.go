@@ -26,7 +26,8 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	token       text     NOT NULL,
 	lease_until bigint   NOT NULL,
 	expires_at  bigint   NOT NULL,
-	fingerprint bytea
+	fingerprint bytea,
+	origin      text
 )`
 	case sqlstore.SQLite:
 		ddl = `CREATE TABLE "%T" (
@@ -38,7 +39,8 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	token       TEXT    NOT NULL,
 	lease_until INTEGER NOT NULL,
 	expires_at  INTEGER NOT NULL,
-	fingerprint BLOB
+	fingerprint BLOB,
+	origin      TEXT
 ) STRICT`
 	default:
 		ddl = "CREATE TABLE `%T` (" + `
@@ -50,7 +52,8 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	token       BLOB       NOT NULL,
 	lease_until BIGINT     NOT NULL,
 	expires_at  BIGINT     NOT NULL,
-	fingerprint VARBINARY(32) NULL
+	fingerprint VARBINARY(32) NULL,
+	origin      VARCHAR(128) NULL
 ) ENGINE = InnoDB`
 	}
 	return []string{ddl, keyIndex, `CREATE INDEX %T_expires_at ON %T (expires_at)`}

@@ -43,12 +43,14 @@ func sqliteStatements(t table, ttl int64) statements {
 	token       TEXT    NOT NULL,
 	lease_until INTEGER NOT NULL,
 	expires_at  INTEGER NOT NULL,
-	fingerprint BLOB
+	fingerprint BLOB,
+	origin      TEXT
 ) STRICT, WITHOUT ROWID`,
 		// In SQLite the schema qualifies the index, never the table.
 		`CREATE INDEX IF NOT EXISTS ` + t.qualify(doubleQuote, t.index()) + ` ON ` + doubleQuote(t.name) + ` (expires_at)`,
 	}
 	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint BLOB`
+	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin TEXT`
 	return s
 }
 

@@ -135,6 +135,10 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
 	}
+	origin := store.Origin(ctx)
+	if err := store.CheckOrigin(origin); err != nil {
+		return store.Claim{}, err
+	}
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err
@@ -149,26 +153,28 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	// answer is re-affirmed by the next one, not taken for another holder.
 	token := store.ClaimToken(ctx)
 	hash := keyHash(key)
-	var fpArg any // NULL for none
+	var fpArg, originArg any // NULL for none
 	if fp != nil {
 		fpArg = fp
+	}
+	if origin != "" {
+		originArg = origin
 	}
 	var (
 		fence, until int64
 		kept         []byte
+		keptOrigin   sql.NullString
 	)
 	err = s.retry(ctx, func() error {
-		var err error
-		fence, until, kept, err = s.claimOnce(ctx, hash, key, token, ms, fpArg)
-		return err
+		return s.claimOnce(ctx, []any{&fence, &until, &kept, &keptOrigin}, hash, key, token, ms, fpArg, originArg)
 	})
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", s.schemaHint(err))
+		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", s.schemaHint(ctx, err))
 	}
 	if len(kept) == 0 { // NULL, or an empty value written by hand: none
 		kept = nil
 	}
-	c := store.Claim{Key: key, Fence: fence, Fingerprint: kept}
+	c := store.Claim{Key: key, Fence: fence, Fingerprint: kept, Origin: keptOrigin.String}
 	switch {
 	case until > 0:
 		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(until)
@@ -180,15 +186,14 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	return c, nil
 }
 
-// claimOnce runs the claim statement once and returns the record's fence,
-// its lease as the caller sees it (claimResult in postgres.go) and its
-// fingerprint.
-func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, lease int64, fp any) (fence, until int64, kept []byte, err error) {
-	dest := []any{&fence, &until, &kept}
+// claimOnce runs the claim statement once and scans into dest the
+// record's fence, its lease as the caller sees it (claimResult in
+// postgres.go), its fingerprint and its origin.
+func (s *Store) claimOnce(ctx context.Context, dest []any, hash []byte, key, token string, lease int64, fp, origin any) (err error) {
 	if s.q.claimDone.text != "" {
 		err = s.queryRow(ctx, s.q.claimDone, dest, hash)
 		if !errors.Is(err, sql.ErrNoRows) {
-			return fence, until, kept, err // DONE, or an error
+			return err // DONE, or an error
 		}
 	}
 	if s.q.claimRead.text == "" {
@@ -196,7 +201,7 @@ func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, l
 		if s.noWrite.Load() {
 			q = s.q.claimNoWrite
 		}
-		err = s.queryRow(ctx, q, dest, hash, key, token, lease, fp)
+		err = s.queryRow(ctx, q, dest, hash, key, token, lease, fp, origin)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			err = errSnapshotRace
@@ -205,20 +210,19 @@ func (s *Store) claimOnce(ctx context.Context, hash []byte, key, token string, l
 			// losers must not write (see pgClaimNoWrite).
 			s.noWrite.Store(true)
 		}
-		return fence, until, kept, err
+		return err
 	}
 	// MySQL: the upsert leaves its outcome in session variables, so both
 	// statements must run on one connection.
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return 0, 0, nil, err
+		return err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease, fp)...); err != nil {
-		return 0, 0, nil, err
+	if _, err := conn.ExecContext(ctx, s.q.claim.text, s.q.claim.args(hash, key, token, lease, fp, origin)...); err != nil {
+		return err
 	}
-	err = conn.QueryRowContext(ctx, s.q.claimRead.text, s.q.claimRead.args(token)...).Scan(dest...)
-	return fence, until, kept, err
+	return conn.QueryRowContext(ctx, s.q.claimRead.text, s.q.claimRead.args(token)...).Scan(dest...)
 }
 
 // Complete implements [store.Store] in one statement.
@@ -259,7 +263,7 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlstore: release: %w", s.schemaHint(err))
+		return fmt.Errorf("sqlstore: release: %w", s.schemaHint(ctx, err))
 	}
 	return nil
 }
@@ -306,7 +310,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if until == 0 {
 		return store.Claim{}, store.ErrFenced
 	}
-	// The fence names one winning Claim call, so the record's token and
-	// fingerprint are c's.
-	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint}, nil
+	// The fence names one winning Claim call, so the record's token,
+	// fingerprint and origin are c's.
+	return store.Claim{Key: c.Key, Status: store.Won, Fence: c.Fence, Token: c.Token, LeaseUntil: time.UnixMilli(until), Fingerprint: c.Fingerprint, Origin: c.Origin}, nil
 }

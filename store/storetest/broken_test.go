@@ -43,6 +43,11 @@ type bugs struct {
 	listContains         bool // List matches keys that contain the prefix anywhere
 	listShowsExpired     bool // List returns records past their expiry
 	listRepeats          bool // List's cursor restarts at the page's last record
+	dropsOrigin          bool // the record keeps no origin
+	callersOrigin        bool // AlreadyDone and HeldByOther name the caller's origin, not the winner's
+	clearsOrigin         bool // Release and Forget clear the origin
+	keepsOrigin          bool // a Claim without an origin keeps the released holder's
+	acceptsBadOrigin     bool // Claim keeps an origin that store.CheckOrigin refuses
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -75,7 +80,9 @@ type rec struct {
 	fence              int64
 	token              string
 	fp                 []byte
+	origin             string
 	leaseUntil, expiry time.Time
+	completedAt        time.Time
 }
 
 func (s *model) key(k string) string {
@@ -98,6 +105,10 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	token := store.ClaimToken(ctx)
 	fp := store.Fingerprint(ctx)
 	if err := store.CheckFingerprint(fp); err != nil {
+		return store.Claim{}, err
+	}
+	origin := store.Origin(ctx)
+	if err := store.CheckOrigin(origin); err != nil && !s.bugs.acceptsBadOrigin {
 		return store.Claim{}, err
 	}
 	if !s.bugs.nonAtomicClaim {
@@ -133,22 +144,32 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	now := s.now()
 	r, ok := read()
 	expired := ok && !now.Before(r.expiry) && !(r.done && s.bugs.doneNeverExpires)
+	seen := r.origin
+	if s.bugs.callersOrigin {
+		seen = origin
+	}
 	switch {
 	case !ok || expired:
 	case !r.done && r.token == token && !s.bugs.noReaffirm:
-		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
+		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp, Origin: r.origin}, nil
 	case !r.done && now.Before(r.leaseUntil):
-		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
+		return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.fence, LeaseUntil: r.leaseUntil, Fingerprint: r.fp, Origin: seen}, nil
 	case r.done:
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: r.fp}, nil
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.fence, Fingerprint: r.fp, Origin: seen}, nil
 	}
 	if !ok || !s.bugs.keepsFingerprint || r.fp == nil {
 		r.fp = fp
 	}
-	r = rec{fence: s.raise(r.fence, now), token: token, fp: r.fp, leaseUntil: now.Add(lease)}
+	if !ok || !s.bugs.keepsOrigin || origin != "" {
+		r.origin = origin
+	}
+	if s.bugs.dropsOrigin {
+		r.origin = ""
+	}
+	r = rec{fence: s.raise(r.fence, now), token: token, fp: r.fp, origin: r.origin, leaseUntil: now.Add(lease)}
 	r.expiry = r.leaseUntil.Add(s.ttl)
 	write(r)
-	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp}, nil
+	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp, Origin: origin}, nil
 }
 
 // claimPerField is a Claim that tests for a takeover once per field, each
@@ -219,7 +240,7 @@ func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
 		return false, nil
 	}
 	if !r.done {
-		r.done, r.expiry = true, now.Add(s.ttl)
+		r.done, r.expiry, r.completedAt = true, now.Add(s.ttl), now
 		s.m[s.key(c.Key)] = r
 	}
 	return true, nil
@@ -251,6 +272,9 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	}
 	if !s.bugs.keepsFingerprint {
 		r.fp = nil
+	}
+	if s.bugs.clearsOrigin {
+		r.origin = ""
 	}
 	r.leaseUntil = now
 	s.m[s.key(c.Key)] = r
@@ -305,7 +329,8 @@ func (s *model) CompleteTx(ctx context.Context, tx *modelTx, c store.Claim) erro
 	apply := func() {
 		r := s.m[k]
 		if owns() && !r.done {
-			r.done, r.expiry = true, s.now().Add(s.ttl)
+			now := s.now()
+			r.done, r.expiry, r.completedAt = true, now.Add(s.ttl), now
 			s.m[k] = r
 		}
 	}
@@ -361,9 +386,9 @@ func (s *model) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	if !ok || (!now.Before(r.expiry) && !s.bugs.inspectShowsExpired) {
 		return store.Record{}, false, nil
 	}
-	out := store.Record{Key: key, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp}
+	out := store.Record{Key: key, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp, Origin: r.origin}
 	if r.done {
-		out.State, out.Token, out.CompletedAt = store.Done, "", r.expiry.Add(-s.ttl)
+		out.State, out.Token, out.CompletedAt = store.Done, "", r.completedAt
 	}
 	return out, true, nil
 }
@@ -390,6 +415,9 @@ func (s *model) Forget(ctx context.Context, key string) (bool, error) {
 		r.fence = s.raise(r.fence, now)
 	}
 	r.done, r.token, r.fp, r.leaseUntil = false, "", nil, now
+	if s.bugs.clearsOrigin {
+		r.origin = ""
+	}
 	s.m[s.key(key)] = r
 	return true, nil
 }
@@ -469,6 +497,11 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"re-affirms a released claim", bugs{keepsTokenOnRelease: true}, []string{"ReleasedTokenNotReaffirmed"}},
 		{"decides a takeover per field", bugs{perFieldClaim: true}, []string{"LeaseEdgeTakeovers"}},
 		{"keeps an old fingerprint", bugs{keepsFingerprint: true}, []string{"Fingerprints"}},
+		{"keeps no origin", bugs{dropsOrigin: true}, []string{"Origins"}},
+		{"names the caller's origin to a duplicate", bugs{callersOrigin: true}, []string{"Origins"}},
+		{"clears the origin on Release and Forget", bugs{clearsOrigin: true}, []string{"Origins"}},
+		{"keeps a released holder's origin for a winner without one", bugs{keepsOrigin: true}, []string{"Origins"}},
+		{"keeps an origin CheckOrigin refuses", bugs{acceptsBadOrigin: true}, []string{"Origins"}},
 		{"CompleteTx ignores the fence", bugs{txIgnoresFence: true}, []string{"TxCompleteFenced"}},
 		{"CompleteTx writes outside the transaction", bugs{txOutsideTx: true}, []string{"TxCompleteRollsBack"}},
 		{"CompleteTx untested (no InTx)", bugs{noInTx: true}, []string{"CompleteTxNeedsInTx"}},

@@ -42,6 +42,7 @@ var cases = []testCase{
 	{"Linearizable", longTTL, linearizable},
 	{"CompleteTxNeedsInTx", longTTL, txConfigured},
 	{"Fingerprints", longTTL, fingerprintRules},
+	{"Origins", longTTL, originRules},
 	{"InspectAbsent", longTTL, inspectAbsent},
 	{"InspectClaimed", longTTL, inspectClaimed},
 	{"InspectDone", longTTL, inspectDone},

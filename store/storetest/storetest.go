@@ -49,6 +49,12 @@
 // age filter; pages of one to three records, with writes between pages,
 // listing each record once; expired records absent; bad options refused.
 //
+// The Origins case checks the origin a record keeps (store.WithOrigin):
+// kept from Won through Complete, named to the AlreadyDone and HeldByOther
+// claims that meet it and by Inspect (with the completion instant), kept
+// by Release and Forget as the last holder's, empty when none was given,
+// and refused with store.ErrInvalidOrigin when too long or not printable.
+//
 // The NotWonClaimRefused case gives Complete, Release and Extend the
 // AlreadyDone and HeldByOther claims of a record, which carry its fence,
 // and a claim without a Status: each must fail with store.ErrNotWon and

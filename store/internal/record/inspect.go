@@ -8,7 +8,8 @@ import (
 )
 
 // Forget decides a Forget: a live record, whatever its state, becomes a
-// released claim with a higher fence, without a fingerprint (Release
+// released claim with a higher fence, without a fingerprint but with its
+// origin (Release
 // without the fence and token guard). An expired or absent record is left
 // alone.
 func (p Rules) Forget(r *Record, now time.Time) (next Record, write bool) {
@@ -31,6 +32,7 @@ func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok 
 		Token:      r.Token,
 		LeaseUntil: r.LeaseUntil,
 		ExpiresAt:  r.ExpiresAt,
+		Origin:     r.Origin,
 		ReadAt:     now,
 	}
 	if len(r.Fingerprint) > 0 {
@@ -38,7 +40,7 @@ func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok 
 	}
 	if r.State == StateDone {
 		out.State, out.Token = store.Done, ""
-		out.CompletedAt = r.ExpiresAt.Add(-p.TTL)
+		out.CompletedAt = r.LeaseUntil
 	}
 	return out, true
 }

@@ -62,6 +62,10 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
 	}
+	origin := store.Origin(ctx)
+	if err := store.CheckOrigin(origin); err != nil {
+		return store.Claim{}, err
+	}
 	token := store.ClaimToken(ctx) // once per call: every round reuses it
 	sameToken := func() string { return token }
 	var c store.Claim
@@ -70,7 +74,7 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 			next  Record
 			write bool
 		)
-		c, next, write = o.Rules.Claim(cur, key, sameToken, fp, lease, now)
+		c, next, write = o.Rules.Claim(cur, key, sameToken, fp, origin, lease, now)
 		return written(next, write)
 	})
 	if err != nil {

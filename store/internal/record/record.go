@@ -36,6 +36,9 @@ type Record struct {
 	ExpiresAt   time.Time
 	Key         string // set only when the stored name is a hash of the key
 	Fingerprint []byte // the payload fingerprint kept at Won; nil for none
+	// Origin names the delivery whose Claim won the record; "" for none.
+	// Release and Forget keep it: the last holder's.
+	Origin string
 }
 
 // Rules are the transitions of the store package documentation, as pure
@@ -69,16 +72,16 @@ func owns(r *Record, c store.Claim) bool {
 // old to at now.
 func fenceAt(old int64, now time.Time) int64 { return store.FenceAt(old, now.UnixMicro()) }
 
-// Claim decides a Claim with the caller's fingerprint fp (nil for none),
-// which a won claim keeps in place of the record's; the record to write,
-// and the claim returned, share fp's array. token gives the call's token:
+// Claim decides a Claim with the caller's fingerprint fp (nil for none)
+// and origin, which a won claim keeps in place of the record's; the record
+// to write, and the claim returned, share fp's array. token gives the call's token:
 // Claim calls it at most once, and only when the token counts (a CLAIMED
 // record to compare it with, or a win), so that a caller drawing a fresh
 // token per call draws none for a duplicate.
-func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, lease time.Duration, now time.Time) (c store.Claim, next Record, write bool) {
+func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, origin string, lease time.Duration, now time.Time) (c store.Claim, next Record, write bool) {
 	live := p.live(r, now)
 	if live && r.State == StateDone {
-		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint}, Record{}, false
+		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint, Origin: r.Origin}, Record{}, false
 	}
 	var tok string
 	// A CLAIMED record with a token has a holder that may still be working
@@ -89,7 +92,7 @@ func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, leas
 			return won(key, r), Record{}, false // a retry of the call that won: re-affirm
 		}
 		if now.Before(r.LeaseUntil.Add(p.Skew)) {
-			return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}, Record{}, false
+			return store.Claim{Key: key, Status: store.HeldByOther, Fence: r.Fence, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Origin: r.Origin}, Record{}, false
 		}
 	} else {
 		tok = token()
@@ -100,7 +103,7 @@ func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, leas
 	if r != nil {
 		fence = r.Fence
 	}
-	next = Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: tok, LeaseUntil: p.kept(now.Add(lease)), Fingerprint: fp}
+	next = Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: tok, LeaseUntil: p.kept(now.Add(lease)), Fingerprint: fp, Origin: origin}
 	next.ExpiresAt = p.kept(next.LeaseUntil.Add(p.TTL))
 	return won(key, &next), next, true
 }
@@ -113,8 +116,10 @@ func (p Rules) Complete(r *Record, c store.Claim, now time.Time) (ok bool, next 
 	if r.State == StateDone {
 		return true, Record{}, false
 	}
+	// The lease ends at the completion, which LeaseUntil then records.
 	next = *r
 	next.State = StateDone
+	next.LeaseUntil = p.kept(now)
 	next.ExpiresAt = p.kept(now.Add(p.TTL))
 	return true, next, true
 }
@@ -155,7 +160,8 @@ func (p Rules) Release(r *Record, c store.Claim, now time.Time) (next Record, wr
 }
 
 // released is r made a released claim at now, as Release and Forget leave
-// it: a higher fence, no token, no fingerprint, its lease ended, and an
+// it: a higher fence, no token, no fingerprint (but the last holder's
+// origin), its lease ended, and an
 // expiry at least a ttl away, so that a TTL policy deletes it no sooner
 // than a ttl after the fence it now holds.
 func (p Rules) released(r *Record, now time.Time) Record {
@@ -185,7 +191,7 @@ func (p Rules) Extend(r *Record, c store.Claim, lease time.Duration, now time.Ti
 }
 
 func won(key string, r *Record) store.Claim {
-	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	return store.Claim{Key: key, Status: store.Won, Fence: r.Fence, Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Origin: r.Origin}
 }
 
 // kept drops what the store cannot keep of t, so that the times a call

@@ -20,9 +20,9 @@ func TestClaimTransitions(t *testing.T) {
 	p := Rules{TTL: time.Hour, Skew: 2 * time.Second}
 	lease := time.Minute
 	kept := []byte("kept")
-	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: kept}
+	held := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: kept, Origin: "push/a"}
 	released := &Record{State: StateClaimed, Fence: 4, Token: "", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)}
-	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0, Fingerprint: kept}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0, Fingerprint: kept, Origin: "push/a"}
 	for _, tc := range []struct {
 		name      string
 		r         *Record
@@ -48,7 +48,7 @@ func TestClaimTransitions(t *testing.T) {
 		{"expired, reclaimed without a fingerprint", done, "b", nil, t0.Add(2 * time.Second), store.Won, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, next, write := p.Claim(tc.r, "k", func() string { return tc.token }, tc.fp, lease, tc.now)
+			c, next, write := p.Claim(tc.r, "k", func() string { return tc.token }, tc.fp, string(tc.fp), lease, tc.now)
 			wantFence := tc.wantFence
 			if tc.writes {
 				var old int64
@@ -85,6 +85,17 @@ func TestClaimTransitions(t *testing.T) {
 			if !bytes.Equal(c.Fingerprint, wantFP) {
 				t.Fatalf("claim returned fingerprint %q, want %q", c.Fingerprint, wantFP)
 			}
+			// The origin goes as the fingerprint goes (the cases pass the
+			// fingerprint's text as the caller's origin).
+			wantOrigin := string(tc.fp)
+			if !write {
+				wantOrigin = tc.r.Origin
+			} else if next.Origin != string(tc.fp) {
+				t.Fatalf("claim wrote origin %q, want the caller's %q", next.Origin, tc.fp)
+			}
+			if c.Origin != wantOrigin {
+				t.Fatalf("claim returned origin %q, want %q", c.Origin, wantOrigin)
+			}
 		})
 	}
 }
@@ -92,8 +103,8 @@ func TestClaimTransitions(t *testing.T) {
 func TestSettleTransitions(t *testing.T) {
 	p := Rules{TTL: time.Hour, Skew: time.Second}
 	fp := []byte("fp")
-	claimed := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp}
-	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp}
+	claimed := &Record{State: StateClaimed, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp, Origin: "pull/m-1"}
+	done := &Record{State: StateDone, Fence: 3, Token: "a", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Fingerprint: fp, Origin: "pull/m-1"}
 	now := t0.Add(time.Minute) // the lease has lapsed: no operation here looks at it
 
 	own := store.Claim{Key: "k", Status: store.Won, Fence: 3, Token: "a"}
@@ -102,6 +113,8 @@ func TestSettleTransitions(t *testing.T) {
 	}
 	if ok, next, write := p.Complete(claimed, own, now); !ok || !write || next.State != StateDone || !next.ExpiresAt.Equal(now.Add(p.TTL)) || next.Fence != 3 || !bytes.Equal(next.Fingerprint, fp) {
 		t.Errorf("complete of the holder's claim = %v, %+v", ok, next)
+	} else if !next.LeaseUntil.Equal(now) || next.Origin != claimed.Origin {
+		t.Errorf("complete of the holder's claim = %+v, want the lease ended at the completion %v and the origin %q kept", next, now, claimed.Origin)
 	}
 	if ok, next, write := p.Complete(done, own, now); !ok || write {
 		t.Errorf("complete retried on DONE = %v, %+v; want true, no write", ok, next)
@@ -119,6 +132,9 @@ func TestSettleTransitions(t *testing.T) {
 	next, write := p.Release(claimed, own, now)
 	if !write || next.Fence != now.UnixMicro() || next.Token != "" || !next.LeaseUntil.Equal(now) || next.State != StateClaimed || next.Fingerprint != nil || !next.ExpiresAt.Equal(now.Add(p.TTL)) {
 		t.Errorf("release = %+v, want fence %d (now in microseconds), no token, leaseUntil now, no fingerprint, expiry a ttl from now", next, now.UnixMicro())
+	}
+	if next.Origin != claimed.Origin {
+		t.Errorf("release = %+v, want the last holder's origin %q kept", next, claimed.Origin)
 	}
 	for _, r := range []*Record{nil, done} {
 		if next, write := p.Release(r, own, now); write {
@@ -234,7 +250,7 @@ func TestClaimDrawsTheTokenOnlyWhenItCounts(t *testing.T) {
 		{"released", released, 1},
 	} {
 		draws := 0
-		c, next, write := p.Claim(tc.r, "k", func() string { draws++; return "b" }, nil, time.Minute, t0)
+		c, next, write := p.Claim(tc.r, "k", func() string { draws++; return "b" }, nil, "", time.Minute, t0)
 		if draws != tc.draws {
 			t.Errorf("%s: the token was drawn %d times, want %d", tc.name, draws, tc.draws)
 		}
@@ -263,7 +279,7 @@ func TestClaimBoundaries(t *testing.T) {
 			{"done, a nanosecond before expiry", done, t0.Add(skew - 1), store.AlreadyDone},
 			{"done, at expiry", done, t0.Add(skew), store.Won},
 		} {
-			if c, _, _ := p.Claim(tc.r, "k", token, nil, time.Minute, tc.now); c.Status != tc.want {
+			if c, _, _ := p.Claim(tc.r, "k", token, nil, "", time.Minute, tc.now); c.Status != tc.want {
 				t.Errorf("skew %v, %s: Claim = %v, want %v", skew, tc.name, c.Status, tc.want)
 			}
 		}
@@ -294,7 +310,7 @@ func TestExactKeepsNanoseconds(t *testing.T) {
 		if !exact {
 			want = want.Truncate(time.Microsecond)
 		}
-		c, next, _ := p.Claim(nil, "k", func() string { return "t" }, nil, lease, now)
+		c, next, _ := p.Claim(nil, "k", func() string { return "t" }, nil, "", lease, now)
 		if c.LeaseUntil != want || next.ExpiresAt != p.kept(want.Add(p.TTL)) {
 			t.Errorf("exact %v: Claim leases until %v, expires %v; want %v, a ttl later", exact, c.LeaseUntil, next.ExpiresAt, want)
 		}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxOriginLen is the longest origin, in bytes, that stores keep.
+const MaxOriginLen = 128
+
+// ErrInvalidOrigin is wrapped by the error of [CheckOrigin].
+var ErrInvalidOrigin = errors.New("store: invalid origin")
+
+type originKey struct{}
+
+// WithOrigin returns a context that makes Claim keep origin on the record it
+// wins: a short name for the delivery that runs the work, such as
+// "push/4711" (the surface and the message id; never the key), so that an
+// operator reading the record, and the duplicates that meet it, can tell
+// which message did the work. An empty origin keeps none.
+func WithOrigin(ctx context.Context, origin string) context.Context {
+	return context.WithValue(ctx, originKey{}, origin)
+}
+
+// Origin returns the origin set by [WithOrigin], or "". Stores call it once
+// per Claim call.
+func Origin(ctx context.Context) string {
+	o, _ := ctx.Value(originKey{}).(string)
+	return o
+}
+
+// CheckOrigin reports whether origin can be stored: at most [MaxOriginLen]
+// bytes of UTF-8 without control characters, so that it prints as one line
+// wherever it is shown. Stores return its error unchanged from Claim.
+func CheckOrigin(origin string) error {
+	if len(origin) > MaxOriginLen {
+		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidOrigin, len(origin), MaxOriginLen)
+	}
+	if !utf8.ValidString(origin) {
+		return fmt.Errorf("%w: %q is not UTF-8", ErrInvalidOrigin, origin)
+	}
+	for _, r := range origin {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %q holds a control character", ErrInvalidOrigin, origin)
+		}
+	}
+	return nil
+}
+
+// MakeOrigin joins surface and id into an origin that [CheckOrigin]
+// accepts, as "surface/id": an id too long is cut short (on a character
+// boundary, marked with "…"), bytes that are not UTF-8 and control
+// characters become U+FFFD. An empty id gives surface alone; an empty
+// surface, id alone.
+func MakeOrigin(surface, id string) string {
+	if len(surface)+1+len(id) <= MaxOriginLen && surface != "" && id != "" && printableASCII(surface) && printableASCII(id) {
+		return surface + "/" + id // the common case: one allocation
+	}
+	o := id
+	if surface != "" {
+		o = surface
+		if id != "" {
+			o += "/" + id
+		}
+	}
+	o = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(o, string(utf8.RuneError)))
+	if len(o) <= MaxOriginLen {
+		return o
+	}
+	const ellipsis = "…"
+	cut := MaxOriginLen - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(o[cut]) {
+		cut--
+	}
+	return o[:cut] + ellipsis
+}
+
+// printableASCII reports whether s is all printable ASCII.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
