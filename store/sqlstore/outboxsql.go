@@ -127,7 +127,7 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	attempts     integer NOT NULL DEFAULT 0,
 	reason       text   NOT NULL DEFAULT '',
 	died_at      bigint
-) WITH (fillfactor = 50)`,
+)`,
 			`CREATE INDEX IF NOT EXISTS ` + doubleQuote(idx) + ` ON ` + o.ref + ` (order_hash, id)`,
 		}
 		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts integer NOT NULL DEFAULT 0, ` +
