@@ -89,11 +89,11 @@ func newServer(ctx context.Context, g *gateway.Gateway, st store.Store, cfg exam
 // audience is configured. Only the probe, GET or HEAD /healthz, stays open:
 // any other request to that path (a POST, which the mux would route to the
 // push route at /) is verified like every push.
-func withPushAuth(ctx context.Context, h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
+func withPushAuth(h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
 	if audience == "" && account == "" {
 		return h, nil
 	}
-	v, err := pushauth.New(ctx, pushauth.Options{Audience: audience, ServiceAccountEmail: account, Logger: log})
+	v, err := pushauth.New(&pushauth.Options{Audience: audience, ServiceAccountEmail: account, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("PUSH_AUDIENCE/PUSH_SERVICE_ACCOUNT: %w", err)
 	}
