@@ -40,7 +40,7 @@ func BenchmarkDuplicateLogLine(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return g.Route(gateway.RouteOptions{}).Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		return g.Route(&gateway.RouteOptions{}).Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	}
 	on, off := newGateway(slog.LevelInfo), newGateway(slog.LevelWarn)
 	// A Pub/Sub-like body: a 20-digit message id and a full subscription name.

@@ -76,7 +76,7 @@ func ExampleGateway_Push() {
 		log.Fatal(err)
 	}
 
-	orders := g.Route(gateway.RouteOptions{
+	orders := g.Route(&gateway.RouteOptions{
 		Key: gateway.KeyFromAttribute("order_id"), // dedupe republished orders too
 	})
 	mux := http.NewServeMux()
@@ -128,7 +128,7 @@ func ExampleGateway_Idempotent() {
 func ExampleGateway_Route() {
 	st, _ := memstore.New(nil)
 	g, _ := gateway.New(st, nil) // one Gateway for every route
-	orders := g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	orders := g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
 	place := func(ctx context.Context, m *pushenvelope.Message) error {
 		fmt.Println("placing order", m.Attributes["order_id"], "from message", m.ID)
 		return nil

@@ -246,7 +246,7 @@ func TestIdempotentUnwrappedFingerprint(t *testing.T) {
 	h := &counting{}
 	serve := func(fp gateway.FingerprintFunc, r *http.Request) int {
 		rec := httptest.NewRecorder()
-		f.g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: fp}).Idempotent(h).ServeHTTP(rec, r)
+		f.g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: fp}).Idempotent(h).ServeHTTP(rec, r)
 		return rec.Code
 	}
 	order := map[string]string{"Order_id": "7", "Currency": "EUR"}

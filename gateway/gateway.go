@@ -235,12 +235,16 @@ type RouteOptions struct {
 
 // Route returns a Gateway for one push route, for its Idempotent and Push:
 // it shares g's store, lease, renewal, logger, telemetry, HideKeys and
-// Disabled, and takes the route's settings from o where they are set. It
-// is cheap, so that one Gateway serves every route of a service:
+// Disabled, and takes the route's settings from o where they are set (nil
+// o: all of g's). o is read at the call and never kept. It is cheap, so
+// that one Gateway serves every route of a service:
 //
-//	mux.Handle("POST /orders", g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}).Push(placeOrder))
-func (g *Gateway) Route(o RouteOptions) *Gateway {
+//	mux.Handle("POST /orders", g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}).Push(placeOrder))
+func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	r := *g
+	if o == nil {
+		return &r
+	}
 	if o.Key != nil {
 		r.opts.Key = o.Key
 	}

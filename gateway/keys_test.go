@@ -25,8 +25,8 @@ func TestMessageIDKeyIsPerTopic(t *testing.T) {
 	wantStatus(t, deliver(t, f.g.Idempotent(invoices), push("42", nil, "invoice")), http.StatusNoContent,
 		"invoices, message 42, under the default key: the orders' record")
 
-	ordersRoute := f.g.Route(gateway.RouteOptions{Key: topic("orders")})
-	invoicesRoute := f.g.Route(gateway.RouteOptions{Key: topic("invoices")})
+	ordersRoute := f.g.Route(&gateway.RouteOptions{Key: topic("orders")})
+	invoicesRoute := f.g.Route(&gateway.RouteOptions{Key: topic("invoices")})
 	wantStatus(t, deliver(t, ordersRoute.Idempotent(orders), push("43", nil, "order")), http.StatusOK, "orders, message 43")
 	wantStatus(t, deliver(t, invoicesRoute.Idempotent(invoices), push("43", nil, "invoice")), http.StatusOK, "invoices, message 43, prefixed")
 	wantStatus(t, deliver(t, ordersRoute.Idempotent(orders), push("43", nil, "order")), http.StatusNoContent, "orders, message 43 through a second subscription")

@@ -115,14 +115,14 @@ func TestIdempotentPassesNonPushMethods(t *testing.T) {
 // Route settings apply to that route only; the rest is the gateway's.
 func TestRoute(t *testing.T) {
 	f := newFixture(t, gateway.Options{MaxBodyBytes: 1 << 10})
-	orders := f.g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+	orders := f.g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
 	h := &counting{}
 	byOrder, byMessage := orders.Idempotent(h), f.g.Idempotent(h)
 	wantStatus(t, deliver(t, byOrder, push("1", map[string]string{"order_id": "7"}, "x")), 200, "order 7")
 	wantStatus(t, deliver(t, byOrder, push("2", map[string]string{"order_id": "7"}, "x")), 204, "order 7 republished under a new id")
 	wantStatus(t, deliver(t, byMessage, push("2", map[string]string{"order_id": "7"}, "x")), 200, "the gateway's own key: message 2 is new")
 	wantStatus(t, deliver(t, byOrder, push("3", map[string]string{"order_id": "8"}, strings.Repeat("x", 2<<10))), 413, "the gateway's body limit holds on the route")
-	big := f.g.Route(gateway.RouteOptions{MaxBodyBytes: 4 << 10}).Idempotent(h)
+	big := f.g.Route(&gateway.RouteOptions{MaxBodyBytes: 4 << 10}).Idempotent(h)
 	wantStatus(t, deliver(t, big, push("4", nil, strings.Repeat("x", 2<<10))), 200, "the route's own body limit")
 	if h.runs.Load() != 3 {
 		t.Fatalf("handler ran %d times, want 3", h.runs.Load())
@@ -134,11 +134,12 @@ func TestRoute(t *testing.T) {
 func TestRouteSwitchesOverrideTheGateway(t *testing.T) {
 	f := newFixture(t, gateway.Options{AllowUnguarded: true, AcceptConflicts: true})
 	h := &counting{}
-	inherit, strict := f.g.Idempotent(h), f.g.Route(gateway.RouteOptions{AllowUnguarded: new(false)}).Idempotent(h)
+	inherit, strict := f.g.Idempotent(h), f.g.Route(&gateway.RouteOptions{AllowUnguarded: new(false)}).Idempotent(h)
 	wantStatus(t, deliver(t, inherit, push("", nil, "x")), 200, "no key, the gateway's AllowUnguarded")
 	wantStatus(t, deliver(t, strict, push("", nil, "x")), 500, "no key, AllowUnguarded turned off on the route")
+	wantStatus(t, deliver(t, f.g.Route(nil).Idempotent(h), push("", nil, "x")), 200, "no key, Route(nil) keeps the gateway's AllowUnguarded")
 
-	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
+	orders := &gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
 	order := map[string]string{"order_id": "7"}
 	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("1", order, "2 chairs")), 200, "first order")
 	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("2", order, "9 tables")), 204, "conflict, the gateway's AcceptConflicts")
@@ -146,9 +147,10 @@ func TestRouteSwitchesOverrideTheGateway(t *testing.T) {
 	wantStatus(t, deliver(t, f.g.Route(orders).Idempotent(h), push("3", order, "9 tables")), 409, "conflict, AcceptConflicts turned off on the route")
 
 	off := newFixture(t, gateway.Options{})
-	wantStatus(t, deliver(t, off.g.Route(gateway.RouteOptions{AllowUnguarded: new(true)}).Idempotent(h), push("", nil, "x")), 200, "no key, AllowUnguarded turned on on the route")
-	if n := h.runs.Load(); n != 3 {
-		t.Errorf("handler ran %d times, want 3", n)
+	wantStatus(t, deliver(t, off.g.Route(nil).Idempotent(h), push("", nil, "x")), 500, "no key, Route(nil) keeps the gateway's AllowUnguarded off")
+	wantStatus(t, deliver(t, off.g.Route(&gateway.RouteOptions{AllowUnguarded: new(true)}).Idempotent(h), push("", nil, "x")), 200, "no key, AllowUnguarded turned on on the route")
+	if n := h.runs.Load(); n != 4 {
+		t.Errorf("handler ran %d times, want 4", n)
 	}
 }
 
@@ -486,7 +488,7 @@ func TestPushRefusesGet(t *testing.T) {
 func TestIdempotentConflict(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
 	h := &counting{}
-	byOrder := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
+	byOrder := &gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}
 	srv := f.g.Route(byOrder).Idempotent(h)
 	order := map[string]string{"order_id": "7"}
 	wantStatus(t, deliver(t, srv, push("1", order, "2 chairs")), 200, "first order")

@@ -10,7 +10,7 @@
 // [Verifier.Middleware] goes in front of the gateway, so that requests it
 // rejects never reach the store:
 //
-//	v, err := pushauth.New(ctx, pushauth.Options{
+//	v, err := pushauth.New(&pushauth.Options{
 //		Audience:            "https://orders-abc123-ew.a.run.app/",
 //		ServiceAccountEmail: "pubsub-push@my-project.iam.gserviceaccount.com",
 //	})

@@ -18,8 +18,7 @@ import (
 // The verifier goes in front of the gateway: a request without the push
 // subscription's token is refused before it can claim a key.
 func ExampleVerifier_Middleware() {
-	ctx := context.Background()
-	v, err := pushauth.New(ctx, pushauth.Options{
+	v, err := pushauth.New(&pushauth.Options{
 		Audience:            "https://orders-abc123-ew.a.run.app/",
 		ServiceAccountEmail: "pubsub-push@my-project.iam.gserviceaccount.com",
 		Logger:              slog.New(slog.DiscardHandler),

@@ -100,7 +100,7 @@ func (rt rewrite) RoundTrip(r *http.Request) (*http.Response, error) {
 func newVerifier(t testing.TB, validator pushauth.TokenValidator) (*pushauth.Verifier, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
-	v, err := pushauth.New(context.Background(), pushauth.Options{
+	v, err := pushauth.New(&pushauth.Options{
 		Audience:            testAudience,
 		ServiceAccountEmail: testEmail,
 		Validator:           validator,

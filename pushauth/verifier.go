@@ -61,19 +61,25 @@ type Verifier struct {
 	log       *slog.Logger
 }
 
-// New returns a Verifier for opts. It fails when Audience or
-// ServiceAccountEmail is empty. ctx is used to build the default validator
-// (no request is made until the first token arrives).
-func New(ctx context.Context, opts Options) (*Verifier, error) {
-	if opts.Audience == "" {
+// New returns a Verifier for opts. It fails when opts is nil or Audience
+// or ServiceAccountEmail is empty. It makes no request: the default
+// validator fetches Google's keys when the first token arrives.
+func New(opts *Options) (*Verifier, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Audience == "" {
 		return nil, errors.New("pushauth: Audience is required: the push subscription's token audience, or its endpoint URL")
 	}
-	if opts.ServiceAccountEmail == "" {
+	if o.ServiceAccountEmail == "" {
 		return nil, errors.New("pushauth: ServiceAccountEmail is required: the service account the push subscription signs tokens as")
 	}
-	v := &Verifier{audience: opts.Audience, email: opts.ServiceAccountEmail, validator: opts.Validator, log: opts.Logger}
+	v := &Verifier{audience: o.Audience, email: o.ServiceAccountEmail, validator: o.Validator, log: o.Logger}
 	if v.validator == nil {
-		val, err := idtoken.NewValidator(ctx)
+		// Without authentication the client reads no credentials, so
+		// this ctx bounds nothing: building it makes no request.
+		val, err := idtoken.NewValidator(context.Background())
 		if err != nil {
 			return nil, fmt.Errorf("pushauth: %w", err)
 		}

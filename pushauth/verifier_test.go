@@ -27,19 +27,19 @@ func TestValidatorErrorIsRedacted(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	ctx := context.Background()
-	for name, opts := range map[string]pushauth.Options{
+	for name, opts := range map[string]*pushauth.Options{
+		"nil options": nil,
 		"no audience": {ServiceAccountEmail: testEmail},
 		"no email":    {Audience: testAudience},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := pushauth.New(ctx, opts); err == nil || !strings.HasPrefix(err.Error(), "pushauth: ") {
-				t.Errorf("New = %v, want a pushauth: error", err)
+			if _, err := pushauth.New(opts); err == nil || !strings.HasPrefix(err.Error(), "pushauth: ") || !strings.Contains(err.Error(), "is required") {
+				t.Errorf("New = %v, want a pushauth: error naming the required field", err)
 			}
 		})
 	}
 	// The default validator is built without a request.
-	if _, err := pushauth.New(ctx, pushauth.Options{Audience: testAudience, ServiceAccountEmail: testEmail}); err != nil {
+	if _, err := pushauth.New(&pushauth.Options{Audience: testAudience, ServiceAccountEmail: testEmail}); err != nil {
 		t.Errorf("New with the default validator: %v", err)
 	}
 }
@@ -102,7 +102,7 @@ func TestEmailComparisonIsASCII(t *testing.T) {
 		{zone, strings.Replace(zone, "z", "[", 1), false},                 // 'Z'+1 is no letter
 		{zone, strings.Replace(zone, "a", "@", 1), false},                 // 'A'-1 is no letter
 	} {
-		v, err := pushauth.New(t.Context(), pushauth.Options{
+		v, err := pushauth.New(&pushauth.Options{
 			Audience: testAudience, ServiceAccountEmail: tc.configured, Validator: validatorFor(t, srv),
 		})
 		if err != nil {

@@ -30,6 +30,6 @@ func Example() {
 	go r.Run(ctx) // or the command: idemgate relay -store URL -project my-project
 
 	// The next stage, downstream of the "shipments" topic:
-	shipments := g.Route(gateway.RouteOptions{Key: gateway.KeyFromChildKey})
+	shipments := g.Route(&gateway.RouteOptions{Key: gateway.KeyFromChildKey})
 	_ = shipments
 }

@@ -39,7 +39,7 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 		kind = "IdemgateRecord" // datastorestore's default
 	}
 	records := orDefault("kind "+kind, q["kind"] != "") + ", " + orDefault(fmt.Sprintf("namespace %q", q["namespace"]), q["namespace"] != "")
-	return &Opened{Store: st, Close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
+	return &Opened{Store: st, close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
 }
 
 // googleAddr names a Google store's project and database, and the

@@ -38,5 +38,5 @@ func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	if coll == "" {
 		coll = "idemgate_records" // firestorestore's default
 	}
-	return &Opened{Store: st, Close: client.Close, Addr: googleAddr("firestore", project, q["database"], "FIRESTORE_EMULATOR_HOST"), Records: orDefault("collection "+coll, q["collection"] != "")}, nil
+	return &Opened{Store: st, close: client.Close, Addr: googleAddr("firestore", project, q["database"], "FIRESTORE_EMULATOR_HOST"), Records: orDefault("collection "+coll, q["collection"] != "")}, nil
 }

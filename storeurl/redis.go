@@ -128,7 +128,7 @@ func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error
 		// Past the ping, New can fail only in its eviction check.
 		return nil, fmt.Errorf("%w (allow_eviction=true in the store URL skips this check)", err)
 	}
-	o := &Opened{Store: st, Close: client.Close, Addr: addr, Records: orDefault(fmt.Sprintf("key prefix %q", prefix), opts.Prefix != "")}
+	o := &Opened{Store: st, close: client.Close, Addr: addr, Records: orDefault(fmt.Sprintf("key prefix %q", prefix), opts.Prefix != "")}
 	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
 		return scanSuffix(ctx, client, prefix, suffix, n)
 	}

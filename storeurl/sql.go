@@ -60,7 +60,7 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 	if name == "" {
 		name = defaultTable
 	}
-	o := &Opened{Store: st, Close: db.Close, Addr: addr, Records: orDefault("table "+name, table != "")}
+	o := &Opened{Store: st, close: db.Close, Addr: addr, Records: orDefault("table "+name, table != "")}
 	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
 		keys, err := findSuffix(ctx, db, scheme, name, suffix, n)
 		return keys, true, err

@@ -65,8 +65,7 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// Opened is a store, what it is, and the function that releases its
-// connections.
+// Opened is a store and what it is. Close releases its connections.
 type Opened struct {
 	// Store is the store's own type, *memstore.Store, *redisstore.Store,
 	// *sqlstore.Store, *datastorestore.Store or *firestorestore.Store, for
@@ -86,7 +85,18 @@ type Opened struct {
 	// nil for a store that cannot search keys by suffix (Datastore,
 	// Firestore, memory).
 	FindSuffix func(ctx context.Context, suffix string, n int) (keys []string, complete bool, err error)
-	Close      func() error
+
+	close func() error // releases what Open opened; nil when nothing needs it
+}
+
+// Close releases the connections Open made for the store (its Redis or SQL
+// pool, its Google client). It returns nil for a store that holds none
+// (memory://). Close the Opened after the last use of its Store.
+func (o *Opened) Close() error {
+	if o.close == nil {
+		return nil
+	}
+	return o.close()
 }
 
 // Where names the records Opened reads for an operator: Records of Addr.
@@ -168,9 +178,6 @@ func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 		return nil, fmt.Errorf("%s store: %w", scheme, err)
 	}
 	o.Name = scheme
-	if o.Close == nil {
-		o.Close = func() error { return nil }
-	}
 	return o, nil
 }
 

@@ -142,7 +142,7 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	if h, err = withPipeline(ctx, h, g, st.Store, cfg, getenv, log); err != nil {
 		return err
 	}
-	if h, err = withPushAuth(ctx, h, getenv("PUSH_AUDIENCE"), getenv("PUSH_SERVICE_ACCOUNT"), log); err != nil {
+	if h, err = withPushAuth(h, getenv("PUSH_AUDIENCE"), getenv("PUSH_SERVICE_ACCOUNT"), log); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", ":"+cfg.Port)

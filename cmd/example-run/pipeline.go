@@ -118,7 +118,7 @@ func withPipeline(ctx context.Context, h http.Handler, g *gateway.Gateway, st st
 	mux.Handle("/", h)
 	// The second stage, keyed by the child key the relay's messages
 	// carry: a shipment published twice reaches the supplier once.
-	shipments := g.Route(gateway.RouteOptions{Key: prefixed("shipment:", gateway.KeyFromChildKey)})
+	shipments := g.Route(&gateway.RouteOptions{Key: prefixed("shipment:", gateway.KeyFromChildKey)})
 	mux.Handle("POST /pipeline/shipments", shipments.Push(func(ctx context.Context, m *pushenvelope.Message) error {
 		return sup.Send(ctx, keyOf(ctx, m), m.Data, m.Attributes)
 	}))
@@ -134,7 +134,7 @@ func withPipeline(ctx context.Context, h http.Handler, g *gateway.Gateway, st st
 	if err != nil {
 		return nil, err
 	}
-	orders := pg.Route(gateway.RouteOptions{Key: prefixed("pipeline:", gateway.KeyFromAttribute("order_id"))})
+	orders := pg.Route(&gateway.RouteOptions{Key: prefixed("pipeline:", gateway.KeyFromAttribute("order_id"))})
 	mux.Handle("POST /pipeline/orders", orders.Push(p.book))
 	return mux, nil
 }

@@ -36,13 +36,13 @@ func newGateway(st store.Store, cfg example.Config, log *slog.Logger) (*gateway.
 // (docs/benchmarks.md).
 func newServer(ctx context.Context, g *gateway.Gateway, st store.Store, cfg example.Config, log *slog.Logger, bare bool) (http.Handler, error) {
 	sup := example.NewSupplier(cfg.SupplierURL, log)
-	byMessage := g.Route(gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
-	orders := gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}
+	byMessage := g.Route(&gateway.RouteOptions{Key: prefixed("msg:", gateway.KeyFromMessageID)})
+	orders := &gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}
 	if cfg.OrdersFingerprint != "" {
 		orders.Fingerprint, orders.AcceptConflicts = gateway.FingerprintPayload, new(cfg.OrdersFingerprint == "accept")
 	}
 	byOrder := g.Route(orders)
-	byUpdate := g.Route(gateway.RouteOptions{Key: prefixed("po-update:", gateway.KeyFromMessageID)})
+	byUpdate := g.Route(&gateway.RouteOptions{Key: prefixed("po-update:", gateway.KeyFromMessageID)})
 
 	send := func(ctx context.Context, m *pushenvelope.Message) error {
 		return sup.Send(ctx, keyOf(ctx, m), m.Data, m.Attributes)
@@ -80,7 +80,7 @@ func newServer(ctx context.Context, g *gateway.Gateway, st store.Store, cfg exam
 		mux.Handle("POST /ledger", noLedger(log))
 		return mux, nil
 	}
-	byLedger := g.Route(gateway.RouteOptions{Key: prefixed("ledger:", gateway.KeyFromMessageID)})
+	byLedger := g.Route(&gateway.RouteOptions{Key: prefixed("ledger:", gateway.KeyFromMessageID)})
 	mux.Handle("POST /ledger", byLedger.Push(l.record))
 	return mux, nil
 }
@@ -89,11 +89,11 @@ func newServer(ctx context.Context, g *gateway.Gateway, st store.Store, cfg exam
 // audience is configured. Only the probe, GET or HEAD /healthz, stays open:
 // any other request to that path (a POST, which the mux would route to the
 // push route at /) is verified like every push.
-func withPushAuth(ctx context.Context, h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
+func withPushAuth(h http.Handler, audience, account string, log *slog.Logger) (http.Handler, error) {
 	if audience == "" && account == "" {
 		return h, nil
 	}
-	v, err := pushauth.New(ctx, pushauth.Options{Audience: audience, ServiceAccountEmail: account, Logger: log})
+	v, err := pushauth.New(&pushauth.Options{Audience: audience, ServiceAccountEmail: account, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("PUSH_AUDIENCE/PUSH_SERVICE_ACCOUNT: %w", err)
 	}

@@ -28,7 +28,7 @@ func TestDigestMatchesTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := g.Route(gateway.RouteOptions{Key: func(m *pushenvelope.Message) (string, error) { return "msg:" + m.ID, nil }}).
+	h := g.Route(&gateway.RouteOptions{Key: func(m *pushenvelope.Message) (string, error) { return "msg:" + m.ID, nil }}).
 		Push(func(context.Context, *pushenvelope.Message) error { return nil })
 	body := `{"message":{"messageId":"100","data":"aGk="},"subscription":"projects/p/subscriptions/s"}`
 	rec := httptest.NewRecorder()

@@ -274,7 +274,7 @@ func (simValidator) Validate(_ context.Context, token, _ string) (*idtoken.Paylo
 }
 
 func (w *world) verifier() *pushauth.Verifier {
-	v, err := pushauth.New(context.Background(), pushauth.Options{Audience: authAudience, ServiceAccountEmail: authEmail,
+	v, err := pushauth.New(&pushauth.Options{Audience: authAudience, ServiceAccountEmail: authEmail,
 		Validator: simValidator{}, Logger: w.logs.logger()})
 	if err != nil {
 		panic("sim: pushauth.New: " + err.Error())

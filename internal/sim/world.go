@@ -292,7 +292,7 @@ func (w *world) newProcess(slot int) *process {
 	if w.sc.Fingerprint {
 		fp = gateway.FingerprintPayload
 	}
-	route := g.Route(gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts)})
+	route := g.Route(&gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts)})
 	p.push = route.Push(w.pushBody)
 	p.idem = route.Idempotent(http.HandlerFunc(w.idempotentBody))
 	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})
