@@ -38,7 +38,7 @@ func TestRecordNamesTheDelivery(t *testing.T) {
 			f := newFixture(t, gateway.Options{})
 			g := f.g
 			if tc.key != nil {
-				g = g.Route(gateway.RouteOptions{Key: tc.key})
+				g = g.Route(&gateway.RouteOptions{Key: tc.key})
 			}
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if err := f.g.Lock(r.Context(), "child:"+tc.storeKey, func(context.Context) error { return nil }); err != nil {
@@ -75,7 +75,7 @@ func TestRecordNamesTheDelivery(t *testing.T) {
 func TestLinesNameTheWinner(t *testing.T) {
 	for _, hide := range []bool{false, true} {
 		f := newFixture(t, gateway.Options{HideKeys: hide})
-		route := f.g.Route(gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
+		route := f.g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")})
 		order := map[string]string{"order_id": "o-1"}
 		inside, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
