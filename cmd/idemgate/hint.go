@@ -1,8 +1,42 @@
 package main
 
 import (
+	"context"
+	"slices"
 	"strings"
+
+	"github.com/idemgate/idemgate/store"
 )
+
+// maxHintPrefixes bounds the prefixes a hint names, and hintSample the
+// records it reads to find them.
+const (
+	maxHintPrefixes = 5
+	hintSample      = 200
+)
+
+// storePrefixes returns the key prefixes (see keyPrefix) of the records
+// st holds, as one page of its listing shows them (store.Lister: the
+// first keys in byte order), at most maxHintPrefixes, sorted; nil when st
+// cannot list or the listing fails: the hint then names none.
+func storePrefixes(ctx context.Context, st any) []string {
+	l, ok := st.(store.Lister)
+	if !ok {
+		return nil
+	}
+	page, err := l.List(ctx, store.ListOptions{Limit: hintSample})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range page.Records {
+		if p, ok := keyPrefix(r.Key); ok && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), maxHintPrefixes)]
+}
 
 // keyHint is the hint that ends the answer for an absent key near which no
 // record was found. prefixes are the key prefixes the store's keys are known

@@ -4,6 +4,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/storeurl"
 )
 
 func TestKeyHint(t *testing.T) {
@@ -49,5 +53,25 @@ func TestInspectHintKeepsAPrefixedKey(t *testing.T) {
 	r := idemgate(t, "", "inspect", "-store", url, "msg:m-101")
 	if r.code != exitOK || !strings.Contains(r.stdout, "hint:       the key is read as given, prefix msg: included") || strings.Contains(r.stdout, "msg:msg:") {
 		t.Errorf("inspect msg:m-101 = %d:\n%s%s\nwant a hint that adds no prefix to a prefixed key", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The hint for an absent key without a prefix names the prefixes the
+// store's keys carry, as its listing finds them, and only those.
+func TestInspectHintFromTheStore(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "records.db")
+	o, err := storeurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"order_id:o-1", "shipment:abc", "order_id:o-2"} {
+		if c, err := o.Store.Claim(t.Context(), key, time.Minute); err != nil || c.Status != store.Won {
+			t.Fatalf("Claim(%q) = %v, %v", key, c.Status, err)
+		}
+	}
+	o.Close()
+	r := idemgate(t, "", "inspect", "-store", url, "zz-9")
+	if r.code != exitOK || !strings.Contains(r.stdout, "hint:       this store's keys carry a prefix: try order_id:zz-9, shipment:zz-9\n") {
+		t.Errorf("inspect zz-9 = %d:\n%s%s\nwant a hint naming the store's prefixes", r.code, r.stdout, r.stderr)
 	}
 }

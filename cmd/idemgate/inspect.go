@@ -102,7 +102,7 @@ type nearRecord struct {
 // search keys by suffix. A failed search is a note, not the command's
 // failure: the key's own answer stands.
 func findNearby(ctx context.Context, o *storeurl.Opened, x store.Inspector, key string) nearby {
-	n := nearby{hint: keyHint(key, nil)}
+	n := nearby{hint: keyHint(key, storePrefixes(ctx, o.Store))}
 	if o.FindSuffix == nil {
 		n.note = "this store cannot search keys by suffix"
 		return n
