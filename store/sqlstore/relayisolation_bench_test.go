@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
@@ -70,17 +69,8 @@ func isolationRun(b *testing.B, code codes.Code, failFor time.Duration) isolatio
 	db := openDB(b, postgresBackend.connector(b), 8)
 	st := outboxStore(b, db, postgresBackend.dialect)
 	var failUntil atomic.Int64 // unix ns; 0 until the relay starts
-	srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "Publish", Reactor: failKey{code: code, until: &failUntil}})
-	b.Cleanup(func() { srv.Close() })
-	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
-	topic := "projects/p/topics/out"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		b.Fatal(err)
-	}
+	_, ps := testenv.FakePubSub(b, pstest.ServerReactorOption{FuncName: "Publish", Reactor: failKey{code: code, until: &failUntil}})
+	topic := testenv.FakeTopic
 	mix := relayMix{"isolation", func(i int) string {
 		switch {
 		case i%100 == 0:

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -78,17 +76,8 @@ func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int
 	}
 	db := openDB(b, stmts.wrap(b, be), conns)
 	st := outboxStore(b, db, be.dialect)
-	srv := pstest.NewServer()
-	b.Cleanup(func() { srv.Close() })
-	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
-	topic := "projects/p/topics/out"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		b.Fatal(err)
-	}
+	srv, ps := testenv.FakePubSub(b)
+	topic := testenv.FakeTopic
 	data := []byte(strings.Repeat("x", 256))
 
 	var relayRate, floorRate, takes, statements, takeShare, settleShare float64
@@ -297,17 +286,8 @@ func BenchmarkRelayLoadLag(b *testing.B) {
 	n := *relayMessages
 	db := openDB(b, postgresBackend.connector(b), 8)
 	st := outboxStore(b, db, postgresBackend.dialect)
-	srv := pstest.NewServer()
-	b.Cleanup(func() { srv.Close() })
-	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
-	topic := "projects/p/topics/out"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		b.Fatal(err)
-	}
+	srv, ps := testenv.FakePubSub(b)
+	topic := testenv.FakeTopic
 	data := []byte(strings.Repeat("x", 256))
 	var lags []time.Duration
 	var offered float64

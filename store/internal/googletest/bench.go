@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
-
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
@@ -110,17 +106,8 @@ func BenchDuplicate(b *testing.B, st Store) {
 // says little about production; the RPCs per message carry over.
 func BenchRelay(b *testing.B, w OutboxWorld, wire *Wire, n int) {
 	ctx := b.Context()
-	srv := pstest.NewServer()
-	b.Cleanup(func() { srv.Close() })
-	ps, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
-	topic := "projects/p/topics/out"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		b.Fatal(err)
-	}
+	srv, ps := testenv.FakePubSub(b)
+	topic := testenv.FakeTopic
 	data := bytes.Repeat([]byte("x"), 256)
 	var rate, rpcs float64
 	for run := range b.N {
