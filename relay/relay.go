@@ -306,7 +306,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}()
 	for {
-		n, err := 0, error(nil)
+		var (
+			n   int
+			err error
+		)
 		n, next, err = r.round(ctx, pubs, giveUp, next)
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -220,25 +217,4 @@ func pubsubGet(ctx context.Context, client *http.Client, url string) (string, er
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
-}
-
-// FakeTopic is the topic FakePubSub creates.
-const FakeTopic = "projects/p/topics/out"
-
-// FakePubSub starts an in-process Pub/Sub fake (pstest) with reactors, and
-// returns it with a client of project "p" connected to it and the topic
-// FakeTopic created; both close when tb ends.
-func FakePubSub(tb testing.TB, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
-	tb.Helper()
-	srv := pstest.NewServer(reactors...)
-	tb.Cleanup(func() { srv.Close() })
-	c, err := pubsub.NewClient(tb.Context(), "p", PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	if _, err := c.TopicAdminClient.CreateTopic(tb.Context(), &pubsubpb.Topic{Name: FakeTopic}); err != nil {
-		tb.Fatal(err)
-	}
-	return srv, c
 }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 )
@@ -69,8 +69,8 @@ func isolationRun(b *testing.B, code codes.Code, failFor time.Duration) isolatio
 	db := openDB(b, postgresBackend.connector(b), 8)
 	st := outboxStore(b, db, postgresBackend.dialect)
 	var failUntil atomic.Int64 // unix ns; 0 until the relay starts
-	_, ps := testenv.FakePubSub(b, pstest.ServerReactorOption{FuncName: "Publish", Reactor: failKey{code: code, until: &failUntil}})
-	topic := testenv.FakeTopic
+	_, ps := fakepubsub.New(b, pstest.ServerReactorOption{FuncName: "Publish", Reactor: failKey{code: code, until: &failUntil}})
+	topic := fakepubsub.Topic
 	mix := relayMix{"isolation", func(i int) string {
 		switch {
 		case i%100 == 0:

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
@@ -76,8 +77,8 @@ func benchmarkRelayThroughput(b *testing.B, be backend, mix relayMix, relays int
 	}
 	db := openDB(b, stmts.wrap(b, be), conns)
 	st := outboxStore(b, db, be.dialect)
-	srv, ps := testenv.FakePubSub(b)
-	topic := testenv.FakeTopic
+	srv, ps := fakepubsub.New(b)
+	topic := fakepubsub.Topic
 	data := []byte(strings.Repeat("x", 256))
 
 	var relayRate, floorRate, takes, statements, takeShare, settleShare float64
@@ -286,8 +287,8 @@ func BenchmarkRelayLoadLag(b *testing.B) {
 	n := *relayMessages
 	db := openDB(b, postgresBackend.connector(b), 8)
 	st := outboxStore(b, db, postgresBackend.dialect)
-	srv, ps := testenv.FakePubSub(b)
-	topic := testenv.FakeTopic
+	srv, ps := fakepubsub.New(b)
+	topic := fakepubsub.Topic
 	data := []byte(strings.Repeat("x", 256))
 	var lags []time.Duration
 	var offered float64

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store"
@@ -106,8 +106,8 @@ func BenchDuplicate(b *testing.B, st Store) {
 // says little about production; the RPCs per message carry over.
 func BenchRelay(b *testing.B, w OutboxWorld, wire *Wire, n int) {
 	ctx := b.Context()
-	srv, ps := testenv.FakePubSub(b)
-	topic := testenv.FakeTopic
+	srv, ps := fakepubsub.New(b)
+	topic := fakepubsub.Topic
 	data := bytes.Repeat([]byte("x"), 256)
 	var rate, rpcs float64
 	for run := range b.N {
