@@ -63,6 +63,12 @@
 //	messagePublished data that is not
 //	a Pub/Sub message                     400   nack; fn did not run
 //
+// On an Eventarc Advanced pipeline (Options.Platform EventarcAdvanced) a
+// conflict and a missing key answer 422 instead: the pipeline retries 409
+// and 500 up to its attempt limit, but ends the delivery at once on 422, a
+// persistent error, as on 400. docs/design.md holds the answers of every
+// surface and what each platform then does.
+//
 // An event without an id never reaches the function: the SDK answers 400.
 // When Wrap, not fn, decides the answer (503, the 500 for no key, 400), it
 // returns an error that carries a *cehttp.Result (package

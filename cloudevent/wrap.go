@@ -40,6 +40,13 @@ type Options struct {
 	Fingerprint     gateway.FingerprintFunc
 	AcceptConflicts bool
 
+	// Platform names what delivers the events, for the answers that end a
+	// delivery (see Platform): a conflict answers 409 and a missing key
+	// 500 on Eventarc, both 422 on EventarcAdvanced, which retries 409 and
+	// 500 but not 422. Default Eventarc (Eventarc standard triggers and
+	// Cloud Run functions).
+	Platform Platform
+
 	// Logger receives the guard's line for each event, the one every
 	// surface writes (see the gateway's docs/operations.md): DEBUG when the
 	// function ran; INFO when the event was a duplicate (the gateway's
@@ -71,8 +78,8 @@ type Options struct {
 // the answer to each outcome. A panic in fn releases the claim and goes on;
 // functions-framework recovers it and answers 500.
 //
-// Wrap panics if g or fn is nil: that is a programming error, and failing
-// at registration beats failing every event.
+// Wrap panics if g or fn is nil, or Options.Platform is unknown: that is a
+// programming error, and failing at registration beats failing every event.
 func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts *Options) func(context.Context, event.Event) error {
 	if g == nil {
 		panic("cloudevent: Wrap with a nil *gateway.Gateway")
@@ -86,6 +93,9 @@ func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts 
 	}
 	if w.opts.Key == nil {
 		w.opts.Key = KeyFromEvent
+	}
+	if w.opts.Platform != Eventarc && w.opts.Platform != EventarcAdvanced {
+		panic("cloudevent: Wrap with an unknown Options.Platform " + w.opts.Platform.String())
 	}
 	return w.serve
 }
@@ -127,13 +137,14 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 		}
 		return result
 	})
-	return reply(&d, &res, result)
+	return reply(&d, &res, result, w.opts.Platform)
 }
 
 // reply is the CloudEvents surface's table: the outcome of an event as the
 // result functions-framework answers (nil or a 2xx result acks, anything
-// else nacks). result is fn's, when it ran.
-func reply(d *guard.Delivery, res *guard.Result, result error) error {
+// else nacks; on Eventarc Advanced, only 408, 409, 429, 500, 502, 503 and 504
+// are retried). result is fn's, when it ran.
+func reply(d *guard.Delivery, res *guard.Result, result error, p Platform) error {
 	if res.Panic != nil {
 		panic(res.Panic) // the claim is released; functions-framework answers 500
 	}
@@ -146,11 +157,11 @@ func reply(d *guard.Delivery, res *guard.Result, result error) error {
 		if d.AcceptConflicts {
 			return nil
 		}
-		return withStatus(http.StatusConflict, "idemgate: key reused for a different payload", res.Err)
+		return withStatus(p.permanent(http.StatusConflict), "idemgate: key reused for a different payload", res.Err)
 	case gateway.OutcomeInProgress:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", res.Err)
 	case gateway.OutcomeNoKey:
-		return withStatus(http.StatusInternalServerError, "idemgate: no idempotency key", res.Err)
+		return withStatus(p.permanent(http.StatusInternalServerError), "idemgate: no idempotency key", res.Err)
 	case gateway.OutcomeStoreError:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: store unavailable", res.Err)
 	case gateway.OutcomeCancelled:

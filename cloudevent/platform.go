@@ -1,0 +1,48 @@
+package cloudevent
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// Platform names what delivers the events to the function, where the
+// answers that end a delivery differ from one platform to another.
+type Platform int
+
+const (
+	// Eventarc is an Eventarc standard trigger (Cloud Run functions among
+	// its destinations), the default. Its transport is a Pub/Sub push
+	// subscription: every answer but a 2xx is a nack, retried with backoff
+	// when the trigger has retries on and dropped when it has not, so no
+	// status stops a delivery sooner than another.
+	Eventarc Platform = iota
+
+	// EventarcAdvanced is an Eventarc Advanced pipeline. It retries only
+	// 408, 409, 429, 500, 502, 503 and 504, and ends the delivery at once
+	// on any other status (a persistent error). Wrap then answers the
+	// failures that no retry can mend, a conflict and a missing key, 422,
+	// which the pipeline does not retry, instead of 409 and 500, which it
+	// would retry up to its attempt limit.
+	EventarcAdvanced
+)
+
+// String names p as the docs do.
+func (p Platform) String() string {
+	switch p {
+	case Eventarc:
+		return "Eventarc"
+	case EventarcAdvanced:
+		return "EventarcAdvanced"
+	}
+	return "Platform(" + strconv.Itoa(int(p)) + ")"
+}
+
+// permanent is the status of a failure that a retry of the same event
+// cannot mend, on p: code where every failure is retried alike, and 422,
+// a code Eventarc Advanced does not retry, there.
+func (p Platform) permanent(code int) int {
+	if p == EventarcAdvanced {
+		return http.StatusUnprocessableEntity
+	}
+	return code
+}
