@@ -148,7 +148,8 @@
 //   - pipe-take-order: a Take never hands out a message while an earlier
 //     message of its key (topic ID and ordering key) is held by another
 //     Take or backs off, as the relays' Takes and Settles show it (with a
-//     tenth of the lease of margin).
+//     tenth of the lease of margin; a backoff counted from the moment its
+//     Settle was called, the earliest the store can have read its clock).
 //   - pipe-order: stage B effects a key's child keys in the order of their
 //     first commits (keys with a dead version left out; on a store that
 //     replaces, keys committed again after a Forget left out too).

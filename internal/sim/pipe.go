@@ -775,13 +775,15 @@ func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed [
 	}
 	w.opsMu.Lock()
 	defer w.opsMu.Unlock()
+	// A failure's backoff runs, at the earliest, from the moment Settle
+	// was called: the store reads its clock somewhere in the call.
+	called := time.Now()
 	err := rp.inner.Settle(ctx, sent, failed)
 	if err != nil {
 		w.tracef("", "%s settle: %v", rp.who(), err)
 		return err
 	}
 	w.mu.Lock()
-	now := time.Now()
 	for _, p := range sent {
 		w.takes[p.ID] = append(w.takes[p.ID], takeEvent{token: p.Token})
 		if v := w.versions[tagOf(p.Data)]; v != nil {
@@ -792,7 +794,7 @@ func (rp *relayProc) Settle(ctx context.Context, sent []outbox.Pending, failed [
 		w.takes[f.ID] = append(w.takes[f.ID], takeEvent{token: f.Token})
 		v := w.versions[tagOf(f.Data)]
 		if v != nil && v.heldBy == f.Token {
-			v.heldBy, v.backoffUntil = "", now.Add(f.After)
+			v.heldBy, v.backoffUntil = "", called.Add(f.After)
 		}
 
 		w.events = append(w.events, traceLine{at: w.now(), key: tagOf(f.Data), text: fmt.Sprintf("%s gives back: reason %q, after %v, dead %v, release %v", rp.who(), f.Reason, f.After, f.Dead, f.Release)})
