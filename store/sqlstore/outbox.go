@@ -90,6 +90,22 @@ func newTakeToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// beginTake begins a Take's transaction and reads the database's clock in
+// it (see outboxSQL.clock), in ms. READ COMMITTED: on InnoDB, no gap
+// locks; and every statement sees the latest committed rows. The caller
+// rolls tx back unless it commits.
+func (o *Outbox) beginTake(ctx context.Context) (tx *sql.Tx, now int64, err error) {
+	tx, err = o.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := tx.QueryRowContext(ctx, o.s.ob.clock()).Scan(&now); err != nil {
+		tx.Rollback()
+		return nil, 0, err
+	}
+	return tx, now, nil
+}
+
 // takeLocked is Take on MySQL and MariaDB: it locks the
 // candidates, which the statement chose free of any earlier blocked
 // message of their key, keeps those of an ordering key only behind a
@@ -98,17 +114,11 @@ func newTakeToken() string {
 // locked by a Take in flight, stay where they are.
 func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
-	// READ COMMITTED: on InnoDB, no gap locks; and every statement sees
-	// the latest committed rows.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, now, err := o.beginTake(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	var now int64
-	if err := tx.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
-		return nil, err
-	}
 	q, args := s.ob.takeLocked(n, now)
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -161,15 +171,11 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 // locks, chooses and leases.
 func (o *Outbox) takePostgres(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, now, err := o.beginTake(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	var now int64
-	if err := tx.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
-		return nil, err
-	}
 	out, err := o.takeReturning(ctx, tx.QueryContext, s.ob.takePostgres(), token, ms, n, now)
 	if err != nil {
 		return nil, err
