@@ -2,7 +2,8 @@
 // databases that keep its records.
 //
 // A [Store] keeps one record per key. A record is CLAIMED (someone is doing
-// the work) or DONE (the work succeeded), and carries a fencing token
+// the work), DONE (the work succeeded) or, in a store that implements
+// [Failer], FAILED (the work failed for good), and carries a fencing token
 // ("fence", an int64 that only rises and never repeats), the token of the
 // Claim call that last won it, and two instants on the store's own clock:
 // leaseUntil (until when the holder owns the key) and expiresAt (until when
@@ -30,6 +31,29 @@
 //	any other                     Extend    —                  unchanged   ErrFenced    same
 //	CLAIMED or DONE, unexpired    Forget    —                  reclaimable true         raised
 //	absent, or now ≥ expiresAt    Forget    —                  unchanged   false        same
+//
+// A store that implements [Failer] adds a state and two calls:
+//
+//	from                          call      guard              to          result       fence
+//	FAILED                        Claim     now < expiresAt    unchanged   AlreadyFailed same
+//	CLAIMED                       Fail      claim matches,     FAILED      n, true      same
+//	                                        final or n = max
+//	CLAIMED                       Fail      claim matches      reclaimable n, false     raised
+//	FAILED                        Fail      fence matches      unchanged   n, true      same
+//	any other                     Fail      —                  unchanged   0, false     same
+//	FAILED, unexpired             Retry     —                  reclaimable true         raised
+//	any other                     Retry     —                  unchanged   false        same
+//	FAILED, unexpired             Forget    —                  reclaimable true         raised
+//	FAILED                        Complete, Release, Extend: as "any other" (false, unchanged, ErrFenced)
+//
+// n is the record's count of failed attempts after the call: one more than
+// it held. A Claim that wins a released or lapsed record keeps its count,
+// its reason and its first failure, so that the failures of successive
+// holders add up; one that wins an absent or expired record starts at 0.
+// Fail's FAILED sets leaseUntil = now (the instant it failed) and
+// expiresAt = now + ttl, like Complete; its other row is a Release that
+// also counts. Retry and Forget clear the count, the reason and the first
+// failure.
 //
 // "claim matches" means the record holds the caller's fence and token;
 // "now" as a fence is the store's clock in microseconds, and "raised" is

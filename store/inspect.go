@@ -41,16 +41,19 @@ type RecordState uint8
 const (
 	Claimed RecordState = iota + 1 // somebody claimed the key and has not completed it
 	Done                           // the work succeeded: duplicates are suppressed until ExpiresAt
+	Failed                         // the work failed for good (see Failer): it does not run again until ExpiresAt or a Retry
 )
 
-// String returns "CLAIMED" or "DONE", the names the store documentation
-// uses.
+// String returns "CLAIMED", "DONE" or "FAILED", the names the store
+// documentation uses.
 func (s RecordState) String() string {
 	switch s {
 	case Claimed:
 		return "CLAIMED"
 	case Done:
 		return "DONE"
+	case Failed:
+		return "FAILED"
 	}
 	return "INVALID"
 }
@@ -91,9 +94,30 @@ type Record struct {
 	// A record completed by an earlier idemgate, whose Complete left
 	// LeaseUntil alone, shows its last lease end instead until it expires.
 	CompletedAt time.Time
+	// Attempts is how many attempts at the work failed (see Failer),
+	// counted since the record was made, retried or forgotten. A Claimed
+	// record keeps its count across Release and takeovers, and a Done one
+	// keeps the count it had.
+	Attempts int
+	// Reason is why the last failed attempt failed; empty when none did.
+	Reason string
+	// FirstFailure is when the first counted attempt failed, on the
+	// store's clock; zero when none did. For a Failed record, LeaseUntil
+	// is when the last one failed (FailedAt).
+	FirstFailure time.Time
 	// ReadAt is the store's clock when the record was read, to compare the
 	// other instants with.
 	ReadAt time.Time
+}
+
+// FailedAt is when a Failed record went FAILED, on the store's clock (its
+// lease ended there, as a Done record's ends at its completion); zero for
+// a record in another state.
+func (r Record) FailedAt() time.Time {
+	if r.State != Failed {
+		return time.Time{}
+	}
+	return r.LeaseUntil
 }
 
 // Released reports whether r is a claim that was given up, by Release or

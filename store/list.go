@@ -76,11 +76,12 @@ const (
 	StateLapsed                      // CLAIMED, the lease ended without a release: crashed or a zombie
 	StateReleased                    // CLAIMED, given up by Release or Forget: the next Claim wins
 	StateDone                        // DONE: duplicates are suppressed
+	StateFailed                      // FAILED: the work failed for good; not run again until retried
 
-	allStates = StateHeld | StateLapsed | StateReleased | StateDone
+	allStates = StateHeld | StateLapsed | StateReleased | StateDone | StateFailed
 )
 
-var stateNames = [...]string{"held", "lapsed", "released", "done"}
+var stateNames = [...]string{"held", "lapsed", "released", "done", "failed"}
 
 // String returns the names of the states in s, separated by commas
 // ("held,lapsed"); "" for none.
@@ -108,7 +109,7 @@ func ParseStates(list string) (States, error) {
 			i++
 		}
 		if i == len(stateNames) {
-			return 0, fmt.Errorf("store: unknown state %q (want held, lapsed, released or done)", n)
+			return 0, fmt.Errorf("store: unknown state %q (want held, lapsed, released, done or failed)", n)
 		}
 		s |= 1 << i
 	}
@@ -121,6 +122,8 @@ func (r Record) ListState() States {
 	switch {
 	case r.State == Done:
 		return StateDone
+	case r.State == Failed:
+		return StateFailed
 	case r.Released():
 		return StateReleased
 	case r.Lapsed():
@@ -137,7 +140,8 @@ func (r Record) ListState() States {
 //     one before, so the age is never more than the truth);
 //   - lapsed: since the lease ended (LeaseUntil);
 //   - released: since the release or Forget (LeaseUntil);
-//   - done: since the completion (CompletedAt).
+//   - done: since the completion (CompletedAt);
+//   - failed: since it went FAILED (FailedAt).
 //
 // A negative age, from a clock that stepped back, reads as 0.
 func (r Record) Age() time.Duration {

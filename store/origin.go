@@ -37,15 +37,21 @@ func Origin(ctx context.Context) string {
 // bytes of UTF-8 without control characters, so that it prints as one line
 // wherever it is shown. Stores return its error unchanged from Claim.
 func CheckOrigin(origin string) error {
-	if len(origin) > MaxOriginLen {
-		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidOrigin, len(origin), MaxOriginLen)
+	return checkLine(ErrInvalidOrigin, origin, MaxOriginLen)
+}
+
+// checkLine reports, wrapping kind, whether s is at most limit bytes of
+// UTF-8 without control characters.
+func checkLine(kind error, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%w: %d bytes, longer than %d", kind, len(s), limit)
 	}
-	if !utf8.ValidString(origin) {
-		return fmt.Errorf("%w: %q is not UTF-8", ErrInvalidOrigin, origin)
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %q is not UTF-8", kind, s)
 	}
-	for _, r := range origin {
+	for _, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: %q holds a control character", ErrInvalidOrigin, origin)
+			return fmt.Errorf("%w: %q holds a control character", kind, s)
 		}
 	}
 	return nil
@@ -67,21 +73,28 @@ func MakeOrigin(surface, id string) string {
 			o += "/" + id
 		}
 	}
-	o = strings.Map(func(r rune) rune {
+	return printable(o, MaxOriginLen)
+}
+
+// printable returns s as one printable line of at most limit bytes: bytes
+// that are not UTF-8 and control characters become U+FFFD, and a longer
+// text is cut short on a character boundary, marked with "…".
+func printable(s string, limit int) string {
+	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return utf8.RuneError
 		}
 		return r
-	}, strings.ToValidUTF8(o, string(utf8.RuneError)))
-	if len(o) <= MaxOriginLen {
-		return o
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
+	if len(s) <= limit {
+		return s
 	}
 	const ellipsis = "…"
-	cut := MaxOriginLen - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(o[cut]) {
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return o[:cut] + ellipsis
+	return s[:cut] + ellipsis
 }
 
 // printableASCII reports whether s is all printable ASCII.

@@ -12,7 +12,7 @@ type Store interface {
 	// Claim tries to take key for lease. The result's Status says what
 	// happened: Won (the caller owns the key until LeaseUntil and holds the
 	// returned Fence), AlreadyDone (the work was completed and the record has
-	// not expired), or HeldByOther (a live holder owns the key until
+	// not expired), HeldByOther (a live holder owns the key until
 	// LeaseUntil). An error means nothing is known about the record; the
 	// caller must not run the work. A lease that is not shorter than the
 	// store's ttl is refused with an error wrapping ErrLeaseTooLong.
@@ -51,12 +51,14 @@ type Status uint8
 // The outcomes of Claim. The zero Status is invalid, so a forgotten
 // assignment is never mistaken for a win.
 const (
-	Won         Status = iota + 1 // the caller owns the key
-	AlreadyDone                   // the work was done; the record has not expired
-	HeldByOther                   // a live holder owns the key
+	Won           Status = iota + 1 // the caller owns the key
+	AlreadyDone                     // the work was done; the record has not expired
+	HeldByOther                     // a live holder owns the key
+	AlreadyFailed                   // the work failed for good (see Failer); the record has not expired
 )
 
-// String returns the status name: "won", "already_done" or "held_by_other".
+// String returns the status name: "won", "already_done", "held_by_other"
+// or "already_failed".
 func (s Status) String() string {
 	switch s {
 	case Won:
@@ -65,6 +67,8 @@ func (s Status) String() string {
 		return "already_done"
 	case HeldByOther:
 		return "held_by_other"
+	case AlreadyFailed:
+		return "already_failed"
 	}
 	return "invalid"
 }
@@ -83,7 +87,7 @@ type Claim struct {
 	// Token identifies the Claim call that won the record (empty unless Won).
 	Token string
 	// LeaseUntil is when the lease ends: the caller's for Won, the holder's
-	// for HeldByOther. Zero for AlreadyDone.
+	// for HeldByOther. Zero for AlreadyDone and AlreadyFailed.
 	LeaseUntil time.Time
 	// Fingerprint is the payload fingerprint the record keeps (see
 	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
@@ -93,6 +97,11 @@ type Claim struct {
 	// caller's for Won, the winner's for AlreadyDone (the delivery that did
 	// the work) and HeldByOther (the one at work); empty when none was kept.
 	Origin string
+	// Attempts is how many attempts failed (see Failer): the record's
+	// count for AlreadyFailed; 0 otherwise.
+	Attempts int
+	// Reason is why the work failed, for AlreadyFailed; empty otherwise.
+	Reason string
 
 	// watcher is told by EnterTx; see OnEnterTx.
 	watcher TxWatcher

@@ -104,10 +104,10 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 	}
 	s := &Store{client: client, kind: o.Kind, namespace: o.Namespace, now: o.Now}
 	s.ops = record.Ops{
-		Name:  "datastorestore",
-		Rules: record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
-		Round: s.transact,
-		Retry: retryable,
+		Name:      "datastorestore",
+		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Round:     s.transact,
+		Retryable: retryable,
 	}
 	s.readOps = s.ops
 	s.readOps.Round = s.readFirst

@@ -159,7 +159,7 @@ func (e *commitError) Error() string { return e.err.Error() }
 func (e *commitError) Unwrap() error { return e.err }
 
 // retryable reports whether another transaction may succeed where err
-// failed (record.Ops.Retry). Retrying is always safe: every transaction
+// failed (record.Ops.Retryable). Retrying is always safe: every transaction
 // re-reads the entity, and a Claim whose commit landed unseen finds its own
 // token.
 func retryable(err error) (retry, now bool) {

@@ -103,10 +103,10 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	}
 	s := &Store{coll: coll, now: o.Now, client: client}
 	s.ops = record.Ops{
-		Name:  "firestorestore",
-		Rules: record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
-		Round: s.round,
-		Retry: retryable,
+		Name:      "firestorestore",
+		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Round:     s.round,
+		Retryable: retryable,
 	}
 	s.claims = s.ops
 	s.claims.Round = s.readRound // a Claim may be a duplicate: it reads first

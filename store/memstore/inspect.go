@@ -36,6 +36,22 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	return write, nil
 }
 
+// Retry implements [store.Failer]: a live FAILED record becomes a
+// released claim with a higher fence and no failures.
+func (s *Store) Retry(ctx context.Context, key string) (bool, error) {
+	sh, err := s.lockKey(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	defer sh.mu.Unlock()
+	r, found := sh.read(key)
+	next, write := s.rules.Retry(orNil(&r, found), s.now())
+	if write {
+		sh.m[key] = entryOf(&next)
+	}
+	return write, nil
+}
+
 // lockKey checks ctx and key and returns key's shard locked.
 func (s *Store) lockKey(ctx context.Context, key string) (*shard, error) {
 	if err := ctx.Err(); err != nil {

@@ -74,32 +74,46 @@ type shard struct {
 // entry is a record as a shard keeps it: smaller than a record.Record,
 // which it is turned into for each decision and back.
 type entry struct {
-	done       bool
+	state      string // record.StateClaimed, StateDone or StateFailed
 	fence      int64
 	token      string
 	fp         []byte // the payload fingerprint; never written into, so that a decision can share it
 	origin     string // the delivery that won the record
 	leaseUntil int64  // unix nanoseconds on the store's clock
 	expiresAt  int64
+	fail       *failures // nil when no attempt failed
+}
+
+// failures are what an entry keeps of its failed attempts (store.Failer):
+// few records have any, so they cost the others one pointer.
+type failures struct {
+	attempts int
+	reason   string
+	first    time.Time
 }
 
 // record returns e as the rules read it.
 func (e *entry) record() record.Record {
-	r := record.Record{State: record.StateClaimed, Fence: e.fence, Token: e.token, LeaseUntil: time.Unix(0, e.leaseUntil), ExpiresAt: time.Unix(0, e.expiresAt), Fingerprint: e.fp, Origin: e.origin}
-	if e.done {
-		r.State = record.StateDone
+	r := record.Record{State: e.state, Fence: e.fence, Token: e.token, LeaseUntil: time.Unix(0, e.leaseUntil), ExpiresAt: time.Unix(0, e.expiresAt), Fingerprint: e.fp, Origin: e.origin}
+	if f := e.fail; f != nil {
+		r.Attempts, r.Reason, r.FirstFailure = f.attempts, f.reason, f.first
 	}
 	return r
 }
 
 // entryOf returns the entry that keeps r.
 func entryOf(r *record.Record) entry {
-	return entry{done: r.State == record.StateDone, fence: r.Fence, token: r.Token, fp: r.Fingerprint, origin: r.Origin, leaseUntil: r.LeaseUntil.UnixNano(), expiresAt: r.ExpiresAt.UnixNano()}
+	e := entry{state: r.State, fence: r.Fence, token: r.Token, fp: r.Fingerprint, origin: r.Origin, leaseUntil: r.LeaseUntil.UnixNano(), expiresAt: r.ExpiresAt.UnixNano()}
+	if r.Attempts > 0 {
+		e.fail = &failures{attempts: r.Attempts, reason: r.Reason, first: r.FirstFailure}
+	}
+	return e
 }
 
 var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Extender = (*Store)(nil)
+	_ store.Failer   = (*Store)(nil)
 )
 
 // New returns an empty Store. A nil opts means the defaults.
@@ -250,6 +264,28 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 		sh.m[c.Key] = entryOf(&next)
 	}
 	return nil
+}
+
+// Fail implements [store.Failer].
+func (s *Store) Fail(ctx context.Context, c store.Claim, f store.Failure) (int, bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return 0, false, err
+	}
+	if err := store.CheckReason(f.Reason); err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	sh := s.shardOf(c.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r, found := sh.read(c.Key)
+	attempts, failed, next, write := s.rules.Fail(orNil(&r, found), c, f, s.now())
+	if write {
+		sh.m[c.Key] = entryOf(&next)
+	}
+	return attempts, failed, nil
 }
 
 // Extend implements [store.Extender].

@@ -48,6 +48,13 @@ type bugs struct {
 	clearsOrigin         bool // Release and Forget clear the origin
 	keepsOrigin          bool // a Claim without an origin keeps the released holder's
 	acceptsBadOrigin     bool // Claim keeps an origin that store.CheckOrigin refuses
+	failKeepsFence       bool // a counted failure frees the key without bumping the fence
+	failIgnoresToken     bool // Fail compares the fence only
+	failedCompletes      bool // Complete turns a FAILED record DONE
+	claimResetsCount     bool // a Claim of a released record starts the count again
+	retryAnyState        bool // Retry frees a record in any state
+	retryKeepsCount      bool // Retry keeps the attempt count
+	failedNeverExpires   bool // a FAILED record outlives its expiry
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -76,7 +83,10 @@ func (s *model) owner(r rec, c store.Claim) bool {
 }
 
 type rec struct {
-	done               bool
+	done, failed       bool
+	attempts           int
+	reason             string
+	firstFailure       time.Time
 	fence              int64
 	token              string
 	fp                 []byte
@@ -143,13 +153,15 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	}
 	now := s.now()
 	r, ok := read()
-	expired := ok && !now.Before(r.expiry) && !(r.done && s.bugs.doneNeverExpires)
+	expired := ok && !now.Before(r.expiry) && !(r.done && s.bugs.doneNeverExpires) && !(r.failed && s.bugs.failedNeverExpires)
 	seen := r.origin
 	if s.bugs.callersOrigin {
 		seen = origin
 	}
 	switch {
 	case !ok || expired:
+	case r.failed:
+		return store.Claim{Key: key, Status: store.AlreadyFailed, Fence: r.fence, Fingerprint: r.fp, Origin: seen, Attempts: r.attempts, Reason: r.reason}, nil
 	case !r.done && r.token == token && !s.bugs.noReaffirm:
 		return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp, Origin: r.origin}, nil
 	case !r.done && now.Before(r.leaseUntil):
@@ -166,7 +178,11 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if s.bugs.dropsOrigin {
 		r.origin = ""
 	}
-	r = rec{fence: s.raise(r.fence, now), token: token, fp: r.fp, origin: r.origin, leaseUntil: now.Add(lease)}
+	next := rec{fence: s.raise(r.fence, now), token: token, fp: r.fp, origin: r.origin, leaseUntil: now.Add(lease)}
+	if ok && !expired && !s.bugs.claimResetsCount {
+		next.attempts, next.reason, next.firstFailure = r.attempts, r.reason, r.firstFailure
+	}
+	r = next
 	r.expiry = r.leaseUntil.Add(s.ttl)
 	write(r)
 	return store.Claim{Key: key, Status: store.Won, Fence: r.fence, Token: token, LeaseUntil: r.leaseUntil, Fingerprint: r.fp, Origin: origin}, nil
@@ -233,17 +249,81 @@ func (s *model) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	defer s.mu.Unlock()
 	now := s.now()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.completeIgnoresFence || !now.Before(r.expiry) {
+	if !ok || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.completeIgnoresFence || !now.Before(r.expiry) || r.failed && !s.bugs.failedCompletes {
 		return false, nil
 	}
 	if s.bugs.leaseCheckedComplete && !r.done && !now.Before(r.leaseUntil) {
 		return false, nil
 	}
 	if !r.done {
-		r.done, r.expiry, r.completedAt = true, now.Add(s.ttl), now
+		r.done, r.failed, r.expiry, r.completedAt = true, false, now.Add(s.ttl), now
 		s.m[s.key(c.Key)] = r
 	}
 	return true, nil
+}
+
+func (s *model) Fail(ctx context.Context, c store.Claim, f store.Failure) (int, bool, error) {
+	if err := s.won(c); err != nil {
+		return 0, false, err
+	}
+	if err := store.CheckReason(f.Reason); err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r, ok := s.m[s.key(c.Key)]
+	switch {
+	case !ok || !now.Before(r.expiry) || r.fence != c.Fence:
+		return 0, false, nil
+	case r.failed:
+		return r.attempts, true, nil
+	case r.done || r.token != c.Token && !s.bugs.failIgnoresToken:
+		return 0, false, nil
+	}
+	n, failed := f.FailedAttempts(r.attempts)
+	r.attempts, r.reason = n, f.Reason
+	if r.firstFailure.IsZero() {
+		r.firstFailure = now
+	}
+	if failed {
+		r.failed, r.leaseUntil, r.expiry = true, now, now.Add(s.ttl)
+	} else {
+		if !s.bugs.failKeepsFence {
+			r.fence = s.raise(r.fence, now)
+		}
+		r.token, r.fp, r.leaseUntil = "", nil, now
+		if e := now.Add(s.ttl); e.After(r.expiry) {
+			r.expiry = e
+		}
+	}
+	s.m[s.key(c.Key)] = r
+	return n, failed, nil
+}
+
+func (s *model) Retry(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		return false, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.m[s.key(key)]; !ok || !r.failed && !s.bugs.retryAnyState {
+		return false, nil
+	}
+	attempts := s.m[s.key(key)].attempts
+	ok := s.forget(key)
+	if ok && s.bugs.retryKeepsCount {
+		r := s.m[s.key(key)]
+		r.attempts, r.reason, r.firstFailure = attempts, "kept", time.Unix(1, 0)
+		s.m[s.key(key)] = r
+	}
+	return ok, nil
 }
 
 func (s *model) Release(ctx context.Context, c store.Claim) error {
@@ -256,7 +336,7 @@ func (s *model) Release(ctx context.Context, c store.Claim) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || r.done || r.fence != c.Fence || !s.owner(r, c) {
+	if !ok || r.done || r.failed || r.fence != c.Fence || !s.owner(r, c) {
 		return nil
 	}
 	if s.bugs.releaseDeletes {
@@ -292,7 +372,7 @@ func (s *model) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	defer s.mu.Unlock()
 	now := s.now()
 	r, ok := s.m[s.key(c.Key)]
-	if !ok || r.done || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.extendIgnoresFence || !now.Before(r.expiry) {
+	if !ok || r.done || r.failed || (r.fence != c.Fence || !s.owner(r, c)) && !s.bugs.extendIgnoresFence || !now.Before(r.expiry) {
 		return store.Claim{}, store.ErrFenced
 	}
 	r.leaseUntil = now.Add(lease)
@@ -386,11 +466,20 @@ func (s *model) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	if !ok || (!now.Before(r.expiry) && !s.bugs.inspectShowsExpired) {
 		return store.Record{}, false, nil
 	}
-	out := store.Record{Key: key, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp, Origin: r.origin}
-	if r.done {
+	return s.view(key, r, now), true, nil
+}
+
+// view is r as Inspect and List show it.
+func (s *model) view(key string, r rec, now time.Time) store.Record {
+	out := store.Record{Key: key, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp, Origin: r.origin,
+		Attempts: r.attempts, Reason: r.reason, FirstFailure: r.firstFailure}
+	switch {
+	case r.done:
 		out.State, out.Token, out.CompletedAt = store.Done, "", r.completedAt
+	case r.failed:
+		out.State, out.Token = store.Failed, ""
 	}
-	return out, true, nil
+	return out
 }
 
 func (s *model) Forget(ctx context.Context, key string) (bool, error) {
@@ -402,24 +491,33 @@ func (s *model) Forget(ctx context.Context, key string) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.forget(key), nil
+}
+
+// forget frees key's live record for an operator. Called with s.mu held.
+func (s *model) forget(key string) bool {
 	now := s.now()
 	r, ok := s.m[s.key(key)]
-	if !ok || !now.Before(r.expiry) {
-		return false, nil
+	if !ok || !now.Before(r.expiry) && !(r.failed && s.bugs.failedNeverExpires) {
+		return false
 	}
 	if s.bugs.forgetDeletes {
 		delete(s.m, s.key(key))
-		return true, nil
+		return true
 	}
 	if !s.bugs.forgetKeepsFence {
 		r.fence = s.raise(r.fence, now)
 	}
-	r.done, r.token, r.fp, r.leaseUntil = false, "", nil, now
+	r.done, r.failed, r.token, r.fp, r.leaseUntil = false, false, "", nil, now
+	r.attempts, r.reason, r.firstFailure = 0, "", time.Time{}
+	if e := now.Add(s.ttl); e.After(r.expiry) {
+		r.expiry = e
+	}
 	if s.bugs.clearsOrigin {
 		r.origin = ""
 	}
 	s.m[s.key(key)] = r
-	return true, nil
+	return true
 }
 
 // noExtend hides Extend.
@@ -517,6 +615,13 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"list matches a prefix anywhere in the key", bugs{listContains: true}, []string{"ListStates"}},
 		{"list shows expired records", bugs{listShowsExpired: true}, []string{"ListExpired"}},
 		{"list repeats a record across pages", bugs{listRepeats: true}, []string{"ListPaging"}},
+		{"a counted failure keeps the fence", bugs{failKeepsFence: true}, []string{"FailCounted"}},
+		{"Fail ignores the claim's token", bugs{failIgnoresToken: true}, []string{"FailNotOwned"}},
+		{"Complete turns FAILED into DONE", bugs{failedCompletes: true}, []string{"FailCounted"}},
+		{"a Claim of a released record resets the count", bugs{claimResetsCount: true}, []string{"FailCounted", "FailTakeoverCounts"}},
+		{"Retry frees a record in any state", bugs{retryAnyState: true}, []string{"FailRetry"}},
+		{"Retry keeps the count", bugs{retryKeepsCount: true}, []string{"FailRetry"}},
+		{"a FAILED record never expires", bugs{failedNeverExpires: true}, []string{"FailExpires"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -115,6 +115,12 @@ func listFixture(e *env) (old, young map[store.States][]string, claims map[strin
 			return e.release(c, "Release by the holder")
 		case store.StateDone:
 			return e.complete(c, true, "the holder must complete")
+		case store.StateFailed:
+			f, _, err := failer(e)
+			if err != nil {
+				return err
+			}
+			return e.fail(f, c, store.Failure{Reason: "listed", Final: true}, 1, true, "a final failure")
 		}
 		return nil
 	}
@@ -134,6 +140,7 @@ func listFixture(e *env) (old, young map[store.States][]string, claims map[strin
 		{listPrefix + "old/lapsed", store.StateLapsed, e.tick},
 		{listPrefix + "old-released", store.StateReleased, long},
 		{listPrefix + "old-done", store.StateDone, long},
+		{listPrefix + "old-failed", store.StateFailed, long},
 	} {
 		if err := mk(k.key, k.state, k.lease); err != nil {
 			return nil, nil, nil, err
@@ -148,7 +155,7 @@ func listFixture(e *env) (old, young map[store.States][]string, claims map[strin
 	}
 	young[store.StateLapsed] = []string{listPrefix + "young-lapsed"}
 	e.pass(e.tick)
-	for _, st := range []store.States{store.StateHeld, store.StateReleased, store.StateDone} {
+	for _, st := range []store.States{store.StateHeld, store.StateReleased, store.StateDone, store.StateFailed} {
 		k := listPrefix + "young-" + st.String()
 		if err := mk(k, st, long); err != nil {
 			return nil, nil, nil, err

@@ -45,10 +45,7 @@ func (s *model) List(ctx context.Context, opts store.ListOptions) (store.ListPag
 			break
 		}
 		r := s.m[k]
-		out := store.Record{Key: k, State: store.Claimed, Fence: r.fence, Token: r.token, LeaseUntil: r.leaseUntil, ExpiresAt: r.expiry, ReadAt: now, Fingerprint: r.fp}
-		if r.done {
-			out.State, out.Token, out.CompletedAt = store.Done, "", r.expiry.Add(-s.ttl)
-		}
+		out := s.view(k, r, now)
 		// The listing's own options filter state and age; the bugs above
 		// are in what reaches them.
 		o.Prefix = ""

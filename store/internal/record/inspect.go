@@ -8,15 +8,14 @@ import (
 )
 
 // Forget decides a Forget: a live record, whatever its state, becomes a
-// released claim with a higher fence, without a fingerprint but with its
-// origin (Release
-// without the fence and token guard). An expired or absent record is left
+// released claim with a higher fence, without a fingerprint or failures
+// but with its origin (Release without the fence and token guard). An expired or absent record is left
 // alone.
 func (p Rules) Forget(r *Record, now time.Time) (next Record, write bool) {
 	if !p.live(r, now) {
 		return Record{}, false
 	}
-	return p.released(r, now), true
+	return p.forgotten(r, now), true
 }
 
 // View returns r as store.Record shows it to an operator, read at now;
@@ -34,13 +33,21 @@ func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok 
 		ExpiresAt:  r.ExpiresAt,
 		Origin:     r.Origin,
 		ReadAt:     now,
+		Attempts:   r.Attempts,
+		Reason:     r.Reason,
+	}
+	if r.Attempts > 0 {
+		out.FirstFailure = r.FirstFailure
 	}
 	if len(r.Fingerprint) > 0 {
 		out.Fingerprint = append([]byte(nil), r.Fingerprint...)
 	}
-	if r.State == StateDone {
+	switch r.State {
+	case StateDone:
 		out.State, out.Token = store.Done, ""
 		out.CompletedAt = r.LeaseUntil
+	case StateFailed:
+		out.State, out.Token = store.Failed, ""
 	}
 	return out, true
 }

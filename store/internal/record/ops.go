@@ -38,10 +38,10 @@ type Ops struct {
 	Name  string // the store's package name, for errors
 	Rules Rules
 	Round Round
-	// Retry classifies a failed round: retry says another round may
+	// Retryable classifies a failed round: retry says another round may
 	// succeed; now says to run it without a pause (the record moved on
 	// under a precondition).
-	Retry func(err error) (retry, now bool)
+	Retryable func(err error) (retry, now bool)
 }
 
 // Claim implements store.Store.
@@ -123,6 +123,58 @@ func (o *Ops) Release(ctx context.Context, c store.Claim) error {
 	return o.update(ctx, "Release", c.Key, func(cur *Record, now time.Time) *Record {
 		return written(o.Rules.Release(cur, c, now))
 	})
+}
+
+// Fail implements store.Failer.
+func (o *Ops) Fail(ctx context.Context, c store.Claim, f store.Failure) (int, bool, error) {
+	if err := store.CheckWon(c); err != nil {
+		return 0, false, fmt.Errorf("%s: Fail: %w", o.Name, err)
+	}
+	if err := store.CheckReason(f.Reason); err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	if store.CheckKey(c.Key) != nil {
+		return 0, false, nil
+	}
+	var (
+		attempts int
+		failed   bool
+	)
+	err := o.update(ctx, "Fail", c.Key, func(cur *Record, now time.Time) *Record {
+		var (
+			next  Record
+			write bool
+		)
+		attempts, failed, next, write = o.Rules.Fail(cur, c, f, now)
+		return written(next, write)
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return attempts, failed, nil
+}
+
+// Retry implements store.Failer.
+func (o *Ops) Retry(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := o.update(ctx, "Retry", key, func(cur *Record, now time.Time) *Record {
+		next, write := o.Rules.Retry(cur, now)
+		ok = write
+		return written(next, write)
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
 }
 
 // Extend implements store.Extender.
@@ -217,7 +269,7 @@ func (o *Ops) update(ctx context.Context, op, key string, decide Decide) error {
 		if err == nil {
 			return nil
 		}
-		retry, now := o.Retry(err)
+		retry, now := o.Retryable(err)
 		switch {
 		case ctx.Err() != nil || !retry:
 			return o.fail(ctx, op, key, err)

@@ -62,7 +62,7 @@ const ttl = time.Hour
 
 func newOps() (*Ops, *fakeRound) {
 	f := &fakeRound{recs: map[string]Record{}, now: t0}
-	return &Ops{Name: "teststore", Rules: Rules{TTL: ttl}, Round: f.round, Retry: classify}, f
+	return &Ops{Name: "teststore", Rules: Rules{TTL: ttl}, Round: f.round, Retryable: classify}, f
 }
 
 func mustWin(t *testing.T, o *Ops, ctx context.Context, key string) store.Claim {

@@ -24,6 +24,7 @@ import (
 const (
 	StateClaimed = "CLAIMED"
 	StateDone    = "DONE"
+	StateFailed  = "FAILED"
 )
 
 // Record is what a stored entity or document holds. See the store package
@@ -39,6 +40,11 @@ type Record struct {
 	// Origin names the delivery whose Claim won the record; "" for none.
 	// Release and Forget keep it: the last holder's.
 	Origin string
+	// Attempts counts the failed attempts (Fail), Reason is the last one's
+	// and FirstFailure the first one's instant; zero when none failed.
+	Attempts     int
+	Reason       string
+	FirstFailure time.Time
 }
 
 // Rules are the transitions of the store package documentation, as pure
@@ -83,6 +89,9 @@ func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, orig
 	if live && r.State == StateDone {
 		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint, Origin: r.Origin}, Record{}, false
 	}
+	if live && r.State == StateFailed {
+		return store.Claim{Key: key, Status: store.AlreadyFailed, Fence: r.Fence, Fingerprint: r.Fingerprint, Origin: r.Origin, Attempts: r.Attempts, Reason: r.Reason}, Record{}, false
+	}
 	var tok string
 	// A CLAIMED record with a token has a holder that may still be working
 	// until its lease ends; a released one (no token) is free at once,
@@ -104,13 +113,16 @@ func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, orig
 		fence = r.Fence
 	}
 	next = Record{State: StateClaimed, Fence: fenceAt(fence, now), Token: tok, LeaseUntil: p.kept(now.Add(lease)), Fingerprint: fp, Origin: origin}
+	if live { // a released or lapsed claim: the failures of its holders add up
+		next.Attempts, next.Reason, next.FirstFailure = r.Attempts, r.Reason, r.FirstFailure
+	}
 	next.ExpiresAt = p.kept(next.LeaseUntil.Add(p.TTL))
 	return won(key, &next), next, true
 }
 
 // Complete decides a Complete of c: ok is Complete's answer.
 func (p Rules) Complete(r *Record, c store.Claim, now time.Time) (ok bool, next Record, write bool) {
-	if !p.live(r, now) || !owns(r, c) {
+	if !p.live(r, now) || r.State == StateFailed || !owns(r, c) {
 		return false, Record{}, false
 	}
 	if r.State == StateDone {
@@ -174,6 +186,50 @@ func (p Rules) released(r *Record, now time.Time) Record {
 	if e := p.kept(now.Add(p.TTL)); e.After(next.ExpiresAt) {
 		next.ExpiresAt = e
 	}
+	return next
+}
+
+// Fail decides a Fail of c with f (see store.Failer): attempts and failed
+// are Fail's answer.
+func (p Rules) Fail(r *Record, c store.Claim, f store.Failure, now time.Time) (attempts int, failed bool, next Record, write bool) {
+	switch {
+	case !p.live(r, now):
+		return 0, false, Record{}, false
+	case r.State == StateFailed && r.Fence == c.Fence:
+		return r.Attempts, true, Record{}, false // a retry of the Fail that made it
+	case r.State != StateClaimed || !owns(r, c):
+		return 0, false, Record{}, false
+	}
+	attempts, failed = f.FailedAttempts(r.Attempts)
+	if failed {
+		next = *r
+		next.State = StateFailed
+		next.LeaseUntil = p.kept(now)
+		next.ExpiresAt = p.kept(now.Add(p.TTL))
+	} else {
+		next = p.released(r, now)
+	}
+	next.Attempts, next.Reason = attempts, f.Reason
+	if next.FirstFailure.IsZero() {
+		next.FirstFailure = p.kept(now)
+	}
+	return attempts, failed, next, true
+}
+
+// Retry decides a Retry: a live FAILED record becomes a released claim
+// with a higher fence and no failures; any other is left alone.
+func (p Rules) Retry(r *Record, now time.Time) (next Record, write bool) {
+	if !p.live(r, now) || r.State != StateFailed {
+		return Record{}, false
+	}
+	return p.forgotten(r, now), true
+}
+
+// forgotten is r freed by an operator (Forget, Retry): released, with its
+// failures cleared.
+func (p Rules) forgotten(r *Record, now time.Time) Record {
+	next := p.released(r, now)
+	next.Attempts, next.Reason, next.FirstFailure = 0, "", time.Time{}
 	return next
 }
 
