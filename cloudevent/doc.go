@@ -62,6 +62,9 @@
 //	(with Options.Fingerprint)            409   nack, or 200 (ack) with AcceptConflicts
 //	messagePublished data that is not
 //	a Pub/Sub message                     400   nack; fn did not run
+//	the work failed for good, now or
+//	before (gateway.Options.MaxAttempts)  422   nack (persistent on Eventarc Advanced),
+//	                                            or 200 (ack) with AckFailed
 //
 // On an Eventarc Advanced pipeline (Options.Platform EventarcAdvanced) a
 // conflict and a missing key answer 422 instead: the pipeline retries 409

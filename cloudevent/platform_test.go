@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
@@ -15,8 +16,10 @@ import (
 	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/answertable"
+	"github.com/idemgate/idemgate/internal/claimwatch"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
 )
 
 // answerCase produces one row of docs/design.md's table of answers through
@@ -47,6 +50,40 @@ func conflict(accept bool) func(t *testing.T, p cloudevent.Platform) int {
 		order := map[string]string{"order_id": "o-1"}
 		expect(t, binaryRequest(base, message{id: "m-1", data: "x", attrs: order}), http.StatusOK, "the first order")
 		code, _ := deliver(t, binaryRequest(base, message{id: "m-2", data: "y", attrs: order}))
+		return code
+	}
+}
+
+// serveGateway wraps b with g for platform p and serves it through the
+// framework.
+func serveGateway(t *testing.T, g *gateway.Gateway, b *body, p cloudevent.Platform) string {
+	t.Helper()
+	return serveFunction(t, cloudevent.Wrap(g, b.run, &cloudevent.Options{Logger: quiet(), Platform: p}))
+}
+
+// failing delivers an event whose function fails for good
+// (gateway.Permanent) deliveries times, under gateway options o, and
+// returns the last answer; the function must have run once.
+func failing(o gateway.Options, deliveries int) func(t *testing.T, p cloudevent.Platform) int {
+	return func(t *testing.T, p cloudevent.Platform) int {
+		st, err := memstore.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Logger = quiet()
+		g, err := gateway.New(st, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBody(func(context.Context, event.Event, int) error { return gateway.Permanent(errors.New("customer gone")) })
+		base := serveGateway(t, g, b, p)
+		var code int
+		for range deliveries {
+			code, _ = deliver(t, binaryRequest(base, message{id: "m-1", data: "x"}))
+		}
+		if n := b.count("m-1"); n != 1 {
+			t.Errorf("the function ran %d times, want once", n)
+		}
 		return code
 	}
 }
@@ -96,6 +133,48 @@ var answerCases = []answerCase{
 	{"panic", func(t *testing.T, p cloudevent.Platform) int {
 		b := newBody(func(context.Context, event.Event, int) error { panic("bug in the function") })
 		code, _ := deliver(t, binaryRequest(servePlatform(t, nil, b, cloudevent.Options{}, p), message{id: "m-1", data: "x"}))
+		return code
+	}},
+	{"abandoned", failing(gateway.Options{}, 1)},
+	{"already_failed", failing(gateway.Options{}, 2)},
+	{"failed_acked", failing(gateway.Options{AckFailed: true}, 2)},
+	{"waited", func(t *testing.T, p cloudevent.Platform) int {
+		st, err := claimwatch.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := gateway.New(st, &gateway.Options{Logger: quiet(), WaitForHolder: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		b := newBody(func(ctx context.Context, e event.Event, run int) error {
+			if run == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		})
+		base := serveGateway(t, g, b, p)
+		first, copied := make(chan int, 1), make(chan int, 1)
+		go func() {
+			code, _, _ := send(context.Background(), binaryRequest(base, message{id: "m-1", data: "x"}))
+			first <- code
+		}()
+		<-started
+		go func() {
+			code, _, _ := send(context.Background(), binaryRequest(base, message{id: "m-1", data: "x"}))
+			copied <- code
+		}()
+		<-st.Held() // the copy met the holder, and waits
+		close(release)
+		if c := <-first; c != http.StatusOK {
+			t.Errorf("the holder answered %d, want 200", c)
+		}
+		code := <-copied
+		if n := b.count("m-1"); n != 1 {
+			t.Errorf("the function ran %d times, want once", n)
+		}
 		return code
 	}},
 	{"conflict", conflict(false)},

@@ -160,6 +160,11 @@ func reply(d *guard.Delivery, res *guard.Result, result error, p Platform) error
 		return withStatus(p.permanent(http.StatusConflict), "idemgate: key reused for a different payload", res.Err)
 	case gateway.OutcomeInProgress:
 		return withStatus(http.StatusServiceUnavailable, "idemgate: in progress elsewhere; retry later", res.Err)
+	case gateway.OutcomeAlreadyFailed, gateway.OutcomeAbandoned:
+		if d.AckFailed {
+			return nil
+		}
+		return withStatus(http.StatusUnprocessableEntity, "idemgate: the work for this key failed for good; refused until retried", res.Err)
 	case gateway.OutcomeNoKey:
 		return withStatus(p.permanent(http.StatusInternalServerError), "idemgate: no idempotency key", res.Err)
 	case gateway.OutcomeStoreError:

@@ -56,6 +56,55 @@ func conflicting(accept bool) func(t *testing.T, form pushForm) int {
 	}
 }
 
+// poisoned answers the second delivery of a message whose work failed for
+// good the first time (gateway.Permanent), and checks that it did not run
+// the work again.
+func poisoned(ack bool) func(t *testing.T, form pushForm) int {
+	return func(t *testing.T, form pushForm) int {
+		runs := 0
+		h := newFixture(t, gateway.Options{AckFailed: ack}).g.Push(func(context.Context, *pushenvelope.Message) error {
+			runs++
+			return gateway.Permanent(errors.New("customer gone"))
+		})
+		status(h, form("m-1", "x", nil))
+		code := status(h, form("m-1", "x", nil))
+		if runs != 1 {
+			t.Errorf("the work ran %d times, want once: a FAILED key is not run again", runs)
+		}
+		return code
+	}
+}
+
+// waited answers a copy that met a live holder and waited for it
+// (WaitForHolder) until the holder completed.
+func waited(t *testing.T, form pushForm) int {
+	st, g := waitingGateway(t)
+	runs := 0
+	started, release := make(chan struct{}), make(chan struct{})
+	h := g.Push(func(context.Context, *pushenvelope.Message) error {
+		if runs++; runs == 1 {
+			close(started)
+			<-release
+		}
+		return nil
+	})
+	first := make(chan int, 1)
+	go func() { first <- status(h, form("m-1", "x", nil)) }()
+	<-started
+	copied := make(chan int, 1)
+	go func() { copied <- status(h, form("m-1", "x", nil)) }()
+	<-st.Held() // the copy met the holder, and waits
+	close(release)
+	if c := <-first; c != http.StatusOK {
+		t.Errorf("the holder answered %d, want 200", c)
+	}
+	code := <-copied
+	if runs != 1 {
+		t.Errorf("the work ran %d times, want once", runs)
+	}
+	return code
+}
+
 var answerCases = []answerCase{
 	{"won", func(t *testing.T, form pushForm) int {
 		return status(newFixture(t, gateway.Options{}).g.Push(succeed), form("m-1", "x", nil))
@@ -90,6 +139,15 @@ var answerCases = []answerCase{
 		h := newFixture(t, gateway.Options{}).g.Push(func(context.Context, *pushenvelope.Message) error { panic("bug in the handler") })
 		return status(h, form("m-1", "x", nil))
 	}},
+	{"abandoned", func(t *testing.T, form pushForm) int {
+		h := newFixture(t, gateway.Options{}).g.Push(func(context.Context, *pushenvelope.Message) error {
+			return gateway.Permanent(errors.New("customer gone"))
+		})
+		return status(h, form("m-1", "x", nil))
+	}},
+	{"already_failed", poisoned(false)},
+	{"failed_acked", poisoned(true)},
+	{"waited", waited},
 	{"conflict", conflicting(false)},
 	{"conflict_accepted", conflicting(true)},
 	{"no_key", func(t *testing.T, form pushForm) int {

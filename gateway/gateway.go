@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -135,6 +136,51 @@ type Options struct {
 	// a nack, so that the message ends in the dead-letter topic where a
 	// human sees it.
 	AcceptConflicts bool
+
+	// The fields below decide what becomes of work that can never succeed
+	// (a poison message). They need a store that implements store.Failer,
+	// as every store of this module does; New refuses MaxAttempts over one
+	// that does not, and Permanent and Terminal then only release.
+
+	// MaxAttempts, when positive, is the attempt budget of a key: each
+	// failure of its work is counted in its record (independently of
+	// Pub/Sub's own delivery count), and the failure that reaches the
+	// budget makes the record FAILED. A FAILED key's deliveries do not run
+	// the work; they are refused so that the subscription's dead-letter
+	// policy moves them (or acknowledged, with AckFailed), until an
+	// operator retries the key (idemgate retry) or the record expires.
+	// Work that returns Permanent(err), or an error Terminal accepts, makes
+	// the record FAILED at once, with or without a budget. A panic, a lost
+	// lease and a fenced-out transaction are not counted. Default 0: no
+	// budget.
+	MaxAttempts int
+
+	// Terminal, if set, says whether an error of the work can never
+	// succeed, as Permanent does for the errors it marks: a supplier's
+	// 4xx, say, or a handler's status (see HandlerStatus).
+	Terminal func(err error) bool
+
+	// AckFailed acknowledges the deliveries of a FAILED key (and the one
+	// whose failure made it FAILED) instead of refusing them: the message
+	// is dropped, and the record keeps why for `idemgate failed` until it
+	// expires. Default false: refused with the answer that sends it to the
+	// dead-letter topic fastest on its surface (see docs/design.md,
+	// "Answers per platform").
+	AckFailed bool
+
+	// WaitForHolder, when positive, makes a delivery that meets a live
+	// holder wait, up to this long, for the holder to settle, instead of
+	// answering "in progress" (503) at once: a holder that completes makes
+	// it a duplicate (acknowledged), one that releases lets it claim the
+	// key and run, one that fails for good gives it the failure's answer.
+	// The wait never outlasts the request's own deadline, and ends early
+	// when the holder's lease does (the key is then taken over). It polls
+	// the store with Claim, 25 ms after the first and doubling to at most
+	// 500 ms: about log2(w/25ms) + w/500ms Claims for a wait of w (a
+	// 5 s wait is at most 14), each one round trip, or one read and no
+	// write on Datastore and Firestore. Keep it below the subscription's
+	// ack deadline. Default 0: no wait.
+	WaitForHolder time.Duration
 }
 
 // Gateway runs work at most once per key (Lock) or one at a time per key
@@ -143,6 +189,7 @@ type Gateway struct {
 	st       store.Store
 	tel      *telemetry
 	ext      store.Extender // nil when the store cannot renew, or renewal is off
+	failer   store.Failer   // nil when the store keeps no failures
 	renewals *scheduler     // renews the live claims when ext is set; shared by Route
 	opts     Options
 	log      *slog.Logger
@@ -162,7 +209,8 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"Lease", int64(o.Lease)}, {"SettleTimeout", int64(o.SettleTimeout)}, {"MaxBodyBytes", o.MaxBodyBytes}} {
+	}{{"Lease", int64(o.Lease)}, {"SettleTimeout", int64(o.SettleTimeout)}, {"MaxBodyBytes", o.MaxBodyBytes},
+		{"MaxAttempts", int64(o.MaxAttempts)}, {"WaitForHolder", int64(o.WaitForHolder)}} {
 		if f.v < 0 {
 			return nil, errors.New("gateway: Options." + f.name + " is negative")
 		}
@@ -170,6 +218,10 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 	g := &Gateway{st: st, renewals: new(scheduler)}
 	if x, ok := st.(store.Extender); ok && !o.NoRenew {
 		g.ext = x
+	}
+	g.failer, _ = st.(store.Failer)
+	if o.MaxAttempts > 0 && g.failer == nil {
+		return nil, fmt.Errorf("gateway: Options.MaxAttempts needs a store that keeps failures (store.Failer); %T does not", st)
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
@@ -212,9 +264,11 @@ func envTrue(v string) bool {
 	return false
 }
 
-// RouteOptions are the settings of one push route. A zero field means the
-// Gateway's own (Options.Key, AllowUnguarded, MaxBodyBytes, Fingerprint,
-// AcceptConflicts). The switches are pointers so that a route can turn off
+// RouteOptions are the settings of one route: a push route, or the
+// gateway a CloudEvents function or a pull subscriber is wrapped with. A
+// zero field means the Gateway's own (Options.Key, AllowUnguarded,
+// MaxBodyBytes, Fingerprint, AcceptConflicts, MaxAttempts, Terminal,
+// AckFailed, WaitForHolder). The switches are pointers so that a route can turn off
 // what the Gateway turns on: nil inherits, new(false) turns it off for the
 // route, new(true) on.
 type RouteOptions struct {
@@ -231,6 +285,18 @@ type RouteOptions struct {
 	// AcceptConflicts, when set, says whether the route acknowledges its
 	// conflicts as duplicates.
 	AcceptConflicts *bool
+	// MaxAttempts, when positive, is the route's attempt budget per key
+	// (see Options.MaxAttempts); ignored by a store that keeps no
+	// failures.
+	MaxAttempts int
+	// Terminal says which errors of the route's work can never succeed.
+	Terminal func(err error) bool
+	// AckFailed, when set, says whether the route acknowledges the
+	// deliveries of its FAILED keys.
+	AckFailed *bool
+	// WaitForHolder, when positive, is how long the route's deliveries
+	// wait for a live holder to settle (see Options.WaitForHolder).
+	WaitForHolder time.Duration
 }
 
 // Route returns a Gateway for one push route, for its Idempotent and Push:
@@ -259,6 +325,18 @@ func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	}
 	if o.AcceptConflicts != nil {
 		r.opts.AcceptConflicts = *o.AcceptConflicts
+	}
+	if o.MaxAttempts > 0 {
+		r.opts.MaxAttempts = o.MaxAttempts
+	}
+	if o.Terminal != nil {
+		r.opts.Terminal = o.Terminal
+	}
+	if o.AckFailed != nil {
+		r.opts.AckFailed = *o.AckFailed
+	}
+	if o.WaitForHolder > 0 {
+		r.opts.WaitForHolder = o.WaitForHolder
 	}
 	return &r
 }

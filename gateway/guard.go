@@ -74,6 +74,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
 		return guard.Result{Outcome: string(OutcomeRejected), Err: d.Invalid}
 	}
+	d.AckFailed = g.opts.AckFailed
 	keyErr := d.KeyErr
 	if keyErr == nil && d.Key == "" {
 		keyErr = errEmptyKey
@@ -155,8 +156,18 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 			}
 			g.logDelivery(ctx, lg, d, level, msg, outcome, attrs[:n]...)
 		}
-	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeUnguarded && res.Err == nil:
+	case outcome == OutcomeFencedOut, outcome == OutcomeCompleteError, outcome == OutcomeAbandoned, outcome == OutcomeUnguarded && res.Err == nil:
 		// Logged where it happened.
+	case outcome == OutcomeAlreadyFailed:
+		// Expected until the message reaches the dead-letter topic: a
+		// WARN, with what the record says of the failure.
+		msg := "idemgate: the key's work failed for good earlier; not run, refused (retry it with idemgate retry)"
+		if d.AckFailed {
+			msg = "idemgate: the key's work failed for good earlier; not run, acknowledged (AckFailed)"
+		}
+		fe, _ := errors.AsType[*FailedError](res.Err)
+		g.logDelivery(ctx, lg, d, slog.LevelWarn, msg, outcome, slog.Int64("fence", fence), slog.Int("attempts", fe.Attempts),
+			slog.String("reason", fe.Reason), failedBy(by))
 	case outcome == OutcomeInProgress:
 		// Contention is healthy: a quiet WARN, no stack. The delivery
 		// attempt tells how close the message is to the dead-letter topic.
@@ -278,6 +289,15 @@ func deliveryAttr(d *guard.Delivery) slog.Attr {
 		attrs = append(attrs, slog.Int("delivery_attempt", m.DeliveryAttempt))
 	}
 	return slog.Attr{Key: "delivery", Value: slog.GroupValue(attrs...)}
+}
+
+// failedBy is the failed_by attribute of a line about a FAILED key: the
+// origin of the delivery whose failure made it FAILED, or nothing.
+func failedBy(origin string) slog.Attr {
+	if origin == "" {
+		return slog.Attr{}
+	}
+	return slog.String("failed_by", origin)
 }
 
 // heldBy is the held_by attribute of an in-progress line: the holder's

@@ -11,7 +11,7 @@ import (
 // may walk it with errors.As), so neither the text nor any error in the
 // tree may hold the raw key.
 //
-// An *InProgressError or a *ConflictError is rebuilt with the digest as
+// An *InProgressError, a *ConflictError or a *FailedError is rebuilt with the digest as
 // its Key, so errors.As still finds it with its other fields. Any other cause (a store
 // error, the store's refusal of the key) is replaced by a *hiddenKeyError:
 // its text is cause's with every occurrence of key replaced by the digest,
@@ -29,6 +29,10 @@ func (g *Gateway) hideKey(key string, cause error) error {
 		hidden.Key = digest
 		return &hidden
 	case *ConflictError:
+		hidden := *e
+		hidden.Key = digest
+		return &hidden
+	case *FailedError:
 		hidden := *e
 		hidden.Key = digest
 		return &hidden

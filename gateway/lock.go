@@ -84,10 +84,18 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
+	if err == nil && c.Status == store.HeldByOther && g.opts.WaitForHolder > 0 && !conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+		c, claimedAt, err = g.waitForHolder(ctx, c, claimedAt, sc)
+	}
 	if err != nil {
 		return claimOutcome(ctx, err), 0, "", err
 	}
 	fence, by = c.Fence, c.Origin
+	if c.Status == store.AlreadyFailed {
+		// Before the fingerprints: whatever the payload, the key's work
+		// is not run again until an operator retries it.
+		return OutcomeAlreadyFailed, fence, by, failedError(c)
+	}
 	if c.Status != store.Won {
 		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
@@ -126,6 +134,19 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	err = fn(r.bodyCtx(bctx, c))
 	returned = true
 	r.settling()
+	if count, final := g.failing(ctx, err, r.lost()); count {
+		// The failure is counted in the record, which goes FAILED when
+		// it is final or spends the budget; otherwise Fail released it.
+		r.end()
+		failed, settled := g.fail(ctx, c, err, final, sc)
+		if !settled {
+			g.release(ctx, c, "error", sc)
+		}
+		if failed {
+			return OutcomeAbandoned, fence, by, err
+		}
+		return OutcomeFailed, fence, by, err
+	}
 	if err == nil {
 		err = r.lost()
 	}
@@ -229,7 +250,7 @@ func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim,
 	if err != nil {
 		return store.Claim{}, start, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
 	}
-	if c.Status != store.Won && c.Status != store.AlreadyDone && c.Status != store.HeldByOther {
+	if c.Status != store.Won && c.Status != store.AlreadyDone && c.Status != store.HeldByOther && c.Status != store.AlreadyFailed {
 		return store.Claim{}, start, fmt.Errorf("%w: claim %s: invalid status %d", ErrStore, g.keyText(key), c.Status)
 	}
 	if took := time.Since(start); c.Status == store.Won && took >= g.opts.Lease {
@@ -272,6 +293,51 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome
 	}
 	return OutcomeWon
 }
+
+// waitForHolder polls key with Claim while a live holder owns it
+// (Options.WaitForHolder): until the holder settles, its lease ends, the
+// wait's bound passes, or ctx ends, and returns the last Claim's result. The
+// bound is WaitForHolder, and at most half of what is left of ctx's
+// deadline, so that work claimed at the end of the wait has the other half.
+// Every poll is a Claim, so a key freed by its holder is won by the poll
+// that sees it free, and no two bodies ever run.
+func (g *Gateway) waitForHolder(ctx context.Context, c store.Claim, claimedAt time.Time, sc scope) (store.Claim, time.Time, error) {
+	end := time.Now().Add(g.opts.WaitForHolder)
+	if d, ok := ctx.Deadline(); ok {
+		if half := time.Now().Add(time.Until(d) / 2); half.Before(end) {
+			end = half
+		}
+	}
+	for wait := firstHolderPoll; c.Status == store.HeldByOther; wait = min(2*wait, maxHolderPoll) {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		d := min(wait, left)
+		if until := time.Until(c.LeaseUntil); until > 0 && until < d {
+			d = until // the holder's lease ends first: the poll takes the key over
+		}
+		if !pause(ctx, d) {
+			break // the caller is gone: answered in progress, as without a wait
+		}
+		next, at, err := g.claim(ctx, c.Key, sc)
+		if err != nil {
+			return store.Claim{}, at, err
+		}
+		c, claimedAt = next, at
+		if conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+			break // another payload holds the key now: Lock's conflict
+		}
+	}
+	return c, claimedAt, nil
+}
+
+// The pauses of waitForHolder: the first, doubled after each poll up to
+// the last.
+const (
+	firstHolderPoll = 25 * time.Millisecond
+	maxHolderPoll   = 500 * time.Millisecond
+)
 
 // firstCompleteRetry is the pause before Complete is tried again; each
 // later pause doubles, up to a second.

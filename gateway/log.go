@@ -29,6 +29,8 @@ const (
 	OutcomeRejected      Outcome = "rejected"       // refused: not a usable delivery (malformed, too large)
 	OutcomeConflict      Outcome = "conflict"       // the key was used for another payload
 	OutcomeCancelled     Outcome = "cancelled"      // the caller's context ended before the key was claimed
+	OutcomeAbandoned     Outcome = "abandoned"      // the work failed for good; the key's record is FAILED
+	OutcomeAlreadyFailed Outcome = "already_failed" // the key's work failed for good before; not run
 )
 
 // String returns o's name.
@@ -40,7 +42,7 @@ func (o Outcome) attr() slog.Attr { return slog.String("outcome", string(o)) }
 // ran reports whether the work ran on the way to o.
 func (o Outcome) ran() bool {
 	switch o {
-	case OutcomeWon, OutcomeFailed, OutcomeFencedOut, OutcomeCompleteError, OutcomeUnguarded:
+	case OutcomeWon, OutcomeFailed, OutcomeFencedOut, OutcomeCompleteError, OutcomeUnguarded, OutcomeAbandoned:
 		return true
 	}
 	return false

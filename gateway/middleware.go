@@ -41,6 +41,8 @@ import (
 //	body over MaxBodyBytes             413              nack
 //	key reused for another payload     409              nack, or 204 (ack) with AcceptConflicts
 //	(with a Fingerprint on the route)
+//	the work failed for good, now or   422, or h's      nack, or 204 (ack) with AckFailed
+//	before (see Options.MaxAttempts)   failure status
 //
 // h's status is the verdict: it should answer non-2xx when its work failed.
 // The failure's log line carries the first 256 bytes of what h wrote with
@@ -236,6 +238,17 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 		http.Error(w, "idemgate: the request ended before its key was claimed", http.StatusServiceUnavailable)
 	case OutcomeNoKey:
 		http.Error(w, res.Err.Error(), http.StatusInternalServerError) // "gateway: no idempotency key: …"
+	case OutcomeAlreadyFailed, OutcomeAbandoned:
+		switch {
+		case d.AckFailed:
+			w.WriteHeader(http.StatusNoContent)
+		case rec.status != 0 && !is2xx(rec.status):
+			rec.send() // a wrapped handler's own failure
+		default:
+			// Any nack is retried until the dead-letter policy moves the
+			// message; a 4xx keeps it out of the service's 5xx alerts.
+			http.Error(w, "idemgate: the work for this key failed for good; refused until retried", http.StatusUnprocessableEntity)
+		}
 	default: // the work ran: its own answer, or 500 for a failure that gave none
 		if res.Err != nil && (rec.status == 0 || is2xx(rec.status)) {
 			// A failure the handler's answer does not tell: a Push error,

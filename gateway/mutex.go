@@ -51,7 +51,7 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	fence = c.Fence
 	if c.Status != store.Won {
 		outcome = OutcomeInProgress
-		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, Done: c.Status == store.AlreadyDone, HeldBy: c.Origin})
+		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, Done: c.Status == store.AlreadyDone || c.Status == store.AlreadyFailed, HeldBy: c.Origin})
 	}
 	defer g.release(ctx, c, "mutex", sc)
 	r := g.renew(ctx, c, claimedAt, sc)

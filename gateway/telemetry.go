@@ -23,15 +23,16 @@ const (
 	opComplete
 	opRelease
 	opExtend
+	opFail
 	opCount
 )
 
-var opNames = [opCount]string{"claim", "complete", "release", "extend"}
+var opNames = [opCount]string{"claim", "complete", "release", "extend", "fail"}
 
 var outcomeNames = []Outcome{
 	OutcomeWon, OutcomeDuplicate, OutcomeInProgress, OutcomeFailed, OutcomeFencedOut,
 	OutcomeCompleteError, OutcomeStoreError, OutcomeUnguarded, OutcomeNoKey, OutcomeRejected, OutcomeConflict,
-	OutcomeCancelled,
+	OutcomeCancelled, OutcomeAbandoned, OutcomeAlreadyFailed,
 }
 
 // telemetry holds the OpenTelemetry instruments. With the default global
@@ -41,6 +42,7 @@ var outcomeNames = []Outcome{
 type telemetry struct {
 	tracer   trace.Tracer // nil: no spans
 	outcomes metric.Int64Counter
+	failures metric.Int64Counter // records gone FAILED, by reason and route
 	storeDur metric.Float64Histogram
 	byOut    map[Outcome][]metric.AddOption // passed as opts... to avoid a slice per call
 	byOp     [opCount][]metric.RecordOption
@@ -59,6 +61,10 @@ func newTelemetry(o *Options, st store.Store) (*telemetry, error) {
 	var err error
 	if t.outcomes, err = meter.Int64Counter("idemgate.outcomes",
 		metric.WithDescription("Guarded deliveries by outcome."), metric.WithUnit("{delivery}")); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if t.failures, err = meter.Int64Counter("idemgate.failures",
+		metric.WithDescription("Keys whose work failed for good (FAILED), by reason (permanent, terminal, max_attempts) and route."), metric.WithUnit("{key}")); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if t.storeDur, err = meter.Float64Histogram("idemgate.store.duration",
@@ -135,7 +141,7 @@ func (g *Gateway) endSpan(ctx context.Context, span trace.Span, key string, outc
 		if fence > 0 {
 			span.SetAttributes(attribute.Int64("idemgate.fence", fence))
 		}
-		if err != nil && (outcome == OutcomeFailed || outcome == OutcomeStoreError || outcome == OutcomeNoKey) {
+		if err != nil && (outcome == OutcomeFailed || outcome == OutcomeAbandoned || outcome == OutcomeStoreError || outcome == OutcomeNoKey) {
 			span.RecordError(g.hideKey(key, err))
 			span.SetStatus(codes.Error, string(outcome))
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/answertable"
+	"github.com/idemgate/idemgate/internal/claimwatch"
 	"github.com/idemgate/idemgate/internal/pulltest"
 	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/store"
@@ -87,6 +88,27 @@ func conflicting(accept bool) func(t *testing.T) string {
 	}
 }
 
+// failing delivers a message whose work fails for good (gateway.Permanent)
+// deliveries times, under gateway options o, and returns the last verdict;
+// the work must have run once.
+func failing(o gateway.Options, deliveries int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		runs := 0
+		cb := pull.Wrap(answerGateway(t, nil, o), func(context.Context, *pubsub.Message) error {
+			runs++
+			return gateway.Permanent(errors.New("customer gone"))
+		}, quietOptions(pull.Options{}))
+		var v string
+		for range deliveries {
+			v = verdict(t.Context(), t, cb, "m-1", "x", nil)
+		}
+		if runs != 1 {
+			t.Errorf("the work ran %d times, want once", runs)
+		}
+		return v
+	}
+}
+
 var answerCases = []answerCase{
 	{"won", func(t *testing.T) string {
 		return verdict(t.Context(), t, pull.Wrap(answerGateway(t, nil, gateway.Options{}), succeed, quietOptions(pull.Options{})), "m-1", "x", nil)
@@ -136,6 +158,39 @@ var answerCases = []answerCase{
 	{"panic", func(t *testing.T) string {
 		cb := pull.Wrap(answerGateway(t, nil, gateway.Options{}), func(context.Context, *pubsub.Message) error { panic("bug in fn") }, quietOptions(pull.Options{}))
 		return verdict(t.Context(), t, cb, "m-1", "x", nil)
+	}},
+	{"abandoned", failing(gateway.Options{}, 1)},
+	{"already_failed", failing(gateway.Options{}, 2)},
+	{"failed_acked", failing(gateway.Options{AckFailed: true}, 2)},
+	{"waited", func(t *testing.T) string {
+		st, err := claimwatch.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := answerGateway(t, st, gateway.Options{WaitForHolder: time.Minute})
+		started, release := make(chan struct{}), make(chan struct{})
+		runs := 0
+		cb := pull.Wrap(g, func(ctx context.Context, m *pubsub.Message) error {
+			if runs++; runs == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		}, quietOptions(pull.Options{}))
+		first, copied := make(chan string, 1), make(chan string, 1)
+		go func() { first <- verdict(context.Background(), t, cb, "m-1", "first", nil) }()
+		<-started
+		go func() { copied <- verdict(context.Background(), t, cb, "m-1", "copy", nil) }()
+		<-st.Held() // the copy met the holder, and waits
+		close(release)
+		if f := <-first; f != "ack" {
+			t.Errorf("the holder: %q, want ack", f)
+		}
+		v := <-copied
+		if runs != 1 {
+			t.Errorf("the work ran %d times, want once", runs)
+		}
+		return v
 	}},
 	{"conflict", conflicting(false)},
 	{"conflict_accepted", conflicting(true)},

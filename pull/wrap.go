@@ -122,6 +122,8 @@ type Options struct {
 //	the store failed                nack; ERROR
 //	key reused for another payload  nack, or ack with AcceptConflicts; ERROR
 //	(with Options.Fingerprint)
+//	the work failed for good, now   nack, or ack with the gateway's AckFailed;
+//	or before (gateway MaxAttempts) ERROR when it fails, WARN after
 //
 // A message with an ordering key whose key, or fn's own Mutex, is held is
 // not nacked while the holder lives: it is tried again in place, after
@@ -232,9 +234,10 @@ func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delive
 		h.hold(ctx, until)
 		h.nack(ctx, m, d)
 	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
+		(o == gateway.OutcomeAlreadyFailed || o == gateway.OutcomeAbandoned) && d.AckFailed,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
 		h.ack(ctx, m, d, o)
-	default: // failed, no_key, store_error, conflict
+	default: // failed, no_key, store_error, conflict, already_failed, abandoned
 		h.nack(ctx, m, d)
 	}
 }

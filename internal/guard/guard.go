@@ -49,6 +49,9 @@ type Delivery struct {
 	// AcceptConflicts logs a conflict as accepted: the adapter acknowledges
 	// it as a duplicate instead of refusing it.
 	AcceptConflicts bool
+	// AckFailed says the deliveries of a FAILED key are acknowledged (the
+	// gateway's AckFailed), not refused: the guard sets it.
+	AckFailed bool
 	// Logger receives the delivery's log line; nil means the gateway's.
 	Logger *slog.Logger
 }
@@ -58,7 +61,7 @@ type Result struct {
 	// Outcome is one of the gateway.Outcome values.
 	Outcome string
 	// Ran says the work ran: the outcomes won, fenced_out, complete_error,
-	// failed and unguarded.
+	// failed, abandoned and unguarded.
 	Ran bool
 	// Err is the work's error when it ran and failed, and otherwise why it
 	// did not run. When the gateway hides keys, an Err of a work that did

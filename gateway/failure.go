@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/idemgate/idemgate/internal/plant"
+	"github.com/idemgate/idemgate/store"
+)
+
+// ErrFailed is matched (with errors.Is) by the *FailedError that Lock
+// returns when the key's work failed for good before: its record is
+// FAILED (see store.Failer), and the work does not run again until an
+// operator retries the key (idemgate retry) or the record expires.
+var ErrFailed = errors.New("gateway: failed: the work for this key failed for good")
+
+// FailedError reports that Key's record is FAILED: an earlier delivery's
+// work failed for good. errors.Is(err, ErrFailed) is true for it.
+type FailedError struct {
+	Key string
+	// Reason is why the work failed, as the record keeps it.
+	Reason string
+	// Attempts is how many attempts failed.
+	Attempts int
+	// FailedBy names the delivery whose failure made the record FAILED
+	// (store.WithOrigin); empty when the record keeps none.
+	FailedBy string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("gateway: failed: key %q failed for good after %d attempts (%s); retry it with idemgate retry once the cause is fixed", e.Key, e.Attempts, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrFailed) true.
+func (e *FailedError) Is(target error) bool { return target == ErrFailed }
+
+// Permanent marks err as a failure no retry can mend (a malformed order, a
+// customer who no longer exists, a supplier's 4xx): when the work returns
+// it, the key's record goes FAILED at once on a store that implements
+// store.Failer, and later deliveries of the key do not run the work (see
+// RouteOptions.MaxAttempts for the answer they get). The error keeps its
+// text and its chain: errors.Is and errors.As see err through it.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// HandlerStatus returns the status a handler wrapped by Idempotent answered
+// when err is the failure it became, so that a Terminal classifier can
+// judge it: a handler's 400 or 422 may mean the message can never succeed.
+func HandlerStatus(err error) (int, bool) {
+	se, ok := errors.AsType[statusError](err)
+	return se.code, ok
+}
+
+// The reasons a record goes FAILED, as the idemgate.failures metric counts
+// them.
+const (
+	whyPermanent = "permanent"    // the work returned Permanent(err)
+	whyTerminal  = "terminal"     // the route's Terminal classifier said so
+	whyAttempts  = "max_attempts" // the attempt budget is spent
+)
+
+// failing says whether a failure of the work with err is to be counted
+// in the key's record (store.Failer.Fail) rather than only released, and
+// whether it is final. A failure is not the message's when the caller
+// went away (ctx ended: a shutdown, a client gone) or the claim was lost
+// (lost is the renewal's cause), nor when the work's transaction was
+// fenced out: those are only released.
+func (g *Gateway) failing(ctx context.Context, err, lost error) (count, final bool) {
+	if err == nil || lost != nil || ctx.Err() != nil || g.failer == nil || errors.Is(err, store.ErrFenced) {
+		return false, false
+	}
+	final = IsPermanent(err) || g.opts.Terminal != nil && g.opts.Terminal(err)
+	return final || g.opts.MaxAttempts > 0, final
+}
+
+// fail records c's failure with err in its record, final or counted, and
+// reports whether the record went FAILED. A store error leaves the claim
+// to Release, which the caller then calls: the failure is retried as any
+// other, and counted by the next one.
+func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final bool, sc scope) (failed, settled bool) {
+	f := store.Failure{Reason: g.reason(c.Key, err), Final: final, MaxAttempts: g.opts.MaxAttempts}
+	if plant.On(321) {
+		f.MaxAttempts = 0 // planted: the budget is never spent
+	}
+	start := time.Now()
+	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
+	attempts, failed, ferr := g.failer.Fail(sctx, c, f)
+	g.tel.timed(ctx, opFail, start)
+	sctx.stop()
+	if ferr != nil {
+		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: recording the failure failed; the claim is released and the attempt not counted",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), g.errorAttr(c.Key, ferr))
+		return false, false
+	}
+	if failed {
+		why := whyAttempts
+		switch {
+		case IsPermanent(err):
+			why = whyPermanent
+		case final:
+			why = whyTerminal
+		}
+		g.tel.failure(ctx, why, sc)
+		sc.logAttrs(ctx, slog.LevelError, "idemgate: the work failed for good; the key is FAILED and its deliveries are no longer run",
+			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("why", why), slog.Int("attempts", attempts), g.errorAttr(c.Key, err))
+	}
+	return failed, attempts > 0
+}
+
+// reason is err's text as a record keeps it: one printable line, bounded,
+// and without the key when the gateway hides keys.
+func (g *Gateway) reason(key string, err error) string {
+	s := err.Error()
+	if g.opts.HideKeys && key != "" {
+		s = strings.ReplaceAll(s, key, g.keyText(key))
+	}
+	return store.MakeReason(s)
+}
+
+// failedError is the error of a delivery that met a FAILED record.
+func failedError(c store.Claim) *FailedError {
+	return &FailedError{Key: c.Key, Reason: c.Reason, Attempts: c.Attempts, FailedBy: c.Origin}
+}
+
+// failure counts one record gone FAILED, by why and route: the delivery's
+// path on the push surface, its event type on CloudEvents, its
+// subscription on pull ("" for Lock called directly).
+func (t *telemetry) failure(ctx context.Context, why string, sc scope) {
+	var route string
+	if d := sc.d; d != nil {
+		switch {
+		case d.Path != "":
+			route = d.Path
+		case d.EventType != "":
+			route = d.EventType
+		case d.Message != nil:
+			route = d.Message.Subscription
+		}
+	}
+	t.failures.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", why), attribute.String("route", route)))
+}
