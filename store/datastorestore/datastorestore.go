@@ -53,7 +53,7 @@ type Store struct {
 	client    *datastore.Client
 	kind      string
 	namespace string
-	ops       record.Ops // Complete, Release, Extend, Forget: a transaction first
+	ops       record.Ops // Complete, Release, Extend, Fail, Forget, Retry: a transaction first
 	readOps   record.Ops // Claim, Inspect: a lookup first
 	now       func() time.Time
 }

@@ -92,7 +92,21 @@ func TestEntityLayout(t *testing.T) {
 		{Key: ".."},
 		{Key: "____", Hashed: true},
 	}, googletest.LayoutCases...)
-	googletest.Layout(t, st, cases, func(t *testing.T, key, name string) map[string]any {
+	googletest.Layout(t, st, cases, fetchEntity(client, ns))
+	t.Run("failures", func(t *testing.T) {
+		ns := namespace()
+		st, err := datastorestore.New(client, &datastorestore.Options{Kind: "Rec", Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		googletest.FailedLayout(t, st, fetchEntity(client, ns))
+	})
+}
+
+// fetchEntity returns the properties of the entity of kind Rec named
+// name in namespace ns, and fails t when one is indexed.
+func fetchEntity(client *datastore.Client, ns string) func(t *testing.T, key, name string) map[string]any {
+	return func(t *testing.T, key, name string) map[string]any {
 		k := datastore.NameKey("Rec", name, nil)
 		k.Namespace = ns
 		var props datastore.PropertyList
@@ -107,7 +121,7 @@ func TestEntityLayout(t *testing.T) {
 			fields[p.Name] = p.Value
 		}
 		return fields
-	})
+	}
 }
 
 // TestStrangeEntityIsAnError: an entity the store did not write is

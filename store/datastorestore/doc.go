@@ -16,20 +16,27 @@
 // hex SHA-256 of the key, with the key itself in the "key" property, which
 // every read checks. The properties are
 //
-//	state       string     "CLAIMED" or "DONE"
-//	fence       int64      the fencing token, 1 for a new record
-//	token       string     the token of the Claim call that won ("" once released)
-//	leaseUntil  timestamp  until when the holder owns the key; on a DONE record, when it was completed
-//	expiresAt   timestamp  until when the record suppresses duplicates
-//	key         string     the original key, only on entities with a hashed name
-//	fingerprint blob       the payload fingerprint kept at Won (at most 32 bytes), absent for none
-//	origin      string     the delivery that won the record (store.WithOrigin), absent for none
+//	state        string     "CLAIMED", "DONE" or "FAILED"
+//	fence        int64      the fencing token, 1 for a new record
+//	token        string     the token of the Claim call that won ("" once released)
+//	leaseUntil   timestamp  until when the holder owns the key; on a DONE record, when it was completed,
+//	                        on a FAILED one, when it failed
+//	expiresAt    timestamp  until when the record suppresses duplicates
+//	key          string     the original key, only on entities with a hashed name
+//	fingerprint  blob       the payload fingerprint kept at Won (at most 32 bytes), absent for none
+//	origin       string     the delivery that won the record (store.WithOrigin), absent for none
+//	attempts     int64      how many attempts failed (store.Failer), absent for none
+//	reason       string     why the last failed attempt failed, absent for none or for an empty reason
+//	firstFailure timestamp  when the first counted attempt failed, absent for none
 //
 // None of them is indexed: the store only ever looks entities up by key, and
 // a TTL policy does not need an index. Unindexed properties also keep long
 // keys legal (indexed strings are limited to 1500 bytes) and spare every
 // write its index updates. An entity written before the store kept
-// fingerprints or origins has no such property and reads as keeping none.
+// fingerprints, origins or failures has no such property and reads as
+// keeping none. The failures (attempts, reason, firstFailure) are written
+// by Fail, carried across releases and takeovers, and removed by Retry
+// and Forget, so a record whose work never failed has none of them.
 //
 // # Operations
 //
@@ -38,9 +45,10 @@
 // answers from that one read and commits nothing. A Claim that wins a new
 // key inserts the entity in one non-transactional commit, which fails if
 // the entity appeared since the lookup; one that takes an existing record
-// over rewrites it in a transaction. Complete, Release and Extend are each
-// one read-modify-write transaction on the entity, which begins with its
-// lookup ([datastore.BeginLater]) and rolls back when it writes nothing.
+// over rewrites it in a transaction. Complete, Release, Extend, Fail,
+// Retry and Forget are each one read-modify-write transaction on the
+// entity, which begins with its lookup ([datastore.BeginLater]) and
+// rolls back when it writes nothing.
 // A fresh message (Claim, Complete) thus costs four round trips, and a
 // duplicate one. A transaction that loses a race
 // ([datastore.ErrConcurrentTransaction]), an insert that finds the entity

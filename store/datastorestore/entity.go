@@ -49,12 +49,18 @@ const (
 	propKey        = "key"
 	propFP         = "fingerprint"
 	propOrigin     = "origin"
+	propAttempts   = "attempts"
+	propReason     = "reason"
+	propFirstFail  = "firstFailure"
 )
 
 // entity is a record as Datastore loads and saves it.
 type entity record.Record
 
 // Save implements datastore.PropertyLoadSaver. No property is indexed.
+// The optional properties are left out when they hold nothing, so that a
+// record that never failed costs the bytes it cost before failures were
+// kept.
 func (r *entity) Save() ([]datastore.Property, error) {
 	ps := []datastore.Property{
 		{Name: propState, Value: r.State, NoIndex: true},
@@ -72,14 +78,23 @@ func (r *entity) Save() ([]datastore.Property, error) {
 	if r.Origin != "" {
 		ps = append(ps, datastore.Property{Name: propOrigin, Value: r.Origin, NoIndex: true})
 	}
+	if r.Attempts != 0 {
+		ps = append(ps, datastore.Property{Name: propAttempts, Value: int64(r.Attempts), NoIndex: true})
+	}
+	if r.Reason != "" {
+		ps = append(ps, datastore.Property{Name: propReason, Value: r.Reason, NoIndex: true})
+	}
+	if !r.FirstFailure.IsZero() {
+		ps = append(ps, datastore.Property{Name: propFirstFail, Value: r.FirstFailure, NoIndex: true})
+	}
 	return ps, nil
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
 // ignored, so that operators may annotate entities; a known property of the
-// wrong type, or a state other than CLAIMED and DONE, is an error. An entity
-// without a fingerprint or an origin (one written before there were any)
-// keeps none.
+// wrong type, or a state other than CLAIMED, DONE and FAILED, is an error.
+// An entity without a fingerprint, an origin or failures (one written
+// before there were any) keeps none.
 func (r *entity) Load(ps []datastore.Property) error {
 	*r = entity{}
 	for _, p := range ps {
@@ -101,6 +116,14 @@ func (r *entity) Load(ps []datastore.Property) error {
 			r.Fingerprint, ok = p.Value.([]byte)
 		case propOrigin:
 			r.Origin, ok = p.Value.(string)
+		case propAttempts:
+			var n int64
+			n, ok = p.Value.(int64)
+			r.Attempts = int(n)
+		case propReason:
+			r.Reason, ok = p.Value.(string)
+		case propFirstFail:
+			r.FirstFailure, ok = p.Value.(time.Time)
 		default:
 			ok = true
 		}
@@ -108,8 +131,10 @@ func (r *entity) Load(ps []datastore.Property) error {
 			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
 		}
 	}
-	if r.State != record.StateClaimed && r.State != record.StateDone {
-		return fmt.Errorf("property %q is %q, want %q or %q", propState, r.State, record.StateClaimed, record.StateDone)
+	switch r.State {
+	case record.StateClaimed, record.StateDone, record.StateFailed:
+	default:
+		return fmt.Errorf("property %q is %q, want %q, %q or %q", propState, r.State, record.StateClaimed, record.StateDone, record.StateFailed)
 	}
 	return nil
 }

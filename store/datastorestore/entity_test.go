@@ -54,33 +54,39 @@ func TestEntityName(t *testing.T) {
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := entity{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}, Origin: "push/m-101"}
-	ps, err := in.Save()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ps {
-		if !p.NoIndex {
-			t.Errorf("property %q indexed", p.Name)
+	for _, in := range []entity{
+		{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}, Origin: "push/m-101"},
+		{State: record.StateClaimed, Fence: 8, LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Origin: "push/m-101", Attempts: 2, Reason: "timeout", FirstFailure: t0.Add(-time.Minute)},
+		{State: record.StateFailed, Fence: 7, LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Attempts: 3, Reason: "HTTP 400", FirstFailure: t0.Add(-time.Minute)},
+	} {
+		ps, err := in.Save()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if !p.NoIndex {
+				t.Errorf("property %q indexed", p.Name)
+			}
+		}
+		ps = append(ps, datastore.Property{Name: "note", Value: "added by an operator"})
+		var out entity
+		if err := out.Load(ps); err != nil {
+			t.Fatalf("Load: %v (unknown properties must be ignored)", err)
+		}
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip = %+v, want %+v", out, in)
 		}
 	}
-	ps = append(ps, datastore.Property{Name: "note", Value: "added by an operator"})
-	var out entity
-	if err := out.Load(ps); err != nil {
-		t.Fatalf("Load: %v (unknown properties must be ignored)", err)
-	}
-	if !reflect.DeepEqual(out, in) {
-		t.Fatalf("round trip = %+v, want %+v", out, in)
-	}
 	short := entity{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
-	ps, _ = short.Save()
+	ps, _ := short.Save()
 	if len(ps) != 5 {
-		t.Errorf("a record with a readable name and no fingerprint saved %d properties, want 5 (no key, no fingerprint, no origin)", len(ps))
+		t.Errorf("a record with a readable name and no fingerprint saved %d properties, want 5 (no key, no fingerprint, no origin, no failures)", len(ps))
 	}
-	// An entity written before fingerprints and origins existed has none.
-	out = entity{Fingerprint: []byte("stale"), Origin: "stale"}
-	if err := out.Load(ps); err != nil || out.Fingerprint != nil || out.Origin != "" {
-		t.Errorf("Load of an entity without a fingerprint or an origin = %v, %+v; want none", err, out)
+	// An entity written before fingerprints, origins and failures existed
+	// has none.
+	out := entity{Fingerprint: []byte("stale"), Origin: "stale", Attempts: 1, Reason: "stale", FirstFailure: t0}
+	if err := out.Load(ps); err != nil || out.Fingerprint != nil || out.Origin != "" || out.Attempts != 0 || out.Reason != "" || !out.FirstFailure.IsZero() {
+		t.Errorf("Load of an entity without a fingerprint, an origin or failures = %v, %+v; want none", err, out)
 	}
 }
 
@@ -92,6 +98,9 @@ func TestRecordLoadRejects(t *testing.T) {
 		"no state at all":      {{Name: "fence", Value: int64(1)}},
 		"token as a timestamp": {{Name: "state", Value: "CLAIMED"}, {Name: "token", Value: t0}},
 		"fingerprint as text":  {{Name: "state", Value: "CLAIMED"}, {Name: "fingerprint", Value: "a1"}},
+		"attempts as a string": {{Name: "state", Value: "FAILED"}, {Name: "attempts", Value: "3"}},
+		"reason as an int":     {{Name: "state", Value: "FAILED"}, {Name: "reason", Value: int64(3)}},
+		"firstFailure as text": {{Name: "state", Value: "FAILED"}, {Name: "firstFailure", Value: "2030-01-01"}},
 	} {
 		var r entity
 		if err := r.Load(ps); err == nil {

@@ -17,8 +17,9 @@ import (
 var errReadOnly = errors.New("datastorestore: read-only outcome")
 
 // transact is the Round of the operations that normally write (Complete,
-// Release, Extend, Forget): one transaction, a lookup that begins it, then
-// a commit of decide's record, or a rollback when decide writes nothing.
+// Release, Extend, Fail, Forget, Retry): one transaction, a lookup that
+// begins it, then a commit of decide's record, or a rollback when decide
+// writes nothing.
 //
 // A retry after a failed attempt is a readFirst round instead: under
 // contention most callers only learn that the key is held or done, and

@@ -45,6 +45,9 @@ func TestRPCsPerMessage(t *testing.T) {
 		DuplicateHeld:     []string{lookup},
 		Release:           []string{lookup, commit},
 		ClaimAfterRelease: []string{lookup, lookup, commit},
+		Fail:              []string{lookup, commit},
+		DuplicateFailed:   []string{lookup},
+		Retry:             []string{lookup, commit},
 	})
 }
 
@@ -88,6 +91,12 @@ func TestResentCommitReaffirms(t *testing.T) {
 // retry sees DONE with the caller's fence and reports true.
 func TestLostCompleteReply(t *testing.T) {
 	googletest.LostCompleteReply(t, wired)
+}
+
+// TestLostFailReply: a Fail whose commit landed unseen is retried; the
+// retry finds the record FAILED under the claim's fence.
+func TestLostFailReply(t *testing.T) {
+	googletest.LostFailReply(t, wired)
 }
 
 // TestContentionGivesUp: a key whose every commit loses its race is

@@ -16,17 +16,24 @@
 // the "key" field, which every read checks. Keys with slashes, common in
 // resource names, are therefore hashed. The fields are
 //
-//	state       string     "CLAIMED" or "DONE"
-//	fence       integer    the fencing token, 1 for a new record
-//	token       string     the token of the Claim call that won ("" once released)
-//	leaseUntil  timestamp  until when the holder owns the key; on a DONE record, when it was completed
-//	expiresAt   timestamp  until when the record suppresses duplicates
-//	key         string     the original key, only on documents with a hashed ID
-//	fingerprint bytes      the payload fingerprint kept at Won (at most 32 bytes), absent for none
-//	origin      string     the delivery that won the record (store.WithOrigin), absent for none
+//	state        string     "CLAIMED", "DONE" or "FAILED"
+//	fence        integer    the fencing token, 1 for a new record
+//	token        string     the token of the Claim call that won ("" once released)
+//	leaseUntil   timestamp  until when the holder owns the key; on a DONE record, when it was completed,
+//	                        on a FAILED one, when it failed
+//	expiresAt    timestamp  until when the record suppresses duplicates
+//	key          string     the original key, only on documents with a hashed ID
+//	fingerprint  bytes      the payload fingerprint kept at Won (at most 32 bytes), absent for none
+//	origin       string     the delivery that won the record (store.WithOrigin), absent for none
+//	attempts     integer    how many attempts failed (store.Failer), absent for none
+//	reason       string     why the last failed attempt failed, absent for none or for an empty reason
+//	firstFailure timestamp  when the first counted attempt failed, absent for none
 //
-// A document written before the store kept fingerprints or origins has no
-// such field and reads as keeping none.
+// A document written before the store kept fingerprints, origins or
+// failures has no such field and reads as keeping none. The failures
+// (attempts, reason, firstFailure) are written by Fail, carried across
+// releases and takeovers, and deleted by Retry and Forget, so a record
+// whose work never failed has none of them.
 //
 // # Operations
 //
@@ -42,7 +49,7 @@
 // The store also remembers, per key, the live claim it last wrote (the
 // record and its update time; a few thousand keys at most): what a won
 // Claim or an Extend left. The holder's next write of that key (Complete,
-// Release, Extend) decides on the remembered version and writes on the
+// Release, Extend, Fail) decides on the remembered version and writes on the
 // condition that the update time is still the remembered one, without
 // reading first: Firestore raises a document's update time on every
 // change, so the condition holds exactly when the document is still what

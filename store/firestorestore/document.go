@@ -56,9 +56,14 @@ const (
 	fieldKey        = "key"
 	fieldFP         = "fingerprint"
 	fieldOrigin     = "origin"
+	fieldAttempts   = "attempts"
+	fieldReason     = "reason"
+	fieldFirstFail  = "firstFailure"
 )
 
-// fields returns the document of a new record.
+// fields returns the document of a new record. The optional fields are
+// left out when they hold nothing, so that a record that never failed
+// costs the bytes it cost before failures were kept.
 func fields(r *record.Record) map[string]any {
 	m := map[string]any{
 		fieldState:      r.State,
@@ -76,19 +81,37 @@ func fields(r *record.Record) map[string]any {
 	if r.Origin != "" {
 		m[fieldOrigin] = r.Origin
 	}
+	if r.Attempts != 0 {
+		m[fieldAttempts] = int64(r.Attempts)
+	}
+	if r.Reason != "" {
+		m[fieldReason] = r.Reason
+	}
+	if !r.FirstFailure.IsZero() {
+		m[fieldFirstFail] = r.FirstFailure
+	}
 	return m
 }
 
 // updates returns the changes that turn a stored record into r; the key
-// field never changes. A record without a fingerprint or an origin has
-// the field deleted, in the same write.
+// field never changes. An optional field that r does not hold (a
+// fingerprint, an origin, failures) is deleted in the same write.
 func updates(r *record.Record) []firestore.Update {
-	var fp, origin any = firestore.Delete, firestore.Delete
+	var fp, origin, attempts, reason, first any = firestore.Delete, firestore.Delete, firestore.Delete, firestore.Delete, firestore.Delete
 	if len(r.Fingerprint) > 0 {
 		fp = r.Fingerprint
 	}
 	if r.Origin != "" {
 		origin = r.Origin
+	}
+	if r.Attempts != 0 {
+		attempts = int64(r.Attempts)
+	}
+	if r.Reason != "" {
+		reason = r.Reason
+	}
+	if !r.FirstFailure.IsZero() {
+		first = r.FirstFailure
 	}
 	return []firestore.Update{
 		{Path: fieldState, Value: r.State},
@@ -98,13 +121,17 @@ func updates(r *record.Record) []firestore.Update {
 		{Path: fieldExpiresAt, Value: r.ExpiresAt},
 		{Path: fieldFP, Value: fp},
 		{Path: fieldOrigin, Value: origin},
+		{Path: fieldAttempts, Value: attempts},
+		{Path: fieldReason, Value: reason},
+		{Path: fieldFirstFail, Value: first},
 	}
 }
 
 // parse reads a record from a document's data. Unknown fields are ignored,
 // so that operators may annotate documents; a known field of the wrong type,
-// or a state other than CLAIMED and DONE, is an error. A document without a
-// fingerprint or an origin (one written before there were any) keeps none.
+// or a state other than CLAIMED, DONE and FAILED, is an error. A document
+// without a fingerprint, an origin or failures (one written before there
+// were any) keeps none.
 func parse(data map[string]any) (record.Record, error) {
 	var r record.Record
 	for name, v := range data {
@@ -126,6 +153,14 @@ func parse(data map[string]any) (record.Record, error) {
 			r.Fingerprint, ok = v.([]byte)
 		case fieldOrigin:
 			r.Origin, ok = v.(string)
+		case fieldAttempts:
+			var n int64
+			n, ok = v.(int64)
+			r.Attempts = int(n)
+		case fieldReason:
+			r.Reason, ok = v.(string)
+		case fieldFirstFail:
+			r.FirstFailure, ok = v.(time.Time)
 		default:
 			ok = true
 		}
@@ -133,8 +168,10 @@ func parse(data map[string]any) (record.Record, error) {
 			return record.Record{}, fmt.Errorf("field %q holds a %T", name, v)
 		}
 	}
-	if r.State != record.StateClaimed && r.State != record.StateDone {
-		return record.Record{}, fmt.Errorf("field %q is %q, want %q or %q", fieldState, r.State, record.StateClaimed, record.StateDone)
+	switch r.State {
+	case record.StateClaimed, record.StateDone, record.StateFailed:
+	default:
+		return record.Record{}, fmt.Errorf("field %q is %q, want %q, %q or %q", fieldState, r.State, record.StateClaimed, record.StateDone, record.StateFailed)
 	}
 	return r, nil
 }

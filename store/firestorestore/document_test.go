@@ -48,42 +48,49 @@ func TestDocID(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	in := record.Record{State: record.StateClaimed, Fence: 7, Token: "tok", LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Key: "long key", Fingerprint: []byte{0, 0xff, ':'}, Origin: "push/m-101"}
-	data := fields(&in)
-	data["note"] = "added by an operator"
-	out, err := parse(data)
-	if err != nil {
-		t.Fatalf("parse: %v (unknown fields must be ignored)", err)
-	}
-	if !reflect.DeepEqual(out, in) {
-		t.Fatalf("round trip = %+v, want %+v", out, in)
+	failed := record.Record{State: record.StateFailed, Fence: 7, LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour), Origin: "push/m-101", Attempts: 3, Reason: "HTTP 400", FirstFailure: t0.Add(-time.Minute)}
+	for _, in := range []record.Record{in, failed} {
+		data := fields(&in)
+		data["note"] = "added by an operator"
+		out, err := parse(data)
+		if err != nil {
+			t.Fatalf("parse: %v (unknown fields must be ignored)", err)
+		}
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip = %+v, want %+v", out, in)
+		}
 	}
 	short := record.Record{State: record.StateDone, Fence: 1, Token: "t", LeaseUntil: t0, ExpiresAt: t0}
 	if n := len(fields(&short)); n != 5 {
-		t.Errorf("a record with a readable ID and no fingerprint has %d fields, want 5 (no key, no fingerprint, no origin)", n)
+		t.Errorf("a record with a readable ID and no fingerprint has %d fields, want 5 (no key, no fingerprint, no origin, no failures)", n)
 	}
-	// A document written before fingerprints and origins existed has none.
-	if out, err := parse(fields(&short)); err != nil || out.Fingerprint != nil || out.Origin != "" {
-		t.Errorf("parse of a document without a fingerprint or an origin = %v, %+v; want none", err, out)
+	// A document written before fingerprints, origins and failures existed
+	// has none.
+	if out, err := parse(fields(&short)); err != nil || out.Fingerprint != nil || out.Origin != "" || out.Attempts != 0 || out.Reason != "" || !out.FirstFailure.IsZero() {
+		t.Errorf("parse of a document without a fingerprint, an origin or failures = %v, %+v; want none", err, out)
 	}
 	for _, u := range updates(&in) {
 		if u.Path == fieldKey {
 			t.Error("an update rewrites the key field, which never changes")
 		}
 	}
-	// An update to a record without a fingerprint or an origin deletes the
-	// field; one with an origin writes it.
+	// An update to a record without a fingerprint, an origin or failures
+	// deletes those fields (a Retry or a Forget clears the failures); one
+	// that holds them writes them.
+	optional := map[string]bool{fieldFP: true, fieldOrigin: true, fieldAttempts: true, fieldReason: true, fieldFirstFail: true}
 	deletes := 0
 	for _, u := range updates(&short) {
-		if (u.Path == fieldFP || u.Path == fieldOrigin) && u.Value == firestore.Delete {
+		if optional[u.Path] && u.Value == firestore.Delete {
 			deletes++
 		}
 	}
-	if deletes != 2 {
-		t.Errorf("an update to a record without a fingerprint and an origin deletes %d of the fields, want both", deletes)
+	if deletes != len(optional) {
+		t.Errorf("an update to a record without the optional fields deletes %d of them, want all %d", deletes, len(optional))
 	}
-	for _, u := range updates(&in) {
-		if u.Path == fieldOrigin && u.Value != in.Origin {
-			t.Errorf("an update writes origin %v, want %q", u.Value, in.Origin)
+	want := map[string]any{fieldOrigin: failed.Origin, fieldAttempts: int64(failed.Attempts), fieldReason: failed.Reason, fieldFirstFail: failed.FirstFailure}
+	for _, u := range updates(&failed) {
+		if w, ok := want[u.Path]; ok && u.Value != w {
+			t.Errorf("an update writes %s %v, want %v", u.Path, u.Value, w)
 		}
 	}
 }
@@ -96,6 +103,9 @@ func TestParseRejects(t *testing.T) {
 		"no state at all":      {"fence": int64(1)},
 		"token as a timestamp": {"state": "CLAIMED", "token": t0},
 		"fingerprint as text":  {"state": "CLAIMED", "fingerprint": "a1"},
+		"attempts as a string": {"state": "FAILED", "attempts": "3"},
+		"reason as an int":     {"state": "FAILED", "reason": int64(3)},
+		"firstFailure as text": {"state": "FAILED", "firstFailure": "2030-01-01"},
 	} {
 		if _, err := parse(data); err == nil {
 			t.Errorf("%s: parse succeeded, want an error", name)

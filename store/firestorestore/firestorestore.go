@@ -49,7 +49,7 @@ const (
 // It is safe for concurrent use.
 type Store struct {
 	coll     *firestore.CollectionRef
-	ops      record.Ops // Complete, Release, Extend, Inspect, Forget: round
+	ops      record.Ops // Complete, Release, Extend, Fail, Inspect, Forget, Retry: round
 	claims   record.Ops // Claim: readRound
 	now      func() time.Time
 	versions versions

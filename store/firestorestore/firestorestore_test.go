@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
 	"github.com/idemgate/idemgate/store/internal/googletest"
@@ -94,13 +96,26 @@ func TestDocumentLayout(t *testing.T) {
 		{Key: ".", Hashed: true},
 		{Key: "..", Hashed: true},
 	}, googletest.LayoutCases...)
-	googletest.Layout(t, st, cases, func(t *testing.T, key, id string) map[string]any {
+	googletest.Layout(t, st, cases, fetchDocument(client, coll))
+	t.Run("failures", func(t *testing.T) {
+		coll := collection()
+		st, err := firestorestore.New(client, &firestorestore.Options{Collection: coll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		googletest.FailedLayout(t, st, fetchDocument(client, coll))
+	})
+}
+
+// fetchDocument returns the fields of the document id in coll.
+func fetchDocument(client *firestore.Client, coll string) func(t *testing.T, key, id string) map[string]any {
+	return func(t *testing.T, key, id string) map[string]any {
 		snap, err := client.Collection(coll).Doc(id).Get(t.Context())
 		if err != nil {
 			t.Fatalf("key %.20q: no document %.30q: %v", key, id, err)
 		}
 		return snap.Data()
-	})
+	}
 }
 
 // TestStrangeDocumentIsAnError: a document the store did not write is

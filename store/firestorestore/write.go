@@ -13,7 +13,8 @@ import (
 )
 
 // round is the store's record.Round for the operations of a claim's
-// holder (Complete, Release, Extend) and of an operator (Inspect, Forget).
+// holder (Complete, Release, Extend, Fail) and of an operator (Inspect,
+// Forget, Retry).
 // When the store remembers the key's live claim (see versions), the round
 // first decides on that version and, if decide writes, writes on the
 // condition that the document's update time is still that one, without

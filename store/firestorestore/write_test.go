@@ -16,9 +16,9 @@ import (
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then
 // Complete) costs three, a duplicate one read, and an outcome that writes
 // nothing never commits. The store remembers the live claim it last wrote
-// of each key, so its holder's next write (Complete, Release, Extend) is a
-// single commit conditioned on that version's update time, with no read;
-// a duplicate answered HeldByOther meanwhile keeps it. A Claim always
+// of each key, so its holder's next write (Complete, Release, Extend,
+// Fail) is a single commit conditioned on that version's update time,
+// with no read; a duplicate answered HeldByOther meanwhile keeps it. A Claim always
 // reads first, a Claim after this store's own Release included: it may be
 // a duplicate of a message another process completed since.
 func TestRPCsPerMessage(t *testing.T) {
@@ -30,6 +30,9 @@ func TestRPCsPerMessage(t *testing.T) {
 		DuplicateHeld:     []string{get},
 		Release:           []string{commit},
 		ClaimAfterRelease: []string{get, commit},
+		Fail:              []string{commit},
+		DuplicateFailed:   []string{get},
+		Retry:             []string{get, commit},
 	})
 }
 
@@ -75,6 +78,13 @@ func TestResentCommitReaffirms(t *testing.T) {
 // retry sees DONE with the caller's fence and reports true.
 func TestLostCompleteReply(t *testing.T) {
 	googletest.LostCompleteReply(t, wired)
+}
+
+// TestLostFailReply: a Fail whose commit landed unseen is retried on a
+// fresh read (the remembered version is dropped); the retry finds the
+// record FAILED under the claim's fence.
+func TestLostFailReply(t *testing.T) {
+	googletest.LostFailReply(t, wired)
 }
 
 // TestEndlessConflictGivesUp: a document that changes under every write

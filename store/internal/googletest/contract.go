@@ -216,3 +216,54 @@ func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T,
 		}
 	}
 }
+
+// FailedLayout checks the fields failures add to a stored record: a
+// counted failure keeps attempts, reason and firstFailure on the
+// released claim, the failure that ends the budget writes state FAILED,
+// and Retry removes the three fields again, so that a record without
+// failures holds none of them. fetch is Layout's. st must be fresh.
+func FailedLayout(t *testing.T, st Store, fetch func(t *testing.T, key, name string) map[string]any) {
+	ctx := t.Context()
+	budget := store.Failure{Reason: "timeout", MaxAttempts: 2}
+	var first time.Time
+	for i, want := range []string{"CLAIMED", "FAILED"} {
+		c, err := st.Claim(ctx, "k", time.Minute)
+		if err != nil || c.Status != store.Won {
+			t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
+		}
+		if _, _, err := st.Fail(ctx, c, budget); err != nil {
+			t.Fatal(err)
+		}
+		fields := fetch(t, "k", "k")
+		if fields["state"] != want {
+			t.Errorf("state = %v after failure %d, want %s", fields["state"], i+1, want)
+		}
+		if n, ok := fields["attempts"].(int64); !ok || n != int64(i+1) {
+			t.Errorf("attempts = %#v after failure %d, want int64 %d", fields["attempts"], i+1, i+1)
+		}
+		if fields["reason"] != budget.Reason {
+			t.Errorf("reason = %#v, want %q", fields["reason"], budget.Reason)
+		}
+		at, ok := fields["firstFailure"].(time.Time)
+		switch {
+		case !ok:
+			t.Errorf("firstFailure is a %T, want a timestamp", fields["firstFailure"])
+		case i == 0:
+			first = at
+		case !at.Equal(first):
+			t.Errorf("firstFailure = %v after the second failure, want the first's %v", at, first)
+		}
+	}
+	if ok, err := st.Retry(ctx, "k"); !ok || err != nil {
+		t.Fatalf("Retry = %v, %v; want true", ok, err)
+	}
+	fields := fetch(t, "k", "k")
+	for _, field := range []string{"attempts", "reason", "firstFailure"} {
+		if v, ok := fields[field]; ok {
+			t.Errorf("field %q = %#v after Retry, want it removed", field, v)
+		}
+	}
+	if fields["state"] != "CLAIMED" {
+		t.Errorf("state = %v after Retry, want CLAIMED", fields["state"])
+	}
+}

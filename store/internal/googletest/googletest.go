@@ -25,6 +25,7 @@ import (
 type Store interface {
 	store.Store
 	store.Extender
+	store.Failer
 }
 
 // Options are the store options a shared test sets; the zero value means

@@ -27,6 +27,9 @@ type RPCs struct {
 	DuplicateHeld     []string // Claim of a held key
 	Release           []string
 	ClaimAfterRelease []string
+	Fail              []string // a final Fail of the claim won after Release
+	DuplicateFailed   []string // Claim of a failed key
+	Retry             []string
 }
 
 // RPCsPerMessage pins the round trips of each step of a message's life
@@ -71,7 +74,18 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	c = claim("m2", store.Won)
 	readOnly("duplicate while held", step("duplicate while held", want.DuplicateHeld, func() { claim("m2", store.HeldByOther) }))
 	step("Release", want.Release, func() { st.Release(ctx, c) })
-	step("Claim after Release", want.ClaimAfterRelease, func() { claim("m2", store.Won) })
+	step("Claim after Release", want.ClaimAfterRelease, func() { c = claim("m2", store.Won) })
+	step("Fail", want.Fail, func() {
+		if n, failed, err := st.Fail(ctx, c, store.Failure{Reason: "refused", Final: true}); n != 1 || !failed || err != nil {
+			t.Fatalf("Fail = %d, %v, %v; want 1, true", n, failed, err)
+		}
+	})
+	readOnly("duplicate of a failed message", step("duplicate of a failed message", want.DuplicateFailed, func() { claim("m2", store.AlreadyFailed) }))
+	step("Retry", want.Retry, func() {
+		if ok, err := st.Retry(ctx, "m2"); !ok || err != nil {
+			t.Fatalf("Retry = %v, %v; want true", ok, err)
+		}
+	})
 }
 
 // WiredNow is the fixed clock of the stores a Wired returns: a Claim of a
@@ -103,19 +117,41 @@ func ResentCommitReaffirms(t *testing.T, wired Wired) {
 // LostCompleteReply: Complete's commit lands, its reply is lost; the
 // retry sees DONE with the caller's fence and reports true.
 func LostCompleteReply(t *testing.T, wired Wired) {
-	st, w := wired(t)
+	st, c := loseNextReply(t, wired)
 	ctx := t.Context()
-	c, err := st.Claim(ctx, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.SetFault(Once("Commit", LostReply))
 	if ok, err := st.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete after a lost reply = %v, %v; want true", ok, err)
 	}
 	if d, err := st.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("Claim = %v, %v; want AlreadyDone", d.Status, err)
 	}
+}
+
+// LostFailReply: Fail's commit lands, its reply is lost; the retry finds
+// the record FAILED under the caller's fence and answers as the commit
+// would have, without counting the failure twice.
+func LostFailReply(t *testing.T, wired Wired) {
+	st, c := loseNextReply(t, wired)
+	ctx := t.Context()
+	if n, failed, err := st.Fail(ctx, c, store.Failure{Reason: "refused", MaxAttempts: 1}); n != 1 || !failed || err != nil {
+		t.Fatalf("Fail after a lost reply = %d, %v, %v; want 1, true", n, failed, err)
+	}
+	if d, err := st.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyFailed || d.Attempts != 1 || d.Reason != "refused" {
+		t.Fatalf("Claim = %v with %d attempts (%q), %v; want AlreadyFailed with 1 (\"refused\")", d.Status, d.Attempts, d.Reason, err)
+	}
+}
+
+// loseNextReply returns a store from wired with a won claim of "k", and
+// the reply to the store's next commit set to be lost.
+func loseNextReply(t *testing.T, wired Wired) (Store, store.Claim) {
+	t.Helper()
+	st, w := wired(t)
+	c, err := st.Claim(t.Context(), "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetFault(Once("Commit", LostReply))
+	return st, c
 }
 
 // GivesUp: a key whose every commit fails with injected, an error the
