@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -144,6 +145,34 @@ func ExampleGateway_Route() {
 	// placing order 7 from message m-1
 	// m-1 answered 200
 	// m-2 answered 204
+}
+
+// A poison message: the order's customer is gone, so no retry can help.
+// The handler says so with Permanent (a budget, MaxAttempts, would stop
+// other failures after that many attempts); the key's record goes FAILED,
+// and its redeliveries answer 422 without running the handler, on their
+// way to the dead-letter topic.
+func ExamplePermanent() {
+	st, _ := memstore.New(nil)
+	g, _ := gateway.New(st, &gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	orders := g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), MaxAttempts: 5})
+	h := orders.Push(func(ctx context.Context, m *pushenvelope.Message) error {
+		fmt.Println("placing order", m.Attributes["order_id"])
+		return gateway.Permanent(errors.New("customer 17 no longer exists"))
+	})
+	for range 2 { // the first delivery, and Pub/Sub's redelivery
+		body := `{"message":{"messageId":"m-1","attributes":{"order_id":"7"}}}`
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body)))
+		fmt.Println("answered", rec.Code)
+	}
+	r, _, _ := st.Inspect(context.Background(), "order_id:7")
+	fmt.Println(r.State, r.Attempts, r.Reason)
+	// Output:
+	// placing order 7
+	// answered 422
+	// answered 422
+	// FAILED 1 customer 17 no longer exists
 }
 
 func ExampleClaimFromContext() {
