@@ -71,6 +71,7 @@ func emitted(t *testing.T, want func(map[string]instrument) bool) map[string]ins
 	g.Lock(ctx, "won", ok)
 	g.Lock(ctx, "failed", func(context.Context) error { return errors.New("boom") })
 	g.Lock(ctx, "poison", func(context.Context) error { return gateway.Permanent(errors.New("customer gone")) })
+	g.Lock(ctx, "poison", ok) // already_failed
 
 	// The relay, over a SQLite outbox and an in-process Pub/Sub server:
 	// one message is published (lag), one goes to a missing topic and is
