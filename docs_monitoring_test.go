@@ -544,6 +544,7 @@ var outcomes = []gateway.Outcome{
 	gateway.OutcomeWon, gateway.OutcomeDuplicate, gateway.OutcomeInProgress, gateway.OutcomeFailed,
 	gateway.OutcomeFencedOut, gateway.OutcomeCompleteError, gateway.OutcomeStoreError, gateway.OutcomeUnguarded,
 	gateway.OutcomeNoKey, gateway.OutcomeRejected, gateway.OutcomeConflict, gateway.OutcomeCancelled,
+	gateway.OutcomeAbandoned, gateway.OutcomeAlreadyFailed,
 }
 
 // TestMonitoringQueryChecks shows that checkQuery catches each mistake it
