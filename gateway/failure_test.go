@@ -294,3 +294,24 @@ func TestWaitForHolder(t *testing.T) {
 		t.Errorf("a wait under a 1s deadline = %v after %v; want ErrInProgress at half the deadline, leaving the rest to the work", err, took)
 	}
 }
+
+// A FAILED key stays FAILED for every caller: a delivery of another
+// payload under the key (a conflict, were the record DONE) is answered as
+// the failure, not run; Mutex meets it as work it must not run over.
+func TestFailedKeyMeetsEveryCaller(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	ctx := store.WithFingerprint(t.Context(), []byte("payload-1"))
+	f.g.Lock(ctx, "k", func(context.Context) error { return gateway.Permanent(errors.New("bad")) })
+	var runs atomic.Int32
+	other := store.WithFingerprint(t.Context(), []byte("payload-2"))
+	if err := f.g.Lock(other, "k", counter(&runs)); !errors.Is(err, gateway.ErrFailed) {
+		t.Errorf("Lock of a FAILED key with another payload = %v, want ErrFailed", err)
+	}
+	err := f.g.Mutex(t.Context(), "k", counter(&runs))
+	if ip, ok := errors.AsType[*gateway.InProgressError](err); !ok || !ip.Done {
+		t.Errorf("Mutex of a FAILED key = %v, want an *InProgressError with Done", err)
+	}
+	if runs.Load() != 0 {
+		t.Errorf("the work ran %d times on a FAILED key", runs.Load())
+	}
+}
