@@ -231,16 +231,36 @@ func TestFailed(t *testing.T) {
 
 			r := idemgate(t, "", "failed", "-store", url)
 			if r.code != exitOK || !strings.HasPrefix(r.stdout, "3 failed keys, 2 reasons") ||
-				!strings.Contains(r.stdout, `reason:   "card declined" (2 keys)`) || !strings.Contains(r.stdout, "push/m-order-3") ||
-				strings.Index(r.stdout, `"order-2"`) > strings.Index(r.stdout, `"order-1"`) {
+				!strings.Contains(r.stdout, `reason:   "card declined" (2 keys)`) || !strings.Contains(r.stdout, "push/m-order-3") {
 				t.Errorf("failed = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			// Newest failure first: a store whose clock reads milliseconds
+			// (SQLite) may fail order-1 and order-2 in the same one, and
+			// then lists them in key order.
+			r = idemgate(t, "", "failed", "-store", url, "-json")
+			var failedAt []time.Time
+			for i, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				var j jsonRecord
+				if err := json.Unmarshal([]byte(line), &j); err != nil || i > 0 && j.FailedAt == nil {
+					t.Fatalf("failed -json line %q: %v", line, err)
+				}
+				if i > 0 && j.Reason == "card declined" {
+					failedAt = append(failedAt, *j.FailedAt)
+				}
+			}
+			if len(failedAt) != 2 || failedAt[0].Before(failedAt[1]) {
+				t.Errorf("failed -json lists the card declined group failed at %v; want two, the newest first", failedAt)
+			}
+			cardOrder := "order-2\norder-1\n"
+			if failedAt[0].Equal(failedAt[1]) {
+				cardOrder = "order-1\norder-2\n"
 			}
 			for _, tc := range []struct {
 				args []string
 				want string
 			}{
-				{nil, "order-2\norder-1\norder-3\n"},
-				{[]string{"-reason", "card"}, "order-2\norder-1\n"},
+				{nil, cardOrder + "order-3\n"},
+				{[]string{"-reason", "card"}, cardOrder},
 				{[]string{"-reason", "timeout:"}, "order-3\n"},
 				{[]string{"-reason", "flaky"}, ""},
 				{[]string{"-prefix", "order-1"}, "order-1\n"},
