@@ -24,6 +24,8 @@ key's message meets:
             working past its lease; the next delivery takes the key over
   released  the claim was given up (Release or forget): the work runs
   done      the work succeeded: deliveries are acked as duplicates until expiry
+  failed    the work failed for good: deliveries do not run it again until
+            the record expires or idemgate retry frees it
 
 For an absent KEY, inspect lists up to 5 records whose key ends with KEY,
 where the store can search keys (SQL, Redis): a service often puts a prefix
@@ -33,6 +35,8 @@ The record names the delivery that won it, as the gateway sets it: its
 surface and message id (push/…, cloudevent/…, pull/…), so a done record
 answers "which message did the work, and when": done by push/4711 at T,
 fence F. A held record names its holder; a released one, its last holder.
+A record whose work failed shows its failed attempts, the last one's
+reason and when the first failed; a FAILED one, when it went FAILED.
 A record written by an earlier idemgate, or by a Lock whose caller named
 no origin, names none; one completed by an earlier idemgate shows its last
 lease end as its completion time.
@@ -142,6 +146,8 @@ func status(r store.Record, ok bool) string {
 		return "absent"
 	case r.State == store.Done:
 		return "done"
+	case r.State == store.Failed:
+		return "failed"
 	case r.Released():
 		return "released"
 	case r.Lapsed():
@@ -157,6 +163,7 @@ var meaning = map[string]string{
 	"lapsed":   "the lease ended without a release: the holder crashed or is still working past it; the next delivery takes the key over",
 	"released": "the claim was given up (Release or forget): the next delivery runs the work",
 	"done":     "the work succeeded: deliveries are acked as duplicates until the record expires",
+	"failed":   "the work failed for good: deliveries do not run it again until the record expires, or idemgate retry frees it",
 }
 
 // writeRecord prints r for people, its instants in UTC and relative to
@@ -191,10 +198,12 @@ func writeRecord(w io.Writer, o *storeurl.Opened, key string, r store.Record, ok
 	if r.Token != "" {
 		fmt.Fprintf(w, "token:      %s\n", r.Token)
 	}
-	// A DONE record's lease ended at its completion, shown above.
-	if r.State != store.Done {
+	// A DONE record's lease ended at its completion, shown above; a
+	// FAILED one's when it failed, shown below.
+	if r.State == store.Claimed {
 		fmt.Fprintf(w, "lease:      %s\n", when(r.LeaseUntil, r.ReadAt))
 	}
+	writeFailures(w, r)
 	fmt.Fprintf(w, "expires:    %s\n", when(r.ExpiresAt, r.ReadAt))
 	if len(r.Fingerprint) > 0 {
 		fmt.Fprintf(w, "payload:    %x (fingerprint; a delivery of this key with another is a conflict)\n", r.Fingerprint)
@@ -215,8 +224,43 @@ func byLine(st string, r store.Record) string {
 		return fmt.Sprintf("by %s at %s, fence %d", by, when(r.CompletedAt, r.ReadAt), r.Fence)
 	case "released":
 		return "last held by " + by
+	case "failed":
+		return fmt.Sprintf("last run by %s, fence %d", by, r.Fence)
 	}
 	return fmt.Sprintf("by %s, fence %d", by, r.Fence)
+}
+
+// writeFailures prints the failed attempts r counts, if any: for a FAILED
+// record the count, the reason, the first failure and when it went
+// FAILED; for another, one line on the attempts that failed before the
+// current holder's or the completion, and the first failure.
+func writeFailures(w io.Writer, r store.Record) {
+	if r.Attempts == 0 && r.State != store.Failed {
+		return
+	}
+	switch r.State {
+	case store.Failed:
+		fmt.Fprintf(w, "attempts:   %d failed\n", r.Attempts)
+		fmt.Fprintf(w, "reason:     %s\n", r.Reason)
+	case store.Done:
+		fmt.Fprintf(w, "failures:   %s before the work succeeded, last: %s\n", plural(r.Attempts, "failed attempt"), r.Reason)
+	default:
+		fmt.Fprintf(w, "failures:   %s so far, last: %s\n", plural(r.Attempts, "failed attempt"), r.Reason)
+	}
+	if !r.FirstFailure.IsZero() {
+		fmt.Fprintf(w, "first fail: %s\n", when(r.FirstFailure, r.ReadAt))
+	}
+	if r.State == store.Failed {
+		fmt.Fprintf(w, "failed at:  %s\n", when(r.FailedAt(), r.ReadAt))
+	}
+}
+
+// plural is n and noun, with an s unless n is 1: "2 failed attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // stamp formats t in UTC to the millisecond.
@@ -237,24 +281,30 @@ func when(t, now time.Time) string {
 // jsonRecord is inspect's -json output for one key.
 // A DONE record has a completedAt in place of a leaseUntil; origin names
 // the delivery that won the record (the last holder of a released one).
-// For an absent key, similar lists records whose key ends with it, and
+// A record with failed attempts has their count, the last one's reason
+// and the first one's instant; a FAILED record, its failedAt in place of
+// a leaseUntil. For an absent key, similar lists records whose key ends with it, and
 // note says why none or not all are listed.
 type jsonRecord struct {
-	Key         string       `json:"key"`
-	Found       bool         `json:"found"`
-	Status      string       `json:"status"`
-	State       string       `json:"state,omitempty"`
-	Fence       int64        `json:"fence,omitempty"`
-	Token       string       `json:"token,omitempty"`
-	Origin      string       `json:"origin,omitempty"`
-	LeaseUntil  *time.Time   `json:"leaseUntil,omitempty"`
-	CompletedAt *time.Time   `json:"completedAt,omitempty"`
-	ExpiresAt   *time.Time   `json:"expiresAt,omitempty"`
-	ReadAt      *time.Time   `json:"readAt,omitempty"`
-	Fingerprint string       `json:"fingerprint,omitempty"` // hex
-	Similar     []nearRecord `json:"similar,omitempty"`
-	Note        string       `json:"note,omitempty"`
-	Store       string       `json:"store"` // the store and where its records are read
+	Key          string       `json:"key"`
+	Found        bool         `json:"found"`
+	Status       string       `json:"status"`
+	State        string       `json:"state,omitempty"`
+	Fence        int64        `json:"fence,omitempty"`
+	Token        string       `json:"token,omitempty"`
+	Origin       string       `json:"origin,omitempty"`
+	LeaseUntil   *time.Time   `json:"leaseUntil,omitempty"`
+	CompletedAt  *time.Time   `json:"completedAt,omitempty"`
+	ExpiresAt    *time.Time   `json:"expiresAt,omitempty"`
+	ReadAt       *time.Time   `json:"readAt,omitempty"`
+	Fingerprint  string       `json:"fingerprint,omitempty"` // hex
+	Attempts     int          `json:"attempts,omitempty"`
+	Reason       string       `json:"reason,omitempty"`
+	FirstFailure *time.Time   `json:"firstFailure,omitempty"`
+	FailedAt     *time.Time   `json:"failedAt,omitempty"`
+	Similar      []nearRecord `json:"similar,omitempty"`
+	Note         string       `json:"note,omitempty"`
+	Store        string       `json:"store"` // the store and where its records are read
 }
 
 func toJSON(o *storeurl.Opened, key string, r store.Record, ok bool, near nearby) jsonRecord {
@@ -265,10 +315,14 @@ func toJSON(o *storeurl.Opened, key string, r store.Record, ok bool, near nearby
 	}
 	j.State, j.Fence, j.Token, j.Fingerprint = r.State.String(), r.Fence, r.Token, hex.EncodeToString(r.Fingerprint)
 	j.Origin, j.ExpiresAt, j.ReadAt = r.Origin, utc(r.ExpiresAt), utc(r.ReadAt)
-	if r.State != store.Done {
-		j.LeaseUntil = utc(r.LeaseUntil)
-	} else {
+	j.Attempts, j.Reason, j.FirstFailure = r.Attempts, r.Reason, utc(r.FirstFailure)
+	switch r.State {
+	case store.Done:
 		j.CompletedAt = utc(r.CompletedAt)
+	case store.Failed:
+		j.FailedAt = utc(r.FailedAt())
+	default:
+		j.LeaseUntil = utc(r.LeaseUntil)
 	}
 	return j
 }

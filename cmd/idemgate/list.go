@@ -23,6 +23,10 @@ inspect's:
   done      the work succeeded; FOR counts from the completion, which is the
             record's expiry less the store's ttl (the URL's ttl, default 1h):
             exact when it is the service's
+  failed    the work failed for good; FOR counts from its last failure
+
+A record whose attempts at the work failed shows their count (ATTEMPTS);
+idemgate failed lists the FAILED records by reason.
 
 A held record FOR longer than the service's longest work, or any lapsed
 one, is worth an inspect. Keys come in key order (in SCAN's order on Redis,
@@ -35,7 +39,7 @@ docs/operations.md.
 
 func (c *cli) list(ctx context.Context, args []string) int {
 	fs, cm := c.flags("list", "", listHelp, 30*time.Second)
-	states := fs.String("state", "", "the `states` to list, comma-separated: held, lapsed, released, done (default all)")
+	states := fs.String("state", "", "the `states` to list, comma-separated: held, lapsed, released, done, failed (default all)")
 	prefix := fs.String("prefix", "", "list the keys that start with `P`, taken literally (default every key)")
 	older := fs.Duration("older", 0, "list the records in their state for at least `D`")
 	limit := fs.Int("limit", store.DefaultListLimit, fmt.Sprintf("the most records on the page, at most %d", store.MaxListLimit))
@@ -91,13 +95,17 @@ func (c *cli) list(ctx context.Context, args []string) int {
 	fmt.Fprintf(c.stdout, "listed:   %s\n", describe(opts))
 	if len(page.Records) > 0 {
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tSTATE\tFOR\tFENCE\tLEASE\tEXPIRES")
+		fmt.Fprintln(tw, "KEY\tSTATE\tFOR\tFENCE\tLEASE\tEXPIRES\tATTEMPTS")
 		for _, r := range page.Records {
-			lease := "-"
-			if r.State != store.Done {
+			// A DONE or FAILED record's lease ended when it got there.
+			lease, attempts := "-", "-"
+			if r.State == store.Claimed {
 				lease = ago(r.LeaseUntil, r.ReadAt)
 			}
-			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\n", r.Key, r.ListState(), short(r.Age()), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt))
+			if r.Attempts > 0 {
+				attempts = fmt.Sprint(r.Attempts)
+			}
+			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\t%s\n", r.Key, r.ListState(), short(r.Age()), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt), attempts)
 		}
 		tw.Flush()
 	}

@@ -7,6 +7,8 @@
 //
 //	idemgate inspect [-json] KEY…   show the records of KEYs
 //	idemgate list [-state S,…] [-prefix P] [-older D]  list records by state and age: what is stuck?
+//	idemgate failed [-reason R] [-prefix P] [-older-than D]  list the FAILED records by reason, and the outbox's dead messages
+//	idemgate retry KEY… | -reason R [-prefix P] [-older-than D]  make FAILED records claimable again
 //	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
@@ -85,9 +87,17 @@ const usage = `usage: idemgate COMMAND [flags] [args]
 
 Commands:
   inspect [-json] KEY…   show the records of KEYs: state, fence, lease, expiry
-  list [-state held,lapsed,released,done] [-prefix P] [-older D] [-limit N]
-       [-cursor C]       list the records in those states for at least D,
+  list [-state held,lapsed,released,done,failed] [-prefix P] [-older D]
+       [-limit N] [-cursor C]
+                         list the records in those states for at least D,
                          a page at a time: what is stuck?
+  failed [-reason R] [-prefix P] [-older-than D] [-json] [-keys]
+                         list the FAILED records (the work failed for good)
+                         grouped by reason, newest failure first, and the
+                         outbox's dead messages by reason
+  retry KEY… | retry -reason R [-prefix P] [-older-than D] [-dry-run]
+                         make FAILED records claimable again, with a fresh
+                         budget of attempts: their next delivery runs the work
   forget [-yes] [-force] KEY…
                          free KEYs at once, whatever their state, with a higher
                          fence: their next delivery runs the work again; only
@@ -134,6 +144,8 @@ Exit status:
 var commands = map[string]func(*cli, context.Context, []string) int{
 	"inspect":  (*cli).inspect,
 	"list":     (*cli).list,
+	"failed":   (*cli).failed,
+	"retry":    (*cli).retry,
 	"forget":   (*cli).forget,
 	"purge":    (*cli).purge,
 	"check":    (*cli).check,
@@ -157,7 +169,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, forget, purge, check, digest, childkey or relay; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, failed, retry, forget, purge, check, digest, childkey or relay; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])
@@ -316,23 +328,31 @@ func checkKeys(keys []string) error {
 // and keys, and returns the exit status. inspect and forget need a SQL
 // store's table in place: they create nothing.
 func (c *cli) withKeys(ctx context.Context, cm *common, keys []string, fn func(context.Context, *storeurl.Opened, store.Inspector, []string) error) int {
-	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
-	defer cancel()
-	err := checkKeys(keys)
-	if err != nil {
+	if err := checkKeys(keys); err != nil {
 		return c.fail(ctx, cm, err)
 	}
+	return c.withStore(ctx, cm, func(ctx context.Context, o *storeurl.Opened) error {
+		x, err := inspector(o)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, o, x, keys)
+	})
+}
+
+// withStore runs fn, within cm's timeout, on cm's store once its SQL
+// table, if it has one, is known to be in place, and returns the exit
+// status.
+func (c *cli) withStore(ctx context.Context, cm *common, fn func(context.Context, *storeurl.Opened) error) int {
+	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
+	defer cancel()
 	o, err := c.open(ctx, cm)
 	if err != nil {
 		return c.fail(ctx, cm, err)
 	}
 	defer o.Close()
-	x, err := inspector(o)
-	if err == nil {
-		err = tableReady(ctx, o)
-	}
-	if err == nil {
-		err = fn(ctx, o, x, keys)
+	if err = tableReady(ctx, o); err == nil {
+		err = fn(ctx, o)
 	}
 	if err != nil {
 		return c.fail(ctx, cm, err)

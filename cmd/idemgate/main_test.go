@@ -77,6 +77,9 @@ func TestUsage(t *testing.T) {
 		{"forget help", []string{"forget", "-h"}, exitOK, "-yes"},
 		{"check help", []string{"check", "-h"}, exitOK, "-max-skew"},
 		{"purge help", []string{"purge", "-h"}, exitOK, "-batch"},
+		{"failed help", []string{"failed", "-h"}, exitOK, "-older-than"},
+		{"retry help", []string{"retry", "-h"}, exitOK, "-dry-run"},
+		{"usage names failed", []string{"-h"}, exitOK, "failed [-reason R]"},
 		{"bad flag", []string{"inspect", "-jsn", "k"}, exitUsage, "flag provided but not defined"},
 		{"no key", []string{"inspect", "-store", "redis://127.0.0.1:6379/0"}, exitUsage, "no KEY given"},
 		{"invalid key", []string{"forget", "-store", "redis://127.0.0.1:6379/0", "a\x00b"}, exitUsage, "NUL"},
@@ -107,7 +110,7 @@ func TestStoreFromEnvironment(t *testing.T) {
 
 func TestHelpHidesTheStoreURL(t *testing.T) {
 	t.Setenv(storeEnv, "postgres://app:s3cret@db:5432/orders")
-	for _, cmd := range []string{"inspect", "forget", "purge", "check"} {
+	for _, cmd := range []string{"inspect", "forget", "purge", "check", "failed", "retry"} {
 		if r := idemgate(t, "", cmd, "-h"); strings.Contains(r.stdout+r.stderr, "s3cret") {
 			t.Errorf("%s -h prints the store URL from %s, password included:\n%s", cmd, storeEnv, r.stderr)
 		}
