@@ -27,13 +27,13 @@ the fence. A first line counts the keys and the reasons. It changes
 nothing; idemgate retry -reason R retries a group.
 
 -reason keeps the records whose reason starts with R, since reasons often
-end with an ID; -prefix keeps the keys that start with P; -older-than the
+end with an ID; -prefix keeps the keys that start with P; -older the
 records FAILED for at least D.
 
 On a store with an outbox (SQL, Datastore, Firestore) it adds the
 messages the relay gave up on ("dead"), grouped by reason (up to the
 1000 oldest are read; the count covers them all): idemgate relay -dead
-lists them and -revive revives them. -reason and -older-than (since the
+lists them and -revive revives them. -reason and -older (since the
 message died) apply to them too; -prefix, which is about record keys,
 leaves them out.
 
@@ -58,13 +58,13 @@ type selection struct {
 func (s *selection) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.reason, "reason", "", "the FAILED records whose reason starts with `R` (default every reason)")
 	fs.StringVar(&s.prefix, "prefix", "", "the keys that start with `P`, taken literally (default every key)")
-	fs.DurationVar(&s.olderThan, "older-than", 0, "the records FAILED for at least `D`")
+	fs.DurationVar(&s.olderThan, "older", 0, "the records FAILED for at least `D`")
 }
 
 // check refuses a selection no store can list.
 func (s selection) check() error {
 	if s.olderThan < 0 {
-		return fmt.Errorf("%w: -older-than %v is negative", errUsage, s.olderThan)
+		return fmt.Errorf("%w: -older %v is negative", errUsage, s.olderThan)
 	}
 	return nil
 }

@@ -264,7 +264,7 @@ func TestFailed(t *testing.T) {
 				{[]string{"-reason", "timeout:"}, "order-3\n"},
 				{[]string{"-reason", "flaky"}, ""},
 				{[]string{"-prefix", "order-1"}, "order-1\n"},
-				{[]string{"-older-than", "1h"}, ""},
+				{[]string{"-older", "1h"}, ""},
 			} {
 				r := idemgate(t, "", append([]string{"failed", "-store", url, "-keys"}, tc.args...)...)
 				if r.code != exitOK || r.stdout != tc.want {
@@ -363,7 +363,7 @@ func TestFailedUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"failed", "-store", "sqlite:///nowhere.db", "order-1"},
 		{"failed", "-store", "sqlite:///nowhere.db", "-json", "-keys"},
-		{"failed", "-store", "sqlite:///nowhere.db", "-older-than", "-1m"},
+		{"failed", "-store", "sqlite:///nowhere.db", "-older", "-1m"},
 	} {
 		r := idemgate(t, "", args...)
 		if r.code != exitUsage {

@@ -7,8 +7,8 @@
 //
 //	idemgate inspect [-json] KEY…   show the records of KEYs
 //	idemgate list [-state S,…] [-prefix P] [-older D]  list records by state and age: what is stuck?
-//	idemgate failed [-reason R] [-prefix P] [-older-than D]  list the FAILED records by reason, and the outbox's dead messages
-//	idemgate retry KEY… | -reason R [-prefix P] [-older-than D]  make FAILED records claimable again
+//	idemgate failed [-reason R] [-prefix P] [-older D]  list the FAILED records by reason, and the outbox's dead messages
+//	idemgate retry KEY… | -reason R [-prefix P] [-older D]  make FAILED records claimable again
 //	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
@@ -91,11 +91,11 @@ Commands:
        [-limit N] [-cursor C]
                          list the records in those states for at least D,
                          a page at a time: what is stuck?
-  failed [-reason R] [-prefix P] [-older-than D] [-json] [-keys]
+  failed [-reason R] [-prefix P] [-older D] [-json] [-keys]
                          list the FAILED records (the work failed for good)
                          grouped by reason, newest failure first, and the
                          outbox's dead messages by reason
-  retry KEY… | retry -reason R [-prefix P] [-older-than D] [-dry-run]
+  retry KEY… | retry -reason R [-prefix P] [-older D] [-dry-run]
                          make FAILED records claimable again, with a fresh
                          budget of attempts: their next delivery runs the work
   forget [-yes] [-force] KEY…

@@ -77,7 +77,7 @@ func TestUsage(t *testing.T) {
 		{"forget help", []string{"forget", "-h"}, exitOK, "-yes"},
 		{"check help", []string{"check", "-h"}, exitOK, "-max-skew"},
 		{"purge help", []string{"purge", "-h"}, exitOK, "-batch"},
-		{"failed help", []string{"failed", "-h"}, exitOK, "-older-than"},
+		{"failed help", []string{"failed", "-h"}, exitOK, "-older"},
 		{"retry help", []string{"retry", "-h"}, exitOK, "-dry-run"},
 		{"usage names failed", []string{"-h"}, exitOK, "failed [-reason R]"},
 		{"bad flag", []string{"inspect", "-jsn", "k"}, exitUsage, "flag provided but not defined"},

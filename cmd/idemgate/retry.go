@@ -18,7 +18,7 @@ work with a fresh budget of attempts. Retry delivers nothing itself.
 
 Give the KEYs, or select the records as idemgate failed does: -reason R
 retries the FAILED records whose reason starts with R, -prefix and
--older-than narrow the selection (-reason '' selects every reason).
+-older narrow the selection (-reason '' selects every reason).
 -dry-run shows what would be retried and changes nothing.
 
 Each key is reported "retried", or "not FAILED any more; unchanged" when
@@ -40,7 +40,7 @@ func (c *cli) retry(ctx context.Context, args []string) int {
 	selecting := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "reason", "prefix", "older-than":
+		case "reason", "prefix", "older":
 			selecting = true
 		}
 	})
@@ -48,7 +48,7 @@ func (c *cli) retry(ctx context.Context, args []string) int {
 	switch {
 	case err != nil:
 	case selecting && len(keys) > 0:
-		err = fmt.Errorf("%w: give KEYs or -reason, -prefix and -older-than, not both", errUsage)
+		err = fmt.Errorf("%w: give KEYs or -reason, -prefix and -older, not both", errUsage)
 	case !selecting:
 		err = checkKeys(keys)
 		if len(keys) == 0 {

@@ -123,7 +123,7 @@ func TestRetryUsage(t *testing.T) {
 	}{
 		{[]string{"retry", "-store", "sqlite:///nowhere.db"}, "no KEY given"},
 		{[]string{"retry", "-store", "sqlite:///nowhere.db", "-reason", "x", "order-1"}, "not both"},
-		{[]string{"retry", "-store", "sqlite:///nowhere.db", "-older-than", "-1s"}, "negative"},
+		{[]string{"retry", "-store", "sqlite:///nowhere.db", "-older", "-1s"}, "negative"},
 		{[]string{"retry", "-store", "sqlite:///nowhere.db", "a\x00b"}, "NUL"},
 	} {
 		r := idemgate(t, "", tc.args...)
