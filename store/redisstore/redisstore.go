@@ -62,8 +62,8 @@ const (
 	defaultTTL    = time.Hour
 )
 
-// Store is a [store.Store] and [store.Extender] backed by Redis. It is safe
-// for concurrent use.
+// Store is a [store.Store], [store.Extender] and [store.Failer] backed by
+// Redis. It is safe for concurrent use.
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
