@@ -38,8 +38,8 @@ func (r *recorder) take() []string {
 }
 
 // TestCommandCounts pins the cost of the common paths: a fresh message
-// (Claim won, Complete) is two commands, a duplicate (Claim already done or
-// held by another) is one. Every Claim carries a full-size fingerprint,
+// (Claim won, Complete) is two commands, a duplicate (Claim already done,
+// held by another or already failed) is one, and so is a Fail. Every Claim carries a full-size fingerprint,
 // which rides in the same command. The scripts are cached on the server
 // first, as they are after the first message, so no NOSCRIPT fallback is
 // counted here.
@@ -91,6 +91,30 @@ func TestCommandCounts(t *testing.T) {
 	}
 	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
 		t.Errorf("a duplicate of a held key sent %v, want 1 command: [EVALSHA]", got)
+	}
+
+	if _, _, err := s.Fail(ctx, h, store.Failure{}); !errors.Is(err, store.ErrNotWon) {
+		t.Errorf("Fail of a HeldByOther claim = %v, want ErrNotWon", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("a Fail of a claim not won sent %v, want nothing", got)
+	}
+	f, err := s.Claim(ctx, "failed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if _, failed, err := s.Fail(ctx, f, store.Failure{Reason: "bad", Final: true}); !failed || err != nil {
+		t.Fatalf("final Fail = %v, %v; want FAILED", failed, err)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
+		t.Errorf("a Fail sent %v, want 1 command: [EVALSHA]", got)
+	}
+	if d, err := s.Claim(ctx, "failed", time.Minute); err != nil || d.Status != store.AlreadyFailed {
+		t.Fatalf("Claim = %v, %v; want AlreadyFailed", d.Status, err)
+	}
+	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
+		t.Errorf("a duplicate of a failed key sent %v, want 1 command: [EVALSHA]", got)
 	}
 
 	long := store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1))
@@ -167,4 +191,14 @@ func TestScriptCacheFlushed(t *testing.T) {
 		t.Fatalf("Complete after SCRIPT FLUSH = %v, %v; want true", ok, err)
 	}
 	wantFallback("Complete")
+
+	d, err := s.Claim(ctx, "f", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	if _, failed, err := s.Fail(ctx, d, store.Failure{Reason: "bad", Final: true}); !failed || err != nil {
+		t.Fatalf("Fail after SCRIPT FLUSH = %v, %v; want FAILED", failed, err)
+	}
+	wantFallback("Fail")
 }

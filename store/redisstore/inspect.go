@@ -48,11 +48,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 
 // parseInspect reads inspect.lua's reply.
 func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, error) {
-	if len(reply) != 1 && len(reply) != 8 {
+	if len(reply) != 1 && len(reply) != 11 {
 		return store.Record{}, false, fmt.Errorf("unexpected reply %q", reply)
 	}
-	var n [4]int64 // now, fence, leaseUntil, expiresAt
-	for i, j := range []int{0, 2, 3, 4} {
+	var n [6]int64 // now, fence, leaseUntil, expiresAt, attempts, firstFailure
+	for i, j := range []int{0, 2, 3, 4, 8, 9} {
 		if j >= len(reply) {
 			break
 		}
@@ -73,16 +73,23 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 		LeaseUntil: time.UnixMilli(n[2]),
 		ExpiresAt:  time.UnixMilli(n[3]),
 		Origin:     reply[7],
+		Attempts:   int(n[4]),
+		Reason:     reply[10],
 		ReadAt:     time.UnixMilli(n[0]),
 	}
 	if reply[6] != "" {
 		r.Fingerprint = []byte(reply[6])
+	}
+	if r.Attempts > 0 {
+		r.FirstFailure = time.UnixMilli(n[5])
 	}
 	switch reply[1] {
 	case "C":
 	case "D":
 		r.State, r.Token = store.Done, ""
 		r.CompletedAt = r.LeaseUntil
+	case "F":
+		r.State, r.Token = store.Failed, ""
 	default:
 		return store.Record{}, false, fmt.Errorf("unexpected state %q", reply[1])
 	}
@@ -93,15 +100,21 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 // go-redis retries it after a lost reply, the fence rises twice, which is
 // as safe as once.
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
+	return s.free(ctx, "forget", key, "")
+}
+
+// free runs forget.lua for op (Forget, or Retry with state "F"): it frees
+// key's live record when state is empty or the record's state.
+func (s *Store) free(ctx context.Context, op, key, state string) (bool, error) {
 	if err := store.CheckKey(key); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("redisstore: forget: %w", err)
+		return false, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
-	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}, s.ttl, s.grace).Int64()
+	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}, s.ttl, s.grace, state).Int64()
 	if err != nil {
-		return false, fmt.Errorf("redisstore: forget: %w", err)
+		return false, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return n == 1, nil
 }

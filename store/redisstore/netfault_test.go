@@ -55,6 +55,26 @@ func parseRecord(t testing.TB, raw string) record {
 			t.Fatalf("record %q: no origin after O", raw)
 		}
 		r.fp, r.origin, r.token = rest[:l], rest[l:l+o], rest[l+o:]
+	case "AC", "AD", "AF": // <n>:<m>:<attempts>:<firstFailure>:<k>:<fingerprint><origin><reason><token>
+		f := strings.SplitN(r.token, ":", 6)
+		var n [5]int64
+		for i := range n {
+			var err error
+			if len(f) < 6 {
+				err = strconv.ErrSyntax
+			} else {
+				n[i], err = strconv.ParseInt(f[i], 10, 64)
+			}
+			if err != nil || n[i] < 0 {
+				t.Fatalf("record %q: no failures after A", raw)
+			}
+		}
+		l, o, k, rest := int(n[0]), int(n[1]), int(n[4]), f[5]
+		if n[2] < 1 || l+o+k > len(rest) {
+			t.Fatalf("record %q: no failures after A", raw)
+		}
+		r.attempts, r.firstFailure = int(n[2]), n[3]
+		r.fp, r.origin, r.reason, r.token = rest[:l], rest[l:l+o], rest[l+o:l+o+k], rest[l+o+k:]
 	}
 	return r
 }

@@ -13,11 +13,11 @@ import (
 )
 
 // TestDuplicateClaimWritesNothing claims and completes a key on a private
-// server, then claims it again: the duplicate must leave the server's
-// dirty counter (rdb_changes_since_last_save), which every write command
-// moves, where it was, and must not run a write command (INFO
-// commandstats). A private server, because other tests write to the shared
-// one at the same time.
+// server, and fails another for good, then claims both again: the
+// duplicates must leave the server's dirty counter
+// (rdb_changes_since_last_save), which every write command moves, where it
+// was, and must not run a write command (INFO commandstats). A private
+// server, because other tests write to the shared one at the same time.
 func TestDuplicateClaimWritesNothing(t *testing.T) {
 	srv := testenv.Private(t, "redis", testenv.StartRedis)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
@@ -31,6 +31,13 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	}
 	if ok, err := s.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v; want true", ok, err)
+	}
+	f, err := s.Claim(ctx, "f", time.Minute)
+	if err != nil || f.Status != store.Won {
+		t.Fatalf("fresh Claim = %+v, %v; want Won", f, err)
+	}
+	if _, failed, err := s.Fail(ctx, f, store.Failure{Reason: "bad", Final: true}); !failed || err != nil {
+		t.Fatalf("final Fail = %v, %v; want FAILED", failed, err)
 	}
 	counts := func() (dirty, writes string) {
 		t.Helper()
@@ -62,6 +69,10 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 		d, err := s.Claim(ctx, "k", time.Minute)
 		if err != nil || d.Status != store.AlreadyDone || d.Fence != c.Fence || !bytes.Equal(d.Fingerprint, []byte("payload")) {
 			t.Fatalf("duplicate Claim = %+v, %v; want AlreadyDone at fence %d", d, err, c.Fence)
+		}
+		d, err = s.Claim(ctx, "f", time.Minute)
+		if err != nil || d.Status != store.AlreadyFailed || d.Fence != f.Fence || d.Attempts != 1 || d.Reason != "bad" {
+			t.Fatalf("Claim of a FAILED key = %+v, %v; want AlreadyFailed at fence %d, 1 attempt, reason bad", d, err, f.Fence)
 		}
 	}
 	if d, w := counts(); d != dirty || w != writes {

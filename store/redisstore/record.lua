@@ -2,18 +2,39 @@
 -- Without a fingerprint:  <C|D><fence>:<leaseUntil>:<expiresAt>:<token>
 -- With one:               <c|d><fence>:<leaseUntil>:<expiresAt>:<n>:<fingerprint><token>
 -- With an origin:          O<C|D><fence>:<leaseUntil>:<expiresAt>:<n>:<m>:<fingerprint><origin><token>
--- where n and m are the fingerprint's and the origin's lengths in bytes,
--- in decimal. See doc.go.
+-- With failures:           A<C|D|F><fence>:<leaseUntil>:<expiresAt>:<n>:<m>:<attempts>:<firstFailure>:<k>:<fingerprint><origin><reason><token>
+-- where n, m and k are the fingerprint's, the origin's and the reason's
+-- lengths in bytes, in decimal. See doc.go.
 
--- parse splits a record into state ('C' or 'D'), fence, leaseUntil and
--- expiresAt (as the digits stored), fingerprint ('' for none), token and
--- origin ('' for none), or returns nil when rec is not a record.
+-- parse_failed is parse for the A layout, a record that keeps failures
+-- (store.Failer): the only layout with the F state, since a FAILED record
+-- has at least one.
+local function parse_failed(rec)
+  local state, fence, lease_until, expires_at, rest = string.match(rec, '^A([CDF])(%d+):(%d+):(%d+):(.*)$')
+  if not state then
+    return nil
+  end
+  local n, m, attempts, first, k, tail = string.match(rest, '^(%d+):(%d+):(%d+):(%d+):(%d+):(.*)$')
+  n, m, k = tonumber(n), tonumber(m), tonumber(k)
+  if not n or not m or not k or n + m + k > #tail then
+    return nil
+  end
+  return state, fence, lease_until, expires_at, string.sub(tail, 1, n), string.sub(tail, n + m + k + 1),
+    string.sub(tail, n + 1, n + m), {attempts, first, string.sub(tail, n + m + 1, n + m + k)}
+end
+
+-- parse splits a record into state ('C', 'D' or 'F'), fence, leaseUntil
+-- and expiresAt (as the digits stored), fingerprint ('' for none), token,
+-- origin ('' for none) and failures (nil for none, else {attempts,
+-- firstFailure, reason}, the first two as the digits stored), or returns
+-- nil when rec is not a record. The failures come last, and only from an
+-- A record, so that a record without any costs the scripts nothing more.
 local function parse(rec)
   local state, fence, lease_until, expires_at, rest = string.match(rec, '^([CDcd])(%d+):(%d+):(%d+):(.*)$')
   if not state then
     state, fence, lease_until, expires_at, rest = string.match(rec, '^O([CD])(%d+):(%d+):(%d+):(.*)$')
     if not state then
-      return nil
+      return parse_failed(rec)
     end
     local n, m, tail = string.match(rest, '^(%d+):(%d+):(.*)$')
     n, m = tonumber(n), tonumber(m)
@@ -33,11 +54,16 @@ local function parse(rec)
   return string.upper(state), fence, lease_until, expires_at, string.sub(tail, 1, n), string.sub(tail, n + 1), ''
 end
 
--- record joins head ('<C|D><fence>:<leaseUntil>:<expiresAt>:'), fp, token
--- and origin into a record, in the shortest layout that keeps them. The
--- fingerprint, origin and token are appended with .., not format's %s,
--- which stops at a NUL byte.
-local function record(head, fp, token, origin)
+-- record joins head ('<C|D|F><fence>:<leaseUntil>:<expiresAt>:'), fp,
+-- token, origin and fails (as parse returns them) into a record, in the
+-- shortest layout that keeps them; an F head needs fails. The
+-- fingerprint, origin, reason and token are appended with .., not
+-- format's %s, which stops at a NUL byte.
+local function record(head, fp, token, origin, fails)
+  if fails then
+    return 'A' .. head .. #fp .. ':' .. #origin .. ':' .. fails[1] .. ':' .. fails[2] .. ':' .. #fails[3] .. ':' ..
+      fp .. origin .. fails[3] .. token
+  end
   if origin ~= '' then
     return 'O' .. head .. #fp .. ':' .. #origin .. ':' .. fp .. origin .. token
   end
@@ -61,10 +87,13 @@ end
 -- and no fingerprint, so that neither the old fence nor the old token may
 -- act on it again, and the last holder's origin. It lives at least ttl
 -- more, so that Redis deletes it no sooner than a ttl after the fence it
--- now holds. Returns the record and its expiresAt.
-local function released(fence, now, expires_at, ttl, origin)
+-- now holds. fails are the failures it keeps: a Release's (and a counted
+-- Fail's) keep the record's, so that the next holder's failures add to
+-- them; a Forget's and a Retry's are nil. Returns the record and its
+-- expiresAt.
+local function released(fence, now, expires_at, ttl, origin, fails)
   expires_at = math.max(tonumber(expires_at), now + ttl)
-  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', '', origin), expires_at
+  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', '', origin, fails), expires_at
 end
 
 -- now_ms reads the server's clock in milliseconds: every decision is taken

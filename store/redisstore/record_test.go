@@ -14,16 +14,19 @@ import (
 
 // record is a record read back in the layout doc.go documents.
 type record struct {
-	state                 string // as stored: lower case when a fingerprint follows, after O when an origin does
+	state                 string // as stored: lower case when a fingerprint follows, after O when an origin does, after A when failures do
 	fence                 int64
 	leaseUntil, expiresAt int64 // unix ms on the server's clock
 	fp                    string
 	origin                string
+	attempts              int
+	firstFailure          int64 // unix ms on the server's clock
+	reason                string
 	token                 string
 	pexpireAt             int64 // when Redis deletes the key, unix ms
 }
 
-var recordLayout = regexp.MustCompile(`(?s)^(O[CD]|[CDcd])(\d+):(\d+):(\d+):(.*)$`)
+var recordLayout = regexp.MustCompile(`(?s)^(A[CDF]|O[CD]|[CDcd])(\d+):(\d+):(\d+):(.*)$`)
 
 // readRecord reads and parses the raw key of a record.
 func readRecord(t testing.TB, client redis.UniversalClient, rawKey string) record {
@@ -339,8 +342,8 @@ func TestRecordsBeforeOrigins(t *testing.T) {
 			t.Errorf("Claim of %q = %+v, %v; want AlreadyDone with no origin", v, c, err)
 		}
 		r, ok, err := s.Inspect(ctx, key)
-		if err != nil || !ok || r.Origin != "" || r.State != store.Done || r.Fence != 7 {
-			t.Errorf("Inspect of %q = %+v, %v, %v; want DONE at fence 7 with no origin", v, r, ok, err)
+		if err != nil || !ok || r.Origin != "" || r.State != store.Done || r.Fence != 7 || r.Attempts != 0 || !r.FirstFailure.IsZero() {
+			t.Errorf("Inspect of %q = %+v, %v, %v; want DONE at fence 7 with no origin and no failures", v, r, ok, err)
 		}
 	}
 	if err := client.Set(ctx, prefix+"lapsed", fmt.Sprintf("C7:%d:%d:tok", now-1000, now+60_000), 0).Err(); err != nil {

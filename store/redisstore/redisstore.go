@@ -62,8 +62,8 @@ const (
 	defaultTTL    = time.Hour
 )
 
-// Store is a [store.Store] and [store.Extender] backed by Redis. It is safe
-// for concurrent use.
+// Store is a [store.Store], [store.Extender] and [store.Failer] backed by
+// Redis. It is safe for concurrent use.
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
@@ -195,8 +195,8 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 }
 
 // claimReply reads claim.lua's reply: the status, the fence, the lease's
-// end unless the record is done, and the kept fingerprint and origin (""
-// for none).
+// end when the record is claimed, the count and the reason when it
+// failed, and the kept fingerprint and origin ("" for none).
 func claimReply(key string, r []any) (store.Claim, bool) {
 	n := len(r)
 	if n < 4 {
@@ -221,6 +221,11 @@ func claimReply(key string, r []any) (store.Claim, bool) {
 		c.Status = store.Won
 	case status == replyHeld && n == 5:
 		c.Status = store.HeldByOther
+	case status == replyFailed && n == 6:
+		attempts, ok1 := r[2].(int64)
+		reason, ok2 := r[3].(string)
+		c.Status, c.Attempts, c.Reason = store.AlreadyFailed, int(attempts), reason
+		return c, ok1 && ok2
 	default:
 		return store.Claim{}, false
 	}
@@ -231,9 +236,10 @@ func claimReply(key string, r []any) (store.Claim, bool) {
 
 // The first element of claim.lua's reply.
 const (
-	replyWon  = 1
-	replyDone = 2
-	replyHeld = 3
+	replyWon    = 1
+	replyDone   = 2
+	replyHeld   = 3
+	replyFailed = 4
 )
 
 // Complete implements [store.Store].
