@@ -24,6 +24,21 @@
 //	PIPELINE_PUBLISH outbox (default) or direct: publish the shipment from the
 //	                 body, before the transaction, with GOOGLE_CLOUD_PROJECT;
 //	                 the anti-pattern the e2e proof compares with
+//	IDEMGATE_MAX_ATTEMPTS
+//	                 each key's attempt budget on every route: the failure
+//	                 that spends it makes the key FAILED, and its deliveries
+//	                 are answered 422 unrun, so Pub/Sub dead-letters them
+//	                 (idemgate failed lists them, idemgate retry replays
+//	                 them); empty or 0 (default): no budget
+//	IDEMGATE_TERMINAL
+//	                 supplier-4xx: a 4xx answer of the supplier (but 408 and
+//	                 429) makes the key FAILED at once: the order is refused
+//	                 and no retry can mend it; empty (default): retried
+//	IDEMGATE_WAIT_FOR_HOLDER
+//	                 how long a copy of a delivery that meets its key held
+//	                 by another waits for that holder to settle (e.g. 5s),
+//	                 and is then acknowledged if the work is done, instead
+//	                 of answering 503 at once; empty or 0 (default): no wait
 //	IDEMGATE_ORDERS_FINGERPRINT
 //	                 reject or accept: fingerprint the payloads of /orders, so
 //	                 that an order_id reused for a different order is a
@@ -114,6 +129,10 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	if err != nil {
 		return err
 	}
+	fc, err := failureConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	log := example.NewLogger(logOut, cfg.LogLevel)
 	// go-redis logs its connection pool's troubles by itself, in plain text
 	// on stderr: through the service's logger they stay JSON lines.
@@ -131,7 +150,7 @@ func run(ctx context.Context, getenv func(string) string, logOut io.Writer, read
 	_, isMemory := st.Store.(*memstore.Store)
 	example.WarnSingleInstance(log, isMemory)
 	// One Gateway for every route on the store, as the README teaches.
-	g, err := newGateway(st.Store, cfg, log)
+	g, err := newGateway(st.Store, cfg, fc, log)
 	if err != nil {
 		return err
 	}

@@ -130,7 +130,9 @@ func withPipeline(ctx context.Context, h http.Handler, g *gateway.Gateway, st st
 		mux.HandleFunc("POST /pipeline/orders", noPipeline)
 		return mux, nil
 	}
-	pg, err := newGateway(p.st, cfg, log)
+	// The first stage keeps the gateway's default treatment of failures:
+	// the IDEMGATE_MAX_ATTEMPTS family is for the routes of h.
+	pg, err := newGateway(p.st, cfg, failureConfig{}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,12 @@ func prefixed(prefix string, k gateway.KeyFunc) gateway.KeyFunc {
 	}
 }
 
-// newGateway returns the one Gateway of st: every route on st shares it.
-func newGateway(st store.Store, cfg example.Config, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.New(st, &gateway.Options{Lease: cfg.Lease, Logger: log})
+// newGateway returns the one Gateway of st: every route on st shares it,
+// with fc's treatment of failures.
+func newGateway(st store.Store, cfg example.Config, fc failureConfig, log *slog.Logger) (*gateway.Gateway, error) {
+	o := gateway.Options{Lease: cfg.Lease, Logger: log}
+	fc.apply(&o)
+	return gateway.New(st, &o)
 }
 
 // newServer builds the routes on g, the Gateway of st. bare serves the same

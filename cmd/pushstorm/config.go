@@ -32,6 +32,8 @@ type config struct {
 	Dup          float64 // probability of one transport redelivery after an ack
 	Concurrent   float64 // probability that the first attempt goes out as two copies
 	Republish    float64 // probability of a second publish of the same order
+	Poison       float64 // share of the orders the supplier refuses for good (422)
+	AckEachCopy  bool    // a nacked concurrent copy is redelivered until acked itself
 	MaxAttempts  int     // 0 = never dead-letter
 	BackoffMin   time.Duration
 	BackoffMax   time.Duration
@@ -42,6 +44,8 @@ type config struct {
 	Seed         int64  // 0 = derive from the clock
 	Attrs        map[string]string
 	JSON         bool
+	DeadLetters  string // file the dead-lettered messages are written to
+	ReplayDead   string // file of dead letters delivered instead of new orders
 
 	SupplierAddr      string // "" = no supplier
 	SupplierFailFirst int
@@ -113,6 +117,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.Dup, "dup", 0.2, "probability that a message is delivered again after it was acked (lost ack, transport redelivery)")
 	fs.Float64Var(&c.Concurrent, "concurrent", 0.1, "probability that a message's first delivery goes out as two simultaneous copies")
 	fs.Float64Var(&c.Republish, "republish", 0.1, "probability that the producer publishes an order twice (new messageId, same order_id)")
+	fs.Float64Var(&c.Poison, "poison", 0, "share of the orders (chosen from -seed) that are poison: the supplier refuses every request of theirs with 422 until POST /fix")
+	fs.BoolVar(&c.AckEachCopy, "ack-each-copy", false, "a concurrent copy that is nacked is redelivered on its own until acked, as when the first delivery's ack deadline passed; default: an ack of either copy acks both")
+	fs.StringVar(&c.DeadLetters, "dead-letters", "", "write the dead-lettered messages to this file, one JSON object a line, for -replay-dead")
+	fs.StringVar(&c.ReplayDead, "replay-dead", "", "deliver the messages of this -dead-letters file (same messageIds, attempt 1) instead of new orders; -n is ignored")
 	fs.IntVar(&c.MaxAttempts, "max-attempts", 10, "dead-letter a message when its delivery attempt number N is nacked (0 = never)")
 	fs.DurationVar(&c.BackoffMin, "backoff-min", 100*time.Millisecond, "first redelivery delay after a nack (Pub/Sub retry policy minimumBackoff)")
 	fs.DurationVar(&c.BackoffMax, "backoff-max", 2*time.Second, "cap of the doubling redelivery delay (retry policy maximumBackoff)")
@@ -187,7 +195,7 @@ func (c config) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"dup", c.Dup}, {"concurrent", c.Concurrent}, {"republish", c.Republish}} {
+	}{{"dup", c.Dup}, {"concurrent", c.Concurrent}, {"republish", c.Republish}, {"poison", c.Poison}} {
 		check(p.v >= 0 && p.v <= 1, "-%s is a probability in [0,1], got %v", p.name, p.v)
 	}
 	check(c.MaxAttempts >= 0, "-max-attempts must be >= 0, got %d", c.MaxAttempts)
@@ -198,6 +206,8 @@ func (c config) validate() error {
 	check(c.Subscription != "", "-subscription must not be empty")
 	check(c.SupplierFailFirst >= 0, "-supplier-fail-first must be >= 0, got %d", c.SupplierFailFirst)
 	check(c.SupplierDelay >= 0, "-supplier-delay must be >= 0, got %v", c.SupplierDelay)
+	check(c.Poison == 0 || c.SupplierAddr != "" || c.SelfTest, "-poison needs -supplier (the supplier is what refuses the poison orders)")
+	check(c.Poison == 0 || c.ReplayDead == "", "-poison and -replay-dead are exclusive: a replay comes after the fix")
 	check(!c.ExpectOnce || c.SupplierAddr != "" || c.SelfTest, "-expect-once needs -supplier (pushstorm can only check a supplier it runs)")
 	if c.ExpectKeys != expectAuto && c.ExpectKeys != expectOrders && c.ExpectKeys != expectMessages {
 		n, err := strconv.Atoi(c.ExpectKeys)

@@ -80,12 +80,39 @@
 // messages or a number); its default, auto, picks orders when the URL path
 // ends in /orders and messages otherwise.
 //
+// # Poison orders and concurrent copies
+//
+// -poison F makes the nearest whole number to F × -n of the orders poison,
+// chosen from -seed alone: the supplier answers 422 to every request whose
+// JSON body carries their order_id, until POST /fix makes it accept them.
+// Their dead letters are planned, not failures, and -expect-once wants
+// their keys never accepted. The report counts three classes of order
+// apart (poison; concurrent_copy, sent as two copies; normal): deliveries
+// and their answers by status, acked and dead-lettered messages, and the
+// supplier's requests (the endpoint's body runs) and acceptances; with
+// -json, each poison order's fate too.
+//
+// It also gives the concurrent copies' time-to-ack: for each copy, from
+// the moment it is sent to the moment the 2xx that settles it comes back.
+// By default an ack of either copy acks the message, so it settles both.
+// With -ack-each-copy a copy nacked while the other was acked is
+// redelivered on its own after the backoff until acked (or dead-lettered),
+// as when the first delivery's ack deadline passed and its late ack no
+// longer counts; its time-to-ack then includes the backoff.
+//
+// -dead-letters FILE writes the dead-lettered messages, a JSON object a
+// line; -replay-dead FILE delivers them again (same messageIds, from
+// attempt 1) instead of new orders, as once their cause is fixed.
+//
+//	pushstorm -spawn bin/example-run -path /orders -supplier 127.0.0.1:0 -expect-once \
+//		-poison 0.05 -concurrent 0.1 -ack-each-copy -dead-letters dead.jsonl
+//
 // # Exit status
 //
 // 0 when every message was acked and, with -expect-once, the supplier
 // accepted each expected key exactly once and saw no other key; 1 when a
-// message was dead-lettered or lost (never acked, not dead-lettered — only an
-// interrupted run can leave one), when the -expect-once check failed or the
+// message was dead-lettered (but those of poison orders) or lost (never
+// acked, not dead-lettered — only an interrupted run can leave one), when the -expect-once check failed or the
 // run could not start; 2 for bad flags. The failing messageIds are listed
 // with their order_id.
 package main

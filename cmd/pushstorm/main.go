@@ -40,11 +40,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+
 	// Step 1: the supplier, when asked for (the self-test always has one).
 	var sup *supplier
 	var supplierURL string
 	if cfg.SupplierAddr != "" || cfg.SelfTest {
 		sup = newSupplier(cfg.SupplierFailFirst, cfg.SupplierDelay)
+		sup.poison = poisonOrders(cfg, seed)
 		ls, err := listen(cmp.Or(cfg.SupplierAddr, "127.0.0.1:0"), sup)
 		if err != nil {
 			fmt.Fprintf(stderr, "pushstorm: start supplier: %v\n", err)
@@ -87,20 +93,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	// Step 3: the storm.
-	seed := cfg.Seed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
 	res, err := storm(ctx, cfg, seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "pushstorm: %v\n", err)
 		return exitFail
 	}
+	if cfg.DeadLetters != "" {
+		if err := writeDeadLetters(cfg.DeadLetters, res); err != nil {
+			fmt.Fprintf(stderr, "pushstorm: %v\n", err)
+			return exitFail
+		}
+	}
 
 	// Step 4: the report and the verdict.
 	var stats *supplierStats
 	if sup != nil {
-		s := sup.snapshot(false)
+		s := sup.snapshot(true) // newReport counts per class, and drops the keys
 		stats = &s
 	}
 	rep := newReport(cfg, seed, res, stats)

@@ -57,7 +57,7 @@ func buildMessages(c config, rng *rand.Rand, start time.Time) ([]*message, error
 	var all []pending
 	for i := 1; i <= c.N; i++ {
 		o := order{
-			OrderID: fmt.Sprintf("%s%06d", c.OrderPrefix, i),
+			OrderID: orderID(c.OrderPrefix, i),
 			POID:    fmt.Sprintf("po-%d", i%poGroups),
 			Amount:  float64(rng.IntN(100_000)) / 100,
 		}

@@ -40,6 +40,14 @@ type report struct {
 	LatencyP50Millis    float64 `json:"latency_p50_ms"`
 	LatencyP99Millis    float64 `json:"latency_p99_ms"`
 
+	// Classes counts apart the poison orders, the orders sent as
+	// concurrent copies and the rest (see classOf).
+	Classes map[string]*classReport `json:"classes"`
+	// PoisonOrders is each poison order's fate (with -poison).
+	PoisonOrders []poisonOrder `json:"poison_orders,omitempty"`
+	// CopyTimeToAck is the time-to-ack of the concurrent copies.
+	CopyTimeToAck *copyTimes `json:"copy_time_to_ack,omitempty"`
+
 	Supplier    *supplierStats `json:"supplier,omitempty"`
 	FailFirst   int            `json:"supplier_fail_first,omitempty"` // -supplier-fail-first
 	Expected    *expectation   `json:"expected,omitempty"`            // with a supplier
@@ -49,8 +57,54 @@ type report struct {
 	Problems []string `json:"problems"` // why OK is false, one line each
 }
 
-// newReport summarizes res; sup is nil when no supplier ran.
+// classReport is what happened to the orders of one class.
+type classReport struct {
+	Orders       int            `json:"orders"`
+	Messages     int            `json:"messages"`
+	Deliveries   int            `json:"deliveries"`
+	Status       map[string]int `json:"status"` // answers by status code
+	Acked        int            `json:"acked_messages"`
+	DeadLettered int            `json:"dead_lettered_messages"`
+	// BodyRuns is how many requests the supplier got for the class's
+	// orders: each is one run of the endpoint's work (its body).
+	BodyRuns int `json:"body_runs"`
+	Accepted int `json:"supplier_accepted"`
+}
+
+// poisonOrder is the fate of one poison order.
+type poisonOrder struct {
+	OrderID      string `json:"order_id"`
+	BodyRuns     int    `json:"body_runs"` // supplier requests
+	Accepted     int    `json:"supplier_accepted"`
+	Attempts     int    `json:"delivery_attempts"` // of its messages, copies not counted
+	DeadLettered bool   `json:"dead_lettered"`
+}
+
+// copyTimes is the time-to-ack of the concurrent copies: for each copy,
+// from the moment pushstorm sent it (attempt 1) to the moment it received
+// the ack that settles it: the copy's own 2xx; for a copy nacked while the
+// other copy was acked, that ack (the message is acked), or with
+// -ack-each-copy the 2xx of the copy's own redelivery, backoff included;
+// when no copy was acked, the ack of the message's redelivery.
+type copyTimes struct {
+	Copies       int     `json:"copies"` // sent: two per concurrent round
+	Acked        int     `json:"acked"`
+	DeadLettered int     `json:"dead_lettered"`
+	P50Millis    float64 `json:"p50_ms"`
+	P99Millis    float64 `json:"p99_ms"`
+	MaxMillis    float64 `json:"max_ms"`
+}
+
+// newReport summarizes res; sup is nil when no supplier ran. With the
+// per-key counts in sup (snapshot(true)), the report counts the supplier's
+// requests per class; the report keeps sup without them.
 func newReport(cfg config, seed int64, res *runResult, sup *supplierStats) *report {
+	var keys map[string]keyCount
+	if sup != nil {
+		s := *sup
+		keys, s.Keys = s.Keys, nil
+		sup = &s
+	}
 	t := res.tally
 	t.mu.Lock()
 	r := &report{
@@ -77,12 +131,21 @@ func newReport(cfg config, seed int64, res *runResult, sup *supplierStats) *repo
 	for code, n := range t.status {
 		r.Status[strconv.Itoa(code)] = n
 	}
+	r.Classes = classReports(t)
+	if len(t.copyAcks) > 0 || t.copyDead > 0 {
+		r.CopyTimeToAck = &copyTimes{Copies: 2 * t.extraCopy, Acked: len(t.copyAcks), DeadLettered: t.copyDead,
+			P50Millis: millis(percentile(t.copyAcks, 0.50)), P99Millis: millis(percentile(t.copyAcks, 0.99)), MaxMillis: millis(percentile(t.copyAcks, 1))}
+	}
 	t.mu.Unlock()
+	if cfg.ReplayDead != "" {
+		r.Orders = len(res.class)
+	}
 	r.LatencyP50Millis = millis(t.percentile(0.50))
 	r.LatencyP99Millis = millis(t.percentile(0.99))
 	if res.elapsed > 0 {
 		r.DeliveriesPerSecond = float64(r.Deliveries) / res.elapsed.Seconds()
 	}
+	r.countClasses(res, keys)
 	for _, st := range res.msgs {
 		if st.m.republish {
 			r.Republishes++
@@ -100,11 +163,83 @@ func newReport(cfg config, seed int64, res *runResult, sup *supplierStats) *repo
 		e := cfg.expectedKeys(r.Orders, r.Messages)
 		r.Expected = &e
 		r.ExactlyOnce = sup.DistinctKeys == e.Keys &&
-			sup.KeysAcceptedMoreThanOnce == 0 && sup.KeysNeverAccepted == 0 && sup.MissingKey == 0
+			sup.KeysAcceptedMoreThanOnce == 0 && sup.KeysNeverAccepted == poisonNeverAccepted(keys, res.poison) && sup.MissingKey == 0
 	}
 	r.Problems = r.problems(cfg, res)
 	r.OK = len(r.Problems) == 0
 	return r
+}
+
+// classReports starts the per-class counts with the deliveries of t, whose
+// lock the caller holds.
+func classReports(t *tally) map[string]*classReport {
+	cs := make(map[string]*classReport, len(classNames))
+	for _, name := range classNames {
+		cr := &classReport{Status: map[string]int{}}
+		if ct := t.classes[name]; ct != nil {
+			cr.Deliveries = ct.deliveries
+			for code, n := range ct.status {
+				cr.Status[strconv.Itoa(code)] = n
+			}
+		}
+		cs[name] = cr
+	}
+	return cs
+}
+
+// countClasses adds the orders, messages and their fates to r.Classes,
+// the supplier's requests per class from keys (the per-key counts, nil
+// without a supplier), and lists the poison orders.
+func (r *report) countClasses(res *runResult, keys map[string]keyCount) {
+	for _, class := range res.class {
+		r.Classes[class].Orders++
+	}
+	poison := map[string]*poisonOrder{}
+	for id := range res.poison {
+		if res.class[id] != "" {
+			poison[id] = &poisonOrder{OrderID: id}
+		}
+	}
+	for _, st := range res.msgs {
+		cr := r.Classes[res.class[st.m.orderID]]
+		cr.Messages++
+		switch st.final {
+		case acked:
+			cr.Acked++
+		case deadLettered:
+			cr.DeadLettered++
+		}
+		if p := poison[st.m.orderID]; p != nil {
+			p.Attempts += st.attempts
+			p.DeadLettered = p.DeadLettered || st.final == deadLettered
+		}
+	}
+	for _, k := range keys {
+		if cr := r.Classes[res.class[k.Order]]; cr != nil {
+			cr.BodyRuns += k.Hits
+			cr.Accepted += k.Accepted
+		}
+		if p := poison[k.Order]; p != nil {
+			p.BodyRuns += k.Hits
+			p.Accepted += k.Accepted
+		}
+	}
+	for _, p := range poison {
+		r.PoisonOrders = append(r.PoisonOrders, *p)
+	}
+	slices.SortFunc(r.PoisonOrders, func(a, b poisonOrder) int { return strings.Compare(a.OrderID, b.OrderID) })
+}
+
+// poisonNeverAccepted counts the keys of poison orders the supplier never
+// accepted: refused for good, as planned.
+func poisonNeverAccepted(keys map[string]keyCount, poison map[string]bool) int {
+	n := 0
+	for _, k := range keys {
+		if k.Accepted == 0 && poison[k.Order] {
+			n++
+		}
+	}
+	return n
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -113,9 +248,15 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // with -expect-once anything short of one accepted action per expected key.
 func (r *report) problems(cfg config, res *runResult) []string {
 	var ps []string
-	if n := len(r.DeadLettered); n > 0 {
+	var unplanned []string // dead letters of orders that are not poison
+	for _, id := range r.DeadLettered {
+		if !res.poison[orderOf(res, id)] {
+			unplanned = append(unplanned, id)
+		}
+	}
+	if n := len(unplanned); n > 0 {
 		ps = append(ps, fmt.Sprintf("%d of %d messages dead-lettered after %d attempts: %s",
-			n, r.Messages, cfg.MaxAttempts, describeIDs(res, r.DeadLettered)))
+			n, r.Messages, cfg.MaxAttempts, describeIDs(res, unplanned)))
 	}
 	if n := len(r.Lost); n > 0 {
 		why := "never acked and not dead-lettered"
@@ -133,6 +274,16 @@ func (r *report) problems(cfg config, res *runResult) []string {
 		}
 	}
 	return ps
+}
+
+// orderOf returns the order_id of the message id of res.
+func orderOf(res *runResult, id string) string {
+	for _, st := range res.msgs {
+		if st.m.id == id {
+			return st.m.orderID
+		}
+	}
+	return ""
 }
 
 // describeIDs renders up to 10 messageIds with their order, then a count.
@@ -186,9 +337,26 @@ func (r *report) writeText(w io.Writer) error {
 	row("duration", "%v", time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 	row("deliveries/s", "%.1f", r.DeliveriesPerSecond)
 	row("latency p50 / p99", "%.2fms / %.2fms", r.LatencyP50Millis, r.LatencyP99Millis)
+	row("by class of order", "")
+	for _, name := range classNames {
+		c := r.Classes[name]
+		if c == nil || c.Orders == 0 {
+			continue
+		}
+		row("  "+name, "%d orders, %d messages: %d deliveries (%s), %d acked, %d dead-lettered; %d body runs, %d accepted",
+			c.Orders, c.Messages, c.Deliveries, statusLine(c.Status), c.Acked, c.DeadLettered, c.BodyRuns, c.Accepted)
+	}
+	if ct := r.CopyTimeToAck; ct != nil {
+		row("copy time-to-ack", "p50 %.1fms / p99 %.1fms / max %.1fms (%d copies, %d acked, %d dead-lettered)",
+			ct.P50Millis, ct.P99Millis, ct.MaxMillis, ct.Copies, ct.Acked, ct.DeadLettered)
+	}
 	if s := r.Supplier; s != nil {
-		row("supplier requests", "%d (%d accepted, %d refused by -supplier-fail-first, %d without key)",
-			s.Hits, s.Accepted, s.Refused, s.MissingKey)
+		poisoned := ""
+		if s.Poisoned > 0 {
+			poisoned = fmt.Sprintf(", %d refused as poison (422)", s.Poisoned)
+		}
+		row("supplier requests", "%d (%d accepted, %d refused by -supplier-fail-first%s, %d without key)",
+			s.Hits, s.Accepted, s.Refused, poisoned, s.MissingKey)
 		row("supplier keys", "%d distinct (expected %d, %s)", s.DistinctKeys, r.Expected.Keys, r.Expected.Why)
 		row("keys hit more than once", "%d", s.KeysHitMoreThanOnce)
 		row("keys accepted more than once", "%d", s.KeysAcceptedMoreThanOnce)
@@ -231,6 +399,10 @@ func (r *report) legend() []string {
 		ls = append(ls, fmt.Sprintf("  5xx %d: planned: the supplier refused %d requests (-supplier-fail-first %d: %s of each key), so the endpoint answered 500 and the message was redelivered",
 			n, s.Refused, r.FailFirst, first))
 	}
+	if p := r.Classes[classPoison]; p != nil && p.Orders > 0 {
+		ls = append(ls, fmt.Sprintf("  poison %d orders: planned (-poison): the supplier refuses them with 422 until fixed; their %d body runs are the cost of retrying what cannot succeed, and their %d dead letters are expected",
+			p.Orders, p.BodyRuns, p.DeadLettered))
+	}
 	if n := r.NacksBy.Unavailable; n > 0 {
 		ls = append(ls, fmt.Sprintf("  503 %d: a copy came while another delivery held its key; redelivered later, not run twice", n))
 	}
@@ -261,14 +433,17 @@ func (r *report) onceLine() string {
 		s.DistinctKeys, r.Expected.Keys, unit, s.KeysAcceptedMoreThanOnce, s.KeysNeverAccepted)
 }
 
-func (r *report) statusLine() string {
-	if len(r.Status) == 0 {
+func (r *report) statusLine() string { return statusLine(r.Status) }
+
+// statusLine renders counts by status code, "none" when empty.
+func statusLine(status map[string]int) string {
+	if len(status) == 0 {
 		return "none"
 	}
-	codes := slices.Sorted(maps.Keys(r.Status))
+	codes := slices.Sorted(maps.Keys(status))
 	parts := make([]string, len(codes))
 	for i, c := range codes {
-		parts[i] = fmt.Sprintf("%s=%d", c, r.Status[c])
+		parts[i] = fmt.Sprintf("%s=%d", c, status[c])
 	}
 	return strings.Join(parts, " ")
 }

@@ -17,6 +17,11 @@ func fakeResult(finals ...int) *runResult {
 		m := &message{seq: i, id: "100000000000000" + string(rune('1'+i)), orderID: "o-00000" + string(rune('1'+i))}
 		res.msgs = append(res.msgs, &msgState{m: m, final: f})
 	}
+	ms := make([]*message, len(res.msgs))
+	for i, st := range res.msgs {
+		ms[i] = st.m
+	}
+	res.class = classes(ms, nil)
 	return res
 }
 
@@ -24,7 +29,7 @@ func TestReportCounts(t *testing.T) {
 	res := fakeResult(acked, acked, deadLettered, pending)
 	res.msgs[1].m.republish = true
 	for _, o := range []outcome{{status: 200}, {status: 200}, {status: 500}, {status: 503}, {timeout: true, err: errTest}} {
-		res.tally.record(o, 2)
+		res.tally.record(o, 2, classNormal)
 	}
 	c := testConfig("http://h/")
 	c.N, c.MaxAttempts = 3, 5
@@ -94,7 +99,7 @@ func TestReportExactlyOnce(t *testing.T) {
 
 func TestReportJSONRoundTrip(t *testing.T) {
 	res := fakeResult(acked, deadLettered)
-	res.tally.record(outcome{status: 204}, 1)
+	res.tally.record(outcome{status: 204}, 1, classNormal)
 	r := newReport(testConfig("http://h/"), 9, res, &supplierStats{DistinctKeys: 1})
 	var buf bytes.Buffer
 	if err := r.writeJSON(&buf); err != nil {
@@ -159,7 +164,7 @@ func TestDescribeIDsTruncates(t *testing.T) {
 func TestReportLegend(t *testing.T) {
 	res := fakeResult(acked, acked)
 	for _, o := range []outcome{{status: 500}, {status: 500}, {status: 503}, {status: 200}, {status: 200}} {
-		res.tally.record(o, 1)
+		res.tally.record(o, 1, classNormal)
 	}
 	c := testConfig("http://h/orders")
 	c.N = 2

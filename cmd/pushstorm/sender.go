@@ -25,6 +25,15 @@ type msgState struct {
 	attempts int  // deliveryAttempt of the latest round
 	ackLost  bool // the injected lost ack has happened
 	final    int  // pending, acked or deadLettered
+
+	// The time-to-ack of concurrent copies (see copyTimes): copySent is
+	// when the copies went out; copiesWaiting counts the copies of a
+	// round that no copy acked, settled by the message's later ack.
+	copySent      time.Time
+	copiesWaiting int
+	// chain marks the state of a copy redelivered on its own after a
+	// nack (-ack-each-copy), not of a published message.
+	chain bool
 }
 
 // isAck reports whether Pub/Sub push treats status as an ack. The Pub/Sub
@@ -53,11 +62,18 @@ type sender struct {
 	client *http.Client
 	queue  *queue
 	tally  *tally
+	class  map[string]string // order_id → its class (classOf); read-only
+
+	mu     sync.Mutex
+	chains []*msgState // copies redelivered on their own; guarded by mu
 }
 
 // runResult is what a storm did.
 type runResult struct {
 	msgs        []*msgState
+	chains      []*msgState // -ack-each-copy: the copies redelivered on their own
+	class       map[string]string
+	poison      map[string]bool // the poison order_ids
 	tally       *tally
 	elapsed     time.Duration
 	interrupted bool
@@ -69,10 +85,17 @@ type runResult struct {
 func storm(ctx context.Context, cfg config, seed int64) (*runResult, error) {
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>32|1))
-	msgs, err := buildMessages(cfg, rng, start)
+	var msgs []*message
+	var err error
+	if cfg.ReplayDead != "" {
+		msgs, err = replayMessages(cfg, rng)
+	} else {
+		msgs, err = buildMessages(cfg, rng, start)
+	}
 	if err != nil {
 		return nil, err
 	}
+	poison := poisonOrders(cfg, seed)
 	transport := newTransport(cfg.Concurrency)
 	defer transport.CloseIdleConnections()
 	s := &sender{
@@ -84,13 +107,15 @@ func storm(ctx context.Context, cfg config, seed int64) (*runResult, error) {
 		},
 		queue: newQueue(),
 		tally: newTally(),
+		class: classes(msgs, poison),
 	}
-	res := &runResult{msgs: make([]*msgState, len(msgs)), tally: s.tally}
+	res := &runResult{msgs: make([]*msgState, len(msgs)), tally: s.tally, class: s.class, poison: poison}
 	for i, m := range msgs {
 		res.msgs[i] = &msgState{m: m}
 		s.queue.add(job{due: start, seq: m.seq, st: res.msgs[i]})
 	}
 	s.dispatch(ctx)
+	res.chains = s.chains // every round has returned
 	res.elapsed = time.Since(start)
 	res.interrupted = ctx.Err() != nil
 	return res, nil
@@ -149,6 +174,7 @@ func (s *sender) dispatch(ctx context.Context) {
 func (s *sender) round(ctx context.Context, st *msgState, copies int) {
 	st.attempts++
 	attempt := st.attempts
+	sent := time.Now()
 	results := make([]outcome, copies)
 	var wg sync.WaitGroup
 	for i := 1; i < copies; i++ {
@@ -163,8 +189,17 @@ func (s *sender) round(ctx context.Context, st *msgState, copies int) {
 	// Any copy's ack acks the message.
 	ackedNow := false
 	for _, o := range results {
-		s.tally.record(o, attempt)
+		s.tally.record(o, attempt, s.class[st.m.orderID])
 		ackedNow = ackedNow || o.ack()
+	}
+	if copies > 1 {
+		s.copiesAnswered(st, attempt, sent, results)
+	}
+	if ackedNow && (st.chain || st.copiesWaiting > 0) {
+		for range max(st.copiesWaiting, 1) {
+			s.tally.copyAcked(time.Since(st.copySent))
+		}
+		st.copiesWaiting = 0
 	}
 	switch {
 	case ackedNow && st.m.dupAfterAck && !st.ackLost && ctx.Err() == nil:
@@ -179,9 +214,47 @@ func (s *sender) round(ctx context.Context, st *msgState, copies int) {
 		// Interrupted: the message stays pending and is reported lost.
 	case s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts:
 		st.final = deadLettered
+		if st.chain || st.copiesWaiting > 0 {
+			s.tally.copiesDeadLettered(max(st.copiesWaiting, 1))
+		}
 		s.queue.settle()
 	default:
 		s.queue.retry(job{due: time.Now().Add(backoff(s.cfg, attempt)), seq: st.m.seq, st: st})
+	}
+}
+
+// copiesAnswered settles the copies of st's concurrent round (sent at
+// sent) for their time-to-ack: a copy acked by its own answer took its
+// latency. A copy nacked while another copy acked is settled by that ack
+// (its latency), or, with -ack-each-copy, redelivered on its own after the
+// backoff and settled by its own later ack. When no copy acked, every copy
+// waits for the message's redelivery, which is one delivery again.
+func (s *sender) copiesAnswered(st *msgState, attempt int, sent time.Time, results []outcome) {
+	first := time.Duration(-1) // the latency of the earliest ack
+	for _, o := range results {
+		if o.ack() {
+			s.tally.copyAcked(o.latency)
+			if first < 0 || o.latency < first {
+				first = o.latency
+			}
+		}
+	}
+	if first < 0 {
+		st.copySent, st.copiesWaiting = sent, len(results)
+		return
+	}
+	for _, o := range results {
+		switch {
+		case o.ack():
+		case !s.cfg.AckEachCopy:
+			s.tally.copyAcked(first)
+		default:
+			c := &msgState{m: st.m, attempts: attempt, ackLost: true, chain: true, copySent: sent}
+			s.mu.Lock()
+			s.chains = append(s.chains, c)
+			s.mu.Unlock()
+			s.queue.add(job{due: time.Now().Add(backoff(s.cfg, attempt)), seq: st.m.seq, st: c})
+		}
 	}
 }
 

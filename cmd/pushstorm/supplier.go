@@ -18,10 +18,14 @@ import (
 //
 // POST (any path) with an Idempotency-Key header records a hit and answers
 // 200, or 500 for the first failFirst hits of each key; without the header it
-// answers 400. GET /stats answers the stats as JSON (?keys=1 adds the per-key
-// counts).
+// answers 400. A request for a poison order (the order_id of its JSON body
+// is in poison) is refused for good, 422, until POST /fix. GET /stats
+// answers the stats as JSON (?keys=1 adds the per-key counts).
 type supplier struct {
 	failFirst int
+	// poison holds the order_ids refused with 422 until fixed; read-only
+	// once the supplier serves.
+	poison map[string]bool
 	// work stands for the time the action takes, between counting a
 	// request and answering it; it waits -supplier-delay by default.
 	work func(context.Context)
@@ -29,13 +33,15 @@ type supplier struct {
 	mu         sync.Mutex
 	keys       map[string]*keyCount // guarded by mu
 	poInFlight map[string]int       // requests in flight per Po-Id header; guarded by mu
+	fixed      bool                 // POST /fix came: poison orders are accepted; guarded by mu
 	stats      supplierStats        // running totals; key-derived fields filled by snapshot; guarded by mu
 }
 
 // keyCount is what the supplier saw for one Idempotency-Key.
 type keyCount struct {
-	Hits     int `json:"hits"`
-	Accepted int `json:"accepted"` // answered 200
+	Hits     int    `json:"hits"`
+	Accepted int    `json:"accepted"`        // answered 200
+	Order    string `json:"order,omitempty"` // the order_id of the body, when it has one
 	inFlight int
 }
 
@@ -44,6 +50,7 @@ type supplierStats struct {
 	Hits       int `json:"hits"`        // POSTs with a key
 	Accepted   int `json:"accepted"`    // answered 200
 	Refused    int `json:"refused"`     // answered 500 because of fail-first
+	Poisoned   int `json:"poisoned"`    // answered 422: a poison order, not yet fixed
 	MissingKey int `json:"missing_key"` // POSTs without Idempotency-Key (400)
 
 	DistinctKeys             int `json:"distinct_keys"`
@@ -79,15 +86,30 @@ func (s *supplier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/stats":
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(s.snapshot(r.URL.Query().Get("keys") == "1"))
+	case r.Method == http.MethodPost && r.URL.Path == "/fix":
+		s.fix()
+		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost:
 		s.serveAction(w, r)
 	default:
 		w.Header().Set("Allow", "POST, GET")
-		http.Error(w, "supplier: POST an action (with Idempotency-Key) or GET /stats", http.StatusMethodNotAllowed)
+		http.Error(w, "supplier: POST an action (with Idempotency-Key), POST /fix or GET /stats", http.StatusMethodNotAllowed)
 	}
 }
 
+// fix makes the supplier accept the poison orders from now on: the cause
+// of their refusal is mended, and a retry of them must now succeed.
+func (s *supplier) fix() {
+	s.mu.Lock()
+	s.fixed = true
+	s.mu.Unlock()
+}
+
 func (s *supplier) serveAction(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		OrderID string `json:"order_id"`
+	}
+	json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body) // a body that is no order has no order_id
 	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	key := r.Header.Get("Idempotency-Key")
 	po := r.Header.Get("Po-Id")
@@ -103,9 +125,10 @@ func (s *supplier) serveAction(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	k := s.keys[key]
 	if k == nil {
-		k = &keyCount{}
+		k = &keyCount{Order: body.OrderID}
 		s.keys[key] = k
 	}
+	poisoned := s.poison[body.OrderID] && !s.fixed
 	k.Hits++
 	k.inFlight++
 	hit := k.Hits
@@ -121,7 +144,7 @@ func (s *supplier) serveAction(w http.ResponseWriter, r *http.Request) {
 	s.work(r.Context())
 
 	// Step 3: answer, and count the answer.
-	refuse := hit <= s.failFirst
+	refuse := hit <= s.failFirst && !poisoned
 	s.mu.Lock()
 	k.inFlight--
 	if po != "" {
@@ -129,13 +152,22 @@ func (s *supplier) serveAction(w http.ResponseWriter, r *http.Request) {
 			delete(s.poInFlight, po)
 		}
 	}
-	if refuse {
+	switch {
+	case poisoned:
+		s.stats.Poisoned++
+	case refuse:
 		s.stats.Refused++
-	} else {
+	default:
 		k.Accepted++
 		s.stats.Accepted++
 	}
 	s.mu.Unlock()
+	if poisoned {
+		// The words a real supplier would use for an order it can never
+		// take: the endpoint's failure reason carries them.
+		http.Error(w, fmt.Sprintf("supplier: order %s refused: unknown customer", body.OrderID), http.StatusUnprocessableEntity)
+		return
+	}
 	if refuse {
 		http.Error(w, fmt.Sprintf("supplier: failing hit %d of key %q on purpose", hit, key), http.StatusInternalServerError)
 		return

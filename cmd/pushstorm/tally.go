@@ -18,6 +18,16 @@ type tally struct {
 	extraCopy  int             // second copies of concurrent rounds; guarded by mu
 	maxAttempt int             // highest deliveryAttempt sent; guarded by mu
 	latencies  []time.Duration // one per delivery; guarded by mu
+
+	classes  map[string]*classTally // deliveries per class of order (classOf); guarded by mu
+	copyAcks []time.Duration        // time-to-ack of each concurrent copy acked; guarded by mu
+	copyDead int                    // concurrent copies dead-lettered before any ack; guarded by mu
+}
+
+// classTally counts the deliveries of one class of orders.
+type classTally struct {
+	deliveries int
+	status     map[int]int // answers by status code
 }
 
 // nackCounts splits nacked deliveries by cause. 503 is apart from the other
@@ -36,12 +46,22 @@ func (n nackCounts) total() int {
 }
 
 func newTally() *tally {
-	return &tally{status: map[int]int{}}
+	return &tally{status: map[int]int{}, classes: map[string]*classTally{}}
 }
 
-func (t *tally) record(o outcome, attempt int) {
+// record counts one delivery of an order of class.
+func (t *tally) record(o outcome, attempt int, class string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	ct := t.classes[class]
+	if ct == nil {
+		ct = &classTally{status: map[int]int{}}
+		t.classes[class] = ct
+	}
+	ct.deliveries++
+	if o.status != 0 {
+		ct.status[o.status]++
+	}
 	t.deliveries++
 	t.maxAttempt = max(t.maxAttempt, attempt)
 	t.latencies = append(t.latencies, o.latency)
@@ -78,15 +98,35 @@ func (t *tally) concurrentRound(extra int) {
 	t.mu.Unlock()
 }
 
+// copyAcked records the time-to-ack of one concurrent copy.
+func (t *tally) copyAcked(d time.Duration) {
+	t.mu.Lock()
+	t.copyAcks = append(t.copyAcks, d)
+	t.mu.Unlock()
+}
+
+// copiesDeadLettered records n concurrent copies dead-lettered unacked.
+func (t *tally) copiesDeadLettered(n int) {
+	t.mu.Lock()
+	t.copyDead += n
+	t.mu.Unlock()
+}
+
 // percentile returns the p-th percentile (0 < p ≤ 1) of the delivery
 // latencies, or 0 when there were none.
 func (t *tally) percentile(p float64) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.latencies) == 0 {
+	return percentile(t.latencies, p)
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 1) of ds, nearest rank,
+// or 0 when ds is empty. ds is not changed.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	sorted := slices.Clone(t.latencies)
+	sorted := slices.Clone(ds)
 	slices.Sort(sorted)
 	i := int(p*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]

@@ -27,7 +27,7 @@ func TestTallyClassifies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := newTally()
-			tl.record(tc.o, 1)
+			tl.record(tc.o, 1, classNormal)
 			if tl.nacks != tc.want || (tl.acks == 1) != tc.ack || tl.deliveries != 1 {
 				t.Errorf("acks %d nacks %+v, want ack=%v nacks %+v", tl.acks, tl.nacks, tc.ack, tc.want)
 			}
@@ -44,7 +44,7 @@ func TestTallyPercentile(t *testing.T) {
 		t.Errorf("percentile of nothing = %v, want 0", got)
 	}
 	for i := 100; i >= 1; i-- {
-		tl.record(outcome{status: 200, latency: time.Duration(i) * time.Millisecond}, 1)
+		tl.record(outcome{status: 200, latency: time.Duration(i) * time.Millisecond}, 1, classNormal)
 	}
 	for p, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond} {
 		if got := tl.percentile(p); got != want {

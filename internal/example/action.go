@@ -29,8 +29,9 @@ func NewSupplier(url string, log *slog.Logger) *Supplier {
 	return &Supplier{URL: url, Client: &http.Client{Timeout: 30 * time.Second}, Log: log}
 }
 
-// Send performs the action once. A non-2xx answer is an error, so the
-// delivery is nacked and retried.
+// Send performs the action once. A non-2xx answer is a *SupplierError, so
+// the delivery is nacked and retried, and a service can tell the answers
+// no retry mends (a 4xx) from the others.
 func (s *Supplier) Send(ctx context.Context, key string, data []byte, attrs map[string]string) error {
 	if s.URL == "" {
 		s.Log.LogAttrs(ctx, slog.LevelInfo, "order sent to supplier",
@@ -53,8 +54,17 @@ func (s *Supplier) Send(ctx context.Context, key string, data []byte, attrs map[
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("supplier answered %s", resp.Status)
+		return &SupplierError{Status: resp.StatusCode, Text: resp.Status}
 	}
 	s.Log.LogAttrs(ctx, slog.LevelInfo, "order sent to supplier", slog.String("idempotency_key", key), slog.Int("status", resp.StatusCode))
 	return nil
 }
+
+// SupplierError is the error of a Send the supplier answered with a
+// status other than 2xx.
+type SupplierError struct {
+	Status int    // the status code, e.g. 422
+	Text   string // the status line's text, e.g. "422 Unprocessable Entity"
+}
+
+func (e *SupplierError) Error() string { return "supplier answered " + e.Text }
