@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,10 +63,10 @@ var optionsOn = []string{
 // answered 503 and redelivered after a backoff; with them, a poison order's
 // body runs at most IDEMGATE_MAX_ATTEMPTS times (once: its 422 is terminal),
 // its key is FAILED with the supplier's reason, and a copy waits for its
-// holder and is acknowledged. Then, the supplier "fixed", every FAILED key
-// is retried (store.Failer.Retry, as idemgate retry does) and the dead
-// letters are replayed: each poison order reaches the supplier exactly
-// once.
+// holder and is acknowledged. Then the operator's tool lists the FAILED
+// keys (idemgate failed) and, the supplier "fixed", retries them by reason
+// (idemgate retry -reason); the dead letters are replayed: each poison
+// order reaches the supplier exactly once.
 func TestPoisonStorm(t *testing.T) {
 	t.Parallel()
 	host := testenv.DatastoreEmulatorHost(t)
@@ -127,27 +128,67 @@ func TestPoisonStorm(t *testing.T) {
 			on.CopyTimeToAck.P99Millis, off.CopyTimeToAck.P99Millis)
 	}
 
-	// The operator's turn, on the options-on namespace: list the FAILED
-	// keys (idemgate failed), check why they failed, retry them
-	// (idemgate retry -reason).
-	st := datastoreStore(t, host, nsOn)
-	failed := listFailed(t, st)
+	// The operator's turn, on the options-on namespace, with the real
+	// tool: idemgate failed lists the FAILED keys grouped by reason, and
+	// idemgate retry -reason makes each of them claimable again.
+	idemgate, err := testenv.GoBuild("github.com/idemgate/idemgate/cmd/idemgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeURL := "datastore://idemgate-e2e?namespace=" + nsOn
+	tool := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), idemgate, args...)
+		cmd.Env = append(os.Environ(), "DATASTORE_EMULATOR_HOST="+host)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("idemgate %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 	var keys []string
 	for _, o := range on.PoisonOrders {
 		keys = append(keys, "order_id:"+o.OrderID)
 	}
-	if got := recordKeys(failed); !slices.Equal(got, keys) {
-		t.Fatalf("FAILED keys = %v; want the poison orders' %v", got, keys)
+	listed := tool("failed", "-store", storeURL, "-json")
+	dec := json.NewDecoder(strings.NewReader(listed))
+	var counts struct {
+		Failed  int `json:"failed"`
+		Reasons []struct {
+			Reason string `json:"reason"`
+			Count  int    `json:"count"`
+		} `json:"reasons"`
 	}
-	for _, rec := range failed {
+	if err := dec.Decode(&counts); err != nil {
+		t.Fatalf("idemgate failed -json: %v\n%s", err, listed)
+	}
+	var got []string
+	for {
+		var rec struct {
+			Key      string `json:"key"`
+			Attempts int    `json:"attempts"`
+			Reason   string `json:"reason"`
+		}
+		if err := dec.Decode(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("idemgate failed -json: %v\n%s", err, listed)
+		}
+		got = append(got, rec.Key)
 		if !strings.Contains(rec.Reason, "422") || rec.Attempts < 1 || rec.Attempts > gatewayBudget {
 			t.Errorf("FAILED %s: reason %q after %d attempts; want the supplier's 422, after 1 to %d attempts", rec.Key, rec.Reason, rec.Attempts, gatewayBudget)
 		}
-		ok, err := st.Retry(t.Context(), rec.Key)
-		if err != nil || !ok {
-			t.Fatalf("Retry(%s) = %v, %v; want true", rec.Key, ok, err)
-		}
 	}
+	slices.Sort(got)
+	if !slices.Equal(got, keys) || counts.Failed != len(keys) || len(counts.Reasons) != 1 || counts.Reasons[0].Count != len(keys) {
+		t.Fatalf("idemgate failed listed %v (%d keys, reasons %+v); want the poison orders' %v under one reason", got, counts.Failed, counts.Reasons, keys)
+	}
+	t.Logf("idemgate failed: %d keys, reason %q", counts.Failed, counts.Reasons[0].Reason)
+	retried := tool("retry", "-store", storeURL, "-reason", "supplier answered 422")
+	if want := fmt.Sprintf("retried %d of %d.", len(keys), len(keys)); !strings.Contains(retried, want) {
+		t.Fatalf("idemgate retry -reason: %s; want %q", retried, want)
+	}
+	st := datastoreStore(t, host, nsOn)
 
 	// The supplier is fixed (a fresh one, with no poison), and the dead
 	// letters are delivered again: each poison order is accepted once.
@@ -254,16 +295,9 @@ func compare(off, on stormReport) [][3]string {
 	}
 }
 
-// failingStore is what the test asks of the store: the operator's
-// listing and retry.
-type failingStore interface {
-	store.Lister
-	store.Failer
-}
-
 // datastoreStore opens the records of example-run's namespace ns on the
 // emulator at host.
-func datastoreStore(t *testing.T, host, ns string) failingStore {
+func datastoreStore(t *testing.T, host, ns string) store.Lister {
 	t.Helper()
 	c, err := datastore.NewClient(t.Context(), "idemgate-e2e",
 		option.WithEndpoint("passthrough:///"+host),
