@@ -21,7 +21,7 @@ func ClaimWithoutWriting(s *Store) { s.noWrite.Store(true) }
 // test gives it a clock that moves on each reading, to see how many
 // readings a statement takes and which of them its writes follow.
 func UseClock(s *Store, clock string) {
-	for _, q := range []*query{&s.q.claim, &s.q.claimNoWrite, &s.q.claimDone, &s.q.claimRead, &s.q.complete, &s.q.release, &s.q.extend, &s.q.purge} {
+	for _, q := range []*query{&s.q.claim, &s.q.claimNoWrite, &s.q.claimFinal, &s.q.claimRead, &s.q.complete, &s.q.release, &s.q.extend, &s.q.fail, &s.q.purge} {
 		for _, now := range []string{pgNow, mysqlNow, sqliteNow} {
 			q.text = strings.ReplaceAll(q.text, now, clock)
 		}
