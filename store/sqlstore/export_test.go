@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // ClaimsWithoutWriting reports whether s has switched PostgreSQL's Claim to
@@ -15,6 +17,10 @@ func ClaimsWithoutWriting(s *Store) bool { return s.noWrite.Load() }
 // ClaimWithoutWriting switches s to that form now, so that tests can run it
 // under READ COMMITTED too.
 func ClaimWithoutWriting(s *Store) { s.noWrite.Store(true) }
+
+// FailAt is failAt: the count at which f makes a record FAILED, 0 for
+// never.
+func FailAt(f store.Failure) int64 { return failAt(f) }
 
 // UseClock makes every statement of s read the SQL expression clock, a
 // number of epoch milliseconds, wherever it read the database's clock. A
