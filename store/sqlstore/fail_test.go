@@ -1,7 +1,6 @@
 package sqlstore_test
 
 import (
-	"database/sql"
 	"fmt"
 	"math"
 	"strings"
@@ -35,14 +34,7 @@ func TestFailAtDecidesAsFailedAttempts(t *testing.T) {
 // expiry, and a released claim's raised fence) must count from one
 // reading, so that a final first failure's FirstFailure is its FailedAt.
 func TestFailDecidesOnce(t *testing.T) {
-	for _, tc := range []struct {
-		b     backend
-		clock func(*testing.T, *sql.DB) steppingClock
-	}{
-		{postgresBackend, pgSteppingClock},
-		{mariadbBackend, mysqlSteppingClock},
-		{mysqlBackend, mysqlSteppingClock},
-	} {
+	for _, tc := range steppingBackends {
 		t.Run(tc.b.name, func(t *testing.T) {
 			t.Parallel()
 			const ttl = int64(3_600_000)
