@@ -32,7 +32,7 @@ const (
 )
 
 // TestUpgradeDoesNotStall runs CreateTable on a table that needs DDL (the
-// fingerprint and origin columns, or the index on expires_at) while a transaction that
+// fingerprint, origin and failure columns, or the index on expires_at) while a transaction that
 // updated one of its rows stays open, as a business transaction that
 // called CompleteTx does. Meanwhile another session's Extend and Claim on
 // other rows must not queue behind the DDL for longer than its lock

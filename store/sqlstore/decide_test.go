@@ -74,6 +74,19 @@ func mysqlSteppingClock(t *testing.T, db *sql.DB) steppingClock {
 	}
 }
 
+// steppingBackends are the backends whose clock moves within a statement,
+// each with its stepping clock. (SQLite's does not:
+// TestSQLiteClockFixedPerStep.)
+var steppingBackends = []struct {
+	b     backend
+	clock func(*testing.T, *sql.DB) steppingClock
+}{
+	{postgresBackend, pgSteppingClock},
+	{pgNoWriteBackend, pgSteppingClock},
+	{mariadbBackend, mysqlSteppingClock},
+	{mysqlBackend, mysqlSteppingClock},
+}
+
 // row is a record as the table holds it.
 type row struct {
 	state, fence          int64
@@ -93,15 +106,7 @@ type row struct {
 // separately, on a clock read each time, writes a row that is half the old
 // claim and half the new one at some k.
 func TestClaimDecidesOnce(t *testing.T) {
-	for _, tc := range []struct {
-		b     backend
-		clock func(*testing.T, *sql.DB) steppingClock
-	}{
-		{postgresBackend, pgSteppingClock},
-		{pgNoWriteBackend, pgSteppingClock},
-		{mariadbBackend, mysqlSteppingClock},
-		{mysqlBackend, mysqlSteppingClock},
-	} {
+	for _, tc := range steppingBackends {
 		t.Run(tc.b.name, func(t *testing.T) {
 			t.Parallel()
 			const (

@@ -86,15 +86,17 @@ type statements struct {
 	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms), $5
 	// fingerprint and $6 origin (NULL for none) and yields the record as it
 	// stands afterwards: its fence, its lease as the caller sees it, its
-	// fingerprint and its origin (claimResult in postgres.go).
+	// fingerprint, its origin, and a FAILED record's attempt count (NULL
+	// in other states) and reason (claimResult in postgres.go).
 	claim query
 	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
 	// once it meets a serialization failure (pgClaimNoWrite).
 	claimNoWrite query
-	// claimDone, for SQLite only, runs before claim and answers a DONE,
-	// unexpired record without writing (doneRead in postgres.go); it takes
-	// $1 the key hash and yields what claim would, or no row.
-	claimDone query
+	// claimFinal, for SQLite only, runs before claim and answers a DONE
+	// or FAILED, unexpired record without writing (finalRead in
+	// postgres.go); it takes $1 the key hash and yields what claim would,
+	// or no row.
+	claimFinal query
 	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
 	// the token.
 	claimRead query
@@ -110,6 +112,10 @@ type statements struct {
 	release     query // $1 key hash, $2 fence, $3 token
 	extend      query // $1 key hash, $2 fence, $3 lease (ms), $4 token
 	purge       query // $1 batch size
+	// fail records a failed attempt (failUpdate in fail.go): $1 key hash,
+	// $2 fence, $3 token, $4 reason, $5 the count at which the record
+	// goes FAILED (0 for never).
+	fail query
 	// create is the idempotent DDL of a new table, run in order; the
 	// schema lookup is in schemacheck.go.
 	create []string
@@ -117,6 +123,9 @@ type statements struct {
 	addColumn string
 	// addOrigin adds the origin column to a table that lacks it.
 	addOrigin string
+	// addFailures add, each, one of failureColumns to a table that lacks
+	// it, in that order.
+	addFailures []string
 }
 
 // pgTransient recognises PostgreSQL's serialization_failure and

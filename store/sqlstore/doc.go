@@ -21,25 +21,31 @@
 // alive, so an expired row behaves as absent until [Store.PurgeExpired]
 // deletes it.
 //
-// A record also keeps the payload fingerprint of the Claim that won it
-// (see store.WithFingerprint) in a nullable column, fingerprint, which
-// travels in the Claim statement itself. Tables created before that column
-// existed lack it: [Store.CreateTable] adds it, or run the ALTER TABLE
-// given in docs/stores/sql.md.
+// The state column holds 1 for CLAIMED, 2 for DONE and 3 for FAILED (see
+// store.Failer). A record also keeps the payload fingerprint of the Claim
+// that won it (see store.WithFingerprint) and the origin it named (see
+// store.WithOrigin) in nullable columns, fingerprint and origin, which
+// travel in the Claim statement itself; and its failures in three more,
+// NULL until an attempt fails: attempts (the count of failed attempts),
+// reason (the last one's) and first_failure (the first one's instant).
+// Tables created before one of these columns existed lack it:
+// [Store.CreateTable] adds each missing one, or run the ALTER TABLE given
+// in docs/stores/sql.md.
 //
 // # Statements
 //
 // Each operation is one statement, which decides and writes atomically:
 // Claim is an upsert (INSERT … ON CONFLICT DO UPDATE on PostgreSQL and
 // SQLite, INSERT … ON DUPLICATE KEY UPDATE on MySQL and MariaDB) that
-// returns the record as it leaves it, and Complete, Release and Extend are
-// single-row UPDATEs guarded by the fence. A fresh message therefore costs
-// two statements (Claim, Complete) and a duplicate one. A Claim that finds
-// the record DONE answers from a read and writes nothing: on PostgreSQL in
+// returns the record as it leaves it, and Complete, Release, Extend and
+// Fail are single-row UPDATEs guarded by the fence (Forget and Retry by
+// the key alone). A fresh message therefore costs two statements (Claim,
+// Complete, or Claim, Fail) and a duplicate one. A Claim that finds the
+// record DONE or FAILED answers from a read and writes nothing: on PostgreSQL in
 // the same statement, on SQLite, which has no INSERT inside WITH, in a read
 // of its own that runs before the upsert (in process, so a fresh message's
 // third statement costs microseconds); MariaDB's upsert writes nothing on a
-// DONE record already. MySQL, which lacks INSERT … RETURNING, needs a second
+// DONE or FAILED record already. MySQL, which lacks INSERT … RETURNING, needs a second
 // statement per Claim to read the answer back. Deadlocks, serialization failures and SQLITE_BUSY are retried
 // inside the store a bounded number of times, with the Claim's token kept,
 // so that contention on a key does not surface as errors. On PostgreSQL, a

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // ClaimsWithoutWriting reports whether s has switched PostgreSQL's Claim to
@@ -16,12 +18,16 @@ func ClaimsWithoutWriting(s *Store) bool { return s.noWrite.Load() }
 // under READ COMMITTED too.
 func ClaimWithoutWriting(s *Store) { s.noWrite.Store(true) }
 
+// FailAt is failAt: the count at which f makes a record FAILED, 0 for
+// never.
+func FailAt(f store.Failure) int64 { return failAt(f) }
+
 // UseClock makes every statement of s read the SQL expression clock, a
 // number of epoch milliseconds, wherever it read the database's clock. A
 // test gives it a clock that moves on each reading, to see how many
 // readings a statement takes and which of them its writes follow.
 func UseClock(s *Store, clock string) {
-	for _, q := range []*query{&s.q.claim, &s.q.claimNoWrite, &s.q.claimDone, &s.q.claimRead, &s.q.complete, &s.q.release, &s.q.extend, &s.q.purge} {
+	for _, q := range []*query{&s.q.claim, &s.q.claimNoWrite, &s.q.claimFinal, &s.q.claimRead, &s.q.complete, &s.q.release, &s.q.extend, &s.q.fail, &s.q.purge} {
 		for _, now := range []string{pgNow, mysqlNow, sqliteNow} {
 			q.text = strings.ReplaceAll(q.text, now, clock)
 		}

@@ -12,19 +12,32 @@ import (
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
+// The versions of the store's table that earlier versions of the store
+// created, each named by the columns it lacked first.
+const (
+	beforeFingerprints = iota
+	beforeOrigins
+	beforeFailures
+)
+
 // oldSchema is the DDL of the store's table as earlier versions created
-// it, with the table's name in place of %T: before it kept origins, and,
-// unless fp, before it kept fingerprints.
-func oldSchema(d sqlstore.Dialect, fp bool) []string {
+// it, with the table's name in place of %T: before it kept failures, and,
+// as version says, origins and fingerprints.
+func oldSchema(d sqlstore.Dialect, version int) []string {
 	ddl := preFingerprintSchema(d)
-	if fp {
-		col := map[sqlstore.Dialect]string{sqlstore.PostgreSQL: "bytea", sqlstore.SQLite: "BLOB"}[d]
-		if col == "" {
-			col = "VARBINARY(32) NULL"
-		}
-		ddl[0] = strings.Replace(ddl[0], "expires_at  BIGINT     NOT NULL,", "expires_at  BIGINT     NOT NULL,\n\tfingerprint "+col+",", 1)
-		ddl[0] = strings.Replace(ddl[0], "NOT NULL\n)", "NOT NULL,\n\tfingerprint "+col+"\n)", 1)
+	types := map[sqlstore.Dialect][2]string{
+		sqlstore.PostgreSQL: {"bytea", "text"},
+		sqlstore.SQLite:     {"BLOB", "TEXT"},
+	}[d]
+	if types[0] == "" {
+		types = [2]string{"VARBINARY(32) NULL", "VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL"}
 	}
+	var cols string
+	for i, name := range []string{"fingerprint", "origin"}[:version] {
+		cols += ",\n\t" + name + " " + types[i]
+	}
+	ddl[0] = strings.Replace(ddl[0], "expires_at  BIGINT     NOT NULL,", "expires_at  BIGINT     NOT NULL"+cols+",", 1)
+	ddl[0] = strings.Replace(ddl[0], "NOT NULL\n)", "NOT NULL"+cols+"\n)", 1)
 	return ddl
 }
 
@@ -68,32 +81,30 @@ func preFingerprintSchema(d sqlstore.Dialect) []string {
 }
 
 // TestUpgradeAddsColumns opens a store on a table created before the
-// fingerprint column, or after it but before the origin column, holding a
-// completed record. Until CreateTable runs, Claim fails with an error that
-// says what to do, naming the ALTER TABLE to run; CreateTable adds the
-// columns, from several instances at once, and then only looks; the old
-// record answers with no fingerprint and no origin, and new claims keep
-// theirs.
+// fingerprint column, or after it but before the origin column, or after
+// that but before the failure columns, holding a completed record. Until
+// CreateTable runs, Claim fails with an error that says what to do, naming
+// the ALTER TABLE to run; CreateTable adds the columns, from several
+// instances at once, and then only looks; the old record answers with no
+// fingerprint and no origin, new claims keep theirs, and a claim can fail
+// for good.
 func TestUpgradeAddsColumns(t *testing.T) {
 	for _, b := range backends {
-		for _, fp := range []bool{false, true} {
-			name, missing := b.name+"/BeforeFingerprints", "ADD COLUMN fingerprint"
-			if fp {
-				name, missing = b.name+"/BeforeOrigins", "ADD COLUMN origin"
-			}
-			t.Run(name, func(t *testing.T) { upgradeAddsColumns(t, b, fp, missing) })
+		for version, name := range []string{"BeforeFingerprints", "BeforeOrigins", "BeforeFailures"} {
+			missing := "ADD COLUMN " + []string{"fingerprint", "origin", "attempts"}[version]
+			t.Run(b.name+"/"+name, func(t *testing.T) { upgradeAddsColumns(t, b, version, missing) })
 		}
 	}
 }
 
-func upgradeAddsColumns(t *testing.T, b backend, fp bool, missing string) {
+func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 	t.Parallel()
 	ctx := t.Context()
 	spy := &spyConnector{Connector: b.connector(t)}
 	db := openDB(t, spy, 4)
 	table := uniqueTable()
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + table) })
-	for _, ddl := range oldSchema(b.dialect, fp) {
+	for _, ddl := range oldSchema(b.dialect, version) {
 		if _, err := db.ExecContext(ctx, strings.ReplaceAll(ddl, "%T", table)); err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +129,8 @@ func upgradeAddsColumns(t *testing.T, b backend, fp bool, missing string) {
 	fpA, fpB := []byte("payload-a"), []byte("payload-b")
 
 	_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "ADD COLUMN origin") {
-		t.Fatalf("Claim on a table without some columns = %v; want an error naming CreateTable and the ALTER TABLE to run (%s, and ADD COLUMN origin)", err, missing)
+	if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "ADD COLUMN first_failure") {
+		t.Fatalf("Claim on a table without some columns = %v; want an error naming CreateTable and the ALTER TABLE to run (%s, and ADD COLUMN first_failure)", err, missing)
 	}
 	t.Logf("Claim before CreateTable: %v", err)
 
@@ -154,6 +165,13 @@ func upgradeAddsColumns(t *testing.T, b backend, fp bool, missing string) {
 	held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
 	if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) || held.Origin != "push/m-1" {
 		t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q and origin", held, err, fpA)
+	}
+	if n, failed, err := s.Fail(ctx, won, store.Failure{Reason: "bad", Final: true}); n != 1 || !failed || err != nil {
+		t.Fatalf("Fail after the upgrade = %d, %v, %v; want 1, true", n, failed, err)
+	}
+	dup, err := s.Claim(ctx, "new", time.Minute)
+	if err != nil || dup.Status != store.AlreadyFailed || dup.Attempts != 1 || dup.Reason != "bad" {
+		t.Errorf("Claim of a FAILED record after the upgrade = %+v, %v; want AlreadyFailed, 1 attempt, reason bad", dup, err)
 	}
 }
 

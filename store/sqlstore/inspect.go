@@ -18,12 +18,15 @@ var _ store.Inspector = (*Store)(nil)
 
 // inspectSelect reads the clock and the live record, if any, in one row:
 // the LEFT JOIN yields NULLs when the key is absent or its record expired.
-const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at, r.fingerprint, r.origin
+const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until, r.expires_at, r.fingerprint, r.origin,
+	r.attempts, r.reason, r.first_failure
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
-// forgetUpdate turns a live record, CLAIMED or DONE, into a released claim:
-// Release's assignments (releaseUpdate in postgres.go) without its fence,
-// token and state guards; the origin stays, naming the last holder. It never deletes, so the fence goes on rising.
+// forgetUpdate turns a live record, CLAIMED, DONE or FAILED, into a
+// released claim: Release's assignments (releaseUpdate in postgres.go)
+// without its fence, token and state guards; the origin stays, naming the
+// last holder, and the failures go, so the next holder has a fresh budget.
+// It never deletes, so the fence goes on rising.
 // The fence always changes, so MySQL counts the row as affected whatever
 // CLIENT_FOUND_ROWS says.
 const forgetUpdate = `UPDATE {T} SET
@@ -32,7 +35,10 @@ const forgetUpdate = `UPDATE {T} SET
 	token       = '',
 	fingerprint = NULL,
 	lease_until = {NOW},
-	expires_at  = {MAX}(expires_at, {NOW} + {TTL})
+	expires_at  = {MAX}(expires_at, {NOW} + {TTL}),
+	attempts    = NULL,
+	reason      = NULL,
+	first_failure = NULL
 WHERE key_hash = $1 AND expires_at > {NOW}`
 
 // render writes tmpl for the store's dialect and table. Only the MySQL
@@ -61,12 +67,13 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	var (
 		now                          int64
 		state, fence, until, expires sql.NullInt64
-		token, origin                sql.NullString
+		attempts, first              sql.NullInt64
+		token, origin, reason        sql.NullString
 		fp                           []byte
 	)
 	q := s.render(inspectSelect)
 	err := s.retry(ctx, func() error {
-		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires, &fp, &origin}, keyHash(key))
+		return s.queryRow(ctx, q, []any{&now, &state, &fence, &token, &until, &expires, &fp, &origin, &attempts, &reason, &first}, keyHash(key))
 	})
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: %w", s.schemaHint(ctx, err))
@@ -87,39 +94,26 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	if len(fp) > 0 {
 		r.Fingerprint = fp
 	}
+	if attempts.Int64 > 0 {
+		r.Attempts, r.Reason = int(attempts.Int64), reason.String
+		r.FirstFailure = time.UnixMilli(first.Int64)
+	}
 	switch state.Int64 {
 	case 1:
 	case 2:
 		r.State, r.Token = store.Done, ""
 		r.CompletedAt = r.LeaseUntil
+	case 3:
+		r.State, r.Token = store.Failed, ""
 	default:
-		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %.40q has state %d, want 1 or 2", key, state.Int64)
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %.40q has state %d, want 1, 2 or 3", key, state.Int64)
 	}
 	return r, true, nil
 }
 
 // Forget implements [store.Inspector] in one UPDATE.
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
-	if err := store.CheckKey(key); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("sqlstore: forget: %w", err)
-	}
-	q := s.render(forgetUpdate)
-	var n int64
-	err := s.retry(ctx, func() error {
-		res, err := s.exec(ctx, q, keyHash(key))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("sqlstore: forget: %w", err)
-	}
-	return n > 0, nil
+	return s.free(ctx, "forget", forgetUpdate, key)
 }
 
 // Now returns the database's clock, the one every statement decides with,
@@ -133,7 +127,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // TableExists reports whether the store's schema is complete: the table,
-// its index on expires_at and its fingerprint and origin columns (and,
+// its index on expires_at and its fingerprint, origin and failure columns (and,
 // with Options.Outbox, the outbox table and its index). It changes
 // nothing; [Store.CreateTable] creates what is missing, and adds the
 // columns to a table that predates them. A table whose key_hash is not unique as every

@@ -15,9 +15,9 @@ var _ store.Lister = (*Store)(nil)
 // listSelect finds the keys of a page: the live rows whose key, compared
 // as bytes ({KB}), lies in the prefix's range ($1 ≤ key, and key < $3
 // unless $2 is 0) after the cursor ($4), in one of the states asked for
-// ($5 held, $6 lapsed, $7 released, $8 done, each 1 or 0) for at least
-// the age asked for ($9 in microseconds for a fence, $10 in milliseconds),
-// in byte order, $11 of them. The states and ages are those of
+// ($5 held, $6 lapsed, $7 released, $8 done, $9 failed, each 1 or 0) for
+// at least the age asked for ($10 in microseconds for a fence, $11 in
+// milliseconds), in byte order, $12 of them. The states and ages are those of
 // store.Record.ListState and store.Record.Age, on the database's clock.
 //
 // No index serves it: the primary key is the key's hash, so the range is
@@ -29,13 +29,14 @@ const listSelect = `SELECT r.key_text
 FROM (SELECT {NOW} AS ms) AS clock JOIN {T} AS r ON r.expires_at > clock.ms
 WHERE {KB} >= $1 AND ($2 = 0 OR {KB} < $3) AND {KB} > $4
 AND (
-	($5 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until > clock.ms AND r.fence <= clock.ms * 1000 - $9)
-	OR ($6 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until <= clock.ms AND r.lease_until <= clock.ms - $10)
-	OR ($7 = 1 AND r.state = 1 AND r.token = '' AND r.lease_until <= clock.ms - $10)
-	OR ($8 = 1 AND r.state = 2 AND r.lease_until <= clock.ms - $10)
+	($5 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until > clock.ms AND r.fence <= clock.ms * 1000 - $10)
+	OR ($6 = 1 AND r.state = 1 AND r.token <> '' AND r.lease_until <= clock.ms AND r.lease_until <= clock.ms - $11)
+	OR ($7 = 1 AND r.state = 1 AND r.token = '' AND r.lease_until <= clock.ms - $11)
+	OR ($8 = 1 AND r.state = 2 AND r.lease_until <= clock.ms - $11)
+	OR ($9 = 1 AND r.state = 3 AND r.lease_until <= clock.ms - $11)
 )
 ORDER BY {KB}
-LIMIT $11`
+LIMIT $12`
 
 // List implements [store.Lister]. One SELECT finds the keys of the page,
 // filtering prefix, state and age in SQL (see the cost below), and each
@@ -75,6 +76,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListPag
 			[]byte(o.Prefix), flag(bounded), upper, orEmpty(after),
 			flag(o.States&store.StateHeld != 0), flag(o.States&store.StateLapsed != 0),
 			flag(o.States&store.StateReleased != 0), flag(o.States&store.StateDone != 0),
+			flag(o.States&store.StateFailed != 0),
 			ceilDiv(o.OlderThan, time.Microsecond), ceilDiv(o.OlderThan, time.Millisecond),
 			int64(o.Limit + 1),
 		})

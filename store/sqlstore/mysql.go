@@ -29,6 +29,16 @@ const mysqlNow = `((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMEST
 // refusal as on the first (the record was alive and held then), a takeover
 // as on the last (a lapsed lease stays lapsed). TestClaimDecidesOnce checks
 // it on a clock that steps on every reading.
+//
+// The failures (attempts, reason, first_failure) are assigned after the
+// verdict and before expires_at changes: a claim that wins an expired
+// record clears them, whether it expired at the verdict's reading or at
+// the later one that mysqlFresh takes (a takeover then is that of the
+// later reading); every other claim keeps them.
+
+// mysqlFresh keeps in @idemgate_fresh whether the claim starts the
+// record afresh: it won, and the record it won had expired.
+const mysqlFresh = `(@idemgate_fresh := @idemgate_won AND expires_at <= {NOW})`
 
 // mysqlClaimWins is {WIN}: the caller ($3) takes over the existing record,
 // whose columns the bare names denote.
@@ -41,6 +51,9 @@ const mariadbClaim = `INSERT INTO {T} (key_hash, key_text, state, fence, token, 
 VALUES ($1, $2, 1, {NOW} * 1000, $3, {NOW} + $4, lease_until + {TTL}, $5, $6)
 ON DUPLICATE KEY UPDATE
 	fence       = IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence),
+	attempts    = IF(` + mysqlFresh + `, NULL, attempts),
+	reason      = IF(@idemgate_fresh, NULL, reason),
+	first_failure = IF(@idemgate_fresh, NULL, first_failure),
 	state       = IF(@idemgate_won, 1, state),
 	token       = IF(@idemgate_won, $3, token),
 	lease_until = IF(@idemgate_won, {NOW} + $4, lease_until),
@@ -61,6 +74,9 @@ VALUES ($1, $2, @idemgate_state := 1, @idemgate_fence := {NOW} * 1000, @idemgate
 	@idemgate_lease := {NOW} + $4, lease_until + {TTL}, @idemgate_fp := $5, @idemgate_origin := $6)
 ON DUPLICATE KEY UPDATE
 	fence       = (@idemgate_fence := IF(@idemgate_won := {WIN}, GREATEST(fence + 1, {NOW} * 1000), fence)),
+	attempts    = (@idemgate_attempts := IF(` + mysqlFresh + `, NULL, attempts)),
+	reason      = (@idemgate_reason := IF(@idemgate_fresh, NULL, reason)),
+	first_failure = IF(@idemgate_fresh, NULL, first_failure),
 	state       = (@idemgate_state := IF(@idemgate_won, 1, state)),
 	token       = (@idemgate_token := IF(@idemgate_won, $3, token)),
 	lease_until = (@idemgate_lease := IF(@idemgate_won, {NOW} + $4, lease_until)),
@@ -68,11 +84,17 @@ ON DUPLICATE KEY UPDATE
 	fingerprint = (@idemgate_fp := IF(@idemgate_won, $5, fingerprint)),
 	origin      = (@idemgate_origin := IF(@idemgate_won, $6, origin))`
 
+// mysqlClaimRead reads mysqlClaim's answer back, as claimResult
+// (postgres.go) answers. The failures are read only when the state is 3:
+// the insert, which leaves their variables as an earlier statement set
+// them, never makes a FAILED record, and the update sets them.
 const mysqlClaimRead = `SELECT @idemgate_fence,
-	IF(@idemgate_state = 2, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease)), @idemgate_fp, @idemgate_origin`
+	IF(@idemgate_state <> 1, 0, IF(@idemgate_token = $1, @idemgate_lease, -@idemgate_lease)), @idemgate_fp, @idemgate_origin,
+	IF(@idemgate_state = 3, @idemgate_attempts, NULL), IF(@idemgate_state = 3, @idemgate_reason, NULL)`
 
 // mysqlClaimResult is claimResult (postgres.go) in MySQL's words.
-const mysqlClaimResult = `fence, IF(state = 2, 0, IF(token = $3, lease_until, -lease_until)), fingerprint, origin`
+const mysqlClaimResult = `fence, IF(state <> 1, 0, IF(token = $3, lease_until, -lease_until)), fingerprint, origin,
+	IF(state = 3, attempts, NULL), reason`
 
 // MySQL's UPDATE has no RETURNING, and whether it counts a matched row
 // whose values did not change depends on the client flag CLIENT_FOUND_ROWS
@@ -91,7 +113,7 @@ const mysqlComplete = `UPDATE {T} SET
 	expires_at  = IF(state = 1, lease_until + {TTL}, expires_at),
 	state       = 2,
 	fence      = LAST_INSERT_ID(fence)
-WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR state = 1 AND token = $3) AND expires_at > {NOW}`
 
 // mysqlCompleteTx is completeTxUpdate (postgres.go) in MySQL's words.
 const mysqlCompleteTx = `UPDATE {T} SET
@@ -100,6 +122,29 @@ const mysqlCompleteTx = `UPDATE {T} SET
 	state       = 2,
 	fence      = LAST_INSERT_ID(fence)
 WHERE key_hash = $1 AND fence = $2 AND token = $3 AND state = 1 AND expires_at > {NOW}`
+
+// mysqlFail is failUpdate (fail.go) in MySQL's words. Until state, the
+// last assignment, every condition on state reads the old one; from the
+// first assignment on, attempts is the new count and, from the third,
+// lease_until the one reading of the clock that the failure's instants
+// and the raised fence count from. The answer comes back as
+// LAST_INSERT_ID(2 * attempts + failed): never 0 for a row that matched,
+// whose count is at least 1. {FAILED} is the verdict: the record was
+// FAILED already, or this failure makes it so.
+const mysqlFail = `UPDATE {T} SET
+	attempts      = IF(state = 3, attempts, COALESCE(attempts, 0) + 1),
+	reason        = IF(state = 3, reason, $4),
+	lease_until   = IF(state = 3, lease_until, {NOW}),
+	first_failure = COALESCE(first_failure, lease_until),
+	expires_at    = IF(state = 3, expires_at, IF({FAILED}, lease_until + {TTL}, GREATEST(expires_at, lease_until + {TTL}))),
+	fence         = IF({FAILED}, fence, GREATEST(fence + 1, lease_until * 1000)),
+	token         = '',
+	fingerprint   = IF({FAILED}, fingerprint, NULL),
+	state         = IF(LAST_INSERT_ID(2 * attempts + {FAILED}) MOD 2 = 1, 3, 1)
+WHERE key_hash = $1 AND fence = $2 AND (state = 3 OR state = 1 AND token = $3) AND expires_at > {NOW}`
+
+// mysqlFailed is mysqlFail's {FAILED}, on the new count.
+const mysqlFailed = `(state = 3 OR $5 > 0 AND attempts >= $5)`
 
 const mysqlExtend = `UPDATE {T} SET
 	lease_until = LAST_INSERT_ID({NOW} + $3),
@@ -120,6 +165,7 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 			recordState: x(recordStateSelect),
 			release:     x(releaseUpdate),
 			extend:      x(mysqlExtend),
+			fail:        x(expand(mysqlFail, "FAILED", mysqlFailed)),
 			// Runs under READ COMMITTED (see Store.purgeBatch): the range
 			// scan on expires_at then locks only the rows it deletes, and no
 			// gap that a concurrent Claim would insert into.
@@ -146,11 +192,15 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 	expires_at  BIGINT     NOT NULL,
 	fingerprint VARBINARY(32) NULL,
 	origin      VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+	attempts    INT        NULL,
+	reason      VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+	first_failure BIGINT   NULL,
 	PRIMARY KEY (key_hash),
 	KEY ` + backquote(t.index()) + ` (expires_at)
 ) ENGINE = InnoDB`}
 		s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint VARBINARY(32) NULL`
 		s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL`
+		s.addFailures = addColumns(tbl, "INT NULL", "VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL", "BIGINT NULL")
 		return s
 	}
 }

@@ -3,7 +3,7 @@ package sqlstore
 import "strconv"
 
 // PostgreSQL and SQLite share the statements below (PostgreSQL has a second
-// Claim, pgClaimNoWrite, and SQLite runs doneRead and claimUpsert as two
+// Claim, pgClaimNoWrite, and SQLite runs finalRead and claimUpsert as two
 // statements where PostgreSQL joins them in pgClaim); they also differ in their clock, in the name of
 // the two-argument maximum, in the DDL and in how a purge picks its batch.
 //
@@ -36,17 +36,23 @@ import "strconv"
 // claimResult is what every Claim statement answers besides the fence and
 // the fingerprint and origin the record keeps: the record's lease as the
 // caller ($3) sees it, packed in one number. It is 0
-// when the record is DONE, lease_until when the caller's token holds the
+// when the record is DONE or FAILED, lease_until when the caller's token holds the
 // claim (a win, a takeover or a retried win) and -lease_until when another
 // token does (lease_until is epoch milliseconds, never 0). Two integer
 // columns cost the driver less than the four they stand for: about 3% of
-// PostgreSQL's throughput, measured (docs/benchmarks.md).
-const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint, origin`
+// PostgreSQL's throughput, measured (docs/benchmarks.md). The last two
+// columns are for a FAILED record: its attempt count, which is NULL in
+// every other state and so tells FAILED from DONE, and its reason (kept
+// by a CLAIMED record too, whose Claim ignores it). A record without
+// failures answers two NULLs, the least a column costs.
+const claimResult = `fence, CASE WHEN state <> 1 THEN 0 WHEN token = $3 THEN lease_until ELSE -lease_until END, fingerprint, origin,
+	CASE WHEN state = 3 THEN attempts END, reason`
 
-// doneRead finds the record of key $1 when it is DONE and has not expired,
-// and answers as claimResult does for it (fence, 0, fingerprint, origin). A DONE
-// record is final until it expires or an operator forgets it, so a Claim
-// that finds one needs no lock and writes nothing: PostgreSQL's Claims read
+// finalRead finds the record of key $1 when it is DONE or FAILED and has
+// not expired, and answers as claimResult does for it (fence, 0,
+// fingerprint, origin, and a FAILED record's attempts and reason). Such a
+// record is final until it expires or an operator forgets (or retries) it,
+// so a Claim that finds one needs no lock and writes nothing: PostgreSQL's Claims read
 // it first in the same statement (pgClaim, pgClaimNoWrite), SQLite's as a
 // statement of its own (Store.claimOnce). The clock is read after the
 // snapshot, so a record unexpired at that reading was unexpired when the
@@ -54,7 +60,8 @@ const claimResult = `fence, CASE WHEN state = 2 THEN 0 WHEN token = $3 THEN leas
 // and a Forget that committed before the statement began is in that
 // snapshot (TestDuplicateClaimWritesNothing, and the conformance suite's
 // linearizability check).
-const doneRead = `SELECT fence, 0 AS until, fingerprint, origin FROM {T} WHERE key_hash = $1 AND state = 2 AND expires_at > {NOW}`
+const finalRead = `SELECT fence, 0 AS until, fingerprint, origin, CASE WHEN state = 3 THEN attempts END, reason
+FROM {T} WHERE key_hash = $1 AND state >= 2 AND expires_at > {NOW}`
 
 // claimUpsert claims a key in one statement that returns a row in every
 // case it runs ({FIRST} holds; on PostgreSQL see pgClaim, on SQLite it
@@ -71,7 +78,13 @@ const doneRead = `SELECT fence, 0 AS until, fingerprint, origin FROM {T} WHERE k
 // stands, and the caller won exactly when it is CLAIMED with the caller's
 // token: a fresh win, a takeover, or a retry of the caller's own Claim,
 // which {WIN} leaves untouched. (The INSERT's reading, taken before any
-// wait for the row lock, is discarded on a conflict.)
+// wait for the row lock, is discarded on a conflict.) The failures a
+// record keeps (attempts, reason, first_failure) stay unless it has
+// expired: the winner of a released or lapsed claim inherits its
+// predecessors' count (see store.Failer), the winner of an expired record
+// starts afresh, and a record that is not won keeps them anyway. An
+// expired record is always won, so that test needs no {WIN}; a new record
+// starts with none (NULL).
 //
 // Deciding per column instead, CASE WHEN {WIN} in each assignment, would
 // read the clock once per column on PostgreSQL, whose clock_timestamp()
@@ -86,14 +99,14 @@ const doneRead = `SELECT fence, 0 AS until, fingerprint, origin FROM {T} WHERE k
 // changes nothing (a heap-only one: no indexed column changes). Under READ
 // COMMITTED, the default, that is the whole cost, and the statement needs
 // neither a snapshot of its own nor a retry. Under REPEATABLE READ or
-// SERIALIZABLE it is not: see pgClaimNoWrite. A DONE record never gets
-// here: doneRead answers for it first. SQLite runs one writer at a time,
+// SERIALIZABLE it is not: see pgClaimNoWrite. A DONE or FAILED record
+// seldom gets here: finalRead answers for it first. SQLite runs one writer at a time,
 // so there the update of a held record costs no more than the read it
 // replaces. (SQLite needs the WHERE of the INSERT's SELECT to parse ON
 // CONFLICT as the upsert's.)
 const claimUpsert = `INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
 SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5, $6 FROM (SELECT {NOW} AS ms) AS clock WHERE {FIRST}
-ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin) = (
+ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin, attempts, reason, first_failure) = (
 	SELECT
 		CASE WHEN {WIN} THEN 1 ELSE r.state END,
 		CASE WHEN {WIN} THEN {MAX}(r.fence + 1, clock.ms * 1000) ELSE r.fence END,
@@ -101,22 +114,29 @@ ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_
 		CASE WHEN {WIN} THEN clock.ms + $4 ELSE r.lease_until END,
 		CASE WHEN {WIN} THEN clock.ms + $4 + {TTL} ELSE r.expires_at END,
 		CASE WHEN {WIN} THEN excluded.fingerprint ELSE r.fingerprint END,
-		CASE WHEN {WIN} THEN excluded.origin ELSE r.origin END
+		CASE WHEN {WIN} THEN excluded.origin ELSE r.origin END,
+		` + keptFailures + `
 	FROM (SELECT {NOW} AS ms) AS clock
 )
 RETURNING ` + claimResult
 
-// pgClaim is PostgreSQL's Claim under READ COMMITTED: doneRead, and only
-// when it finds no DONE record, claimUpsert. A data-modifying WITH runs
+// keptFailures are the failures a claim of record r keeps at the instant
+// clock.ms: all of them, unless r has expired (see claimUpsert).
+const keptFailures = `CASE WHEN r.expires_at > clock.ms THEN r.attempts END,
+		CASE WHEN r.expires_at > clock.ms THEN r.reason END,
+		CASE WHEN r.expires_at > clock.ms THEN r.first_failure END`
+
+// pgClaim is PostgreSQL's Claim under READ COMMITTED: finalRead, and only
+// when it finds no DONE or FAILED record, claimUpsert. A data-modifying WITH runs
 // whether or not the query reads it, so the condition sits in the INSERT's
 // own SELECT: on a duplicate it yields no row, the INSERT attempts nothing,
 // and the statement takes no row lock, writes no row version and no WAL,
-// and commits without an xid. A record that became DONE after the snapshot
-// (a Complete that committed while the statement started) is invisible to
-// doneRead; the upsert then meets it on its conflict and answers as before,
+// and commits without an xid. A record that became DONE or FAILED after
+// the snapshot (a Complete or Fail that committed while the statement
+// started) is invisible to finalRead; the upsert then meets it on its conflict and answers as before,
 // with a version that changes nothing.
 const pgClaim = `WITH seen AS (
-	` + doneRead + `
+	` + finalRead + `
 ), claimed AS (
 	` + claimUpsert + `
 )
@@ -139,7 +159,7 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // for good at its first serialization failure, which the other isolation
 // levels never raise (see Store.claimOnce).
 //
-// A DONE record is answered by doneRead first, as in pgClaim: the INSERT
+// A DONE or FAILED record is answered by finalRead first, as in pgClaim: the INSERT
 // then attempts nothing, and kept reads nothing, so a duplicate takes no
 // lock and writes nothing. Otherwise, when the caller does not win, ON
 // CONFLICT has still locked the row's latest version, and kept returns
@@ -161,21 +181,22 @@ const claimWins = `(r.expires_at <= clock.ms OR (r.state = 1 AND r.lease_until <
 // not evaluated); a takeover is that of the second reading, because a
 // takeover allowed at the first is allowed at any later one (a lapsed lease
 // stays lapsed, an expired record stays expired) and the row is locked in
-// between.
+// between; the failures kept follow the second reading too.
 const pgClaimNoWrite = `WITH seen AS (
-	` + doneRead + `
+	` + finalRead + `
 ), claimed AS (
 	INSERT INTO {T} AS r (key_hash, key_text, state, fence, token, lease_until, expires_at, fingerprint, origin)
 	SELECT $1, $2, 1, clock.ms * 1000, $3, clock.ms + $4, clock.ms + $4 + {TTL}, $5, $6 FROM (SELECT {NOW} AS ms) AS clock
 	WHERE NOT EXISTS (SELECT FROM seen)
-	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin) = (
-		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint, excluded.origin
+	ON CONFLICT (key_hash) DO UPDATE SET (state, fence, token, lease_until, expires_at, fingerprint, origin, attempts, reason, first_failure) = (
+		SELECT 1, {MAX}(r.fence + 1, clock.ms * 1000), excluded.token, clock.ms + $4, clock.ms + $4 + {TTL}, excluded.fingerprint, excluded.origin,
+		` + keptFailures + `
 		FROM (SELECT {NOW} AS ms) AS clock
 	)
 	WHERE (SELECT {WIN} FROM (SELECT {NOW} AS ms) AS clock)
-	RETURNING state, fence, token, lease_until, fingerprint, origin
+	RETURNING state, fence, token, lease_until, fingerprint, origin, attempts, reason
 ), kept AS (
-	SELECT state, fence, token, lease_until, fingerprint, origin FROM {T}
+	SELECT state, fence, token, lease_until, fingerprint, origin, attempts, reason FROM {T}
 	WHERE key_hash = $1 AND NOT EXISTS (SELECT FROM seen) AND NOT EXISTS (SELECT FROM claimed)
 	FOR UPDATE
 )
@@ -188,7 +209,8 @@ SELECT ` + claimResult + ` FROM kept`
 // completeUpdate marks a matching, unexpired record DONE: the caller's
 // fence ($2), and on a CLAIMED record the caller's token ($3). A DONE
 // record needs no token: its fence names the claim that completed it, since
-// fences never repeat. The lease ends at the completion, which lease_until
+// fences never repeat. A FAILED record never matches, not even under the
+// fence of the claim that failed it: the work is known to have failed. The lease ends at the completion, which lease_until
 // then records (store.Record.CompletedAt), and the record expires a ttl
 // later, both from one reading of the clock. On a record that is already
 // DONE (a retried Complete) it changes nothing but still counts as an
@@ -199,7 +221,7 @@ const completeUpdate = `UPDATE {T} SET
 		SELECT CASE WHEN state = 1 THEN clock.ms ELSE lease_until END, CASE WHEN state = 1 THEN clock.ms + {TTL} ELSE expires_at END
 		FROM (SELECT {NOW} AS ms) AS clock
 	)
-WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR token = $3) AND expires_at > {NOW}`
+WHERE key_hash = $1 AND fence = $2 AND (state = 2 OR state = 1 AND token = $3) AND expires_at > {NOW}`
 
 // completeTxUpdate is completeUpdate for a claim completed inside the
 // caller's transaction: it matches a CLAIMED record only. A record DONE
@@ -250,6 +272,7 @@ func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(str
 		recordState: x(recordStateSelect),
 		release:     x(releaseUpdate),
 		extend:      x(extendUpdate),
+		fail:        x(failUpdate),
 	}, x
 }
 
@@ -278,7 +301,10 @@ func postgresStatements(t table, ttl int64) statements {
 	lease_until bigint   NOT NULL,
 	expires_at  bigint   NOT NULL,
 	fingerprint bytea,
-	origin      text
+	origin      text,
+	attempts    integer,
+	reason      text,
+	first_failure bigint
 )`,
 		// The index is created in the table's schema; its name is not
 		// qualified.
@@ -286,5 +312,6 @@ func postgresStatements(t table, ttl int64) statements {
 	}
 	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint bytea`
 	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin text`
+	s.addFailures = addColumns(tbl, "integer", "text", "bigint")
 	return s
 }

@@ -13,8 +13,8 @@ import (
 
 // CreateTable makes the store's schema complete: it creates the table and
 // its index on expires_at (and, with Options.Outbox, the outbox table and
-// its index), adds the fingerprint and origin columns to a table created
-// by an earlier version without them (nullable columns without a default:
+// its index), adds the fingerprint, origin and failure (attempts, reason,
+// first_failure) columns to a table created by an earlier version without them (nullable columns without a default:
 // no rewrite of the table on any dialect), and builds the index on a table
 // that lacks it. It first looks, in one statement, and runs DDL only for what is
 // missing, so an application whose database user may not run DDL can still
@@ -104,6 +104,8 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 		if !st.origin {
 			ddls = append(ddls, s.q.addOrigin)
 		}
+		add, _ := s.missingFailures(st.failures)
+		ddls = append(ddls, add...)
 		if st.index == indexInvalid {
 			ddls = append(ddls, `DROP INDEX CONCURRENTLY IF EXISTS `+s.table.qualify(doubleQuote, s.table.index()))
 		}
@@ -268,7 +270,7 @@ func (s *Store) purgeBatch(ctx context.Context, limit int) (int64, error) {
 
 // schemaHint explains err when it is the database's complaint that the
 // table lacks a column: the table was created by an earlier version, before
-// the store kept payload fingerprints or origins, and CreateTable, which
+// the store kept payload fingerprints, origins or failures, and CreateTable, which
 // adds them, has not run since. It looks the schema up (this path only) to
 // name exactly the columns missing and the DDL that adds each.
 func (s *Store) schemaHint(ctx context.Context, err error) error {
@@ -285,6 +287,8 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		if !st.origin {
 			cols, ddls = append(cols, "origin"), append(ddls, s.q.addOrigin)
 		}
+		add, names := s.missingFailures(st.failures)
+		cols, ddls = append(cols, names...), append(ddls, add...)
 	}
 	if len(cols) == 0 {
 		// The lookup failed, or the column was added since the statement
@@ -296,7 +300,15 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		case strings.Contains(msg, "origin"):
 			cols, ddls = []string{"origin"}, []string{s.q.addOrigin}
 		default:
-			return err
+			for i, col := range failureColumns {
+				if strings.Contains(msg, col) {
+					cols, ddls = []string{col}, []string{s.q.addFailures[i]}
+					break
+				}
+			}
+			if len(cols) == 0 {
+				return err
+			}
 		}
 	}
 	noun := "column"

@@ -27,7 +27,10 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	lease_until bigint   NOT NULL,
 	expires_at  bigint   NOT NULL,
 	fingerprint bytea,
-	origin      text
+	origin      text,
+	attempts    integer,
+	reason      text,
+	first_failure bigint
 )`
 	case sqlstore.SQLite:
 		ddl = `CREATE TABLE "%T" (
@@ -40,7 +43,10 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	lease_until INTEGER NOT NULL,
 	expires_at  INTEGER NOT NULL,
 	fingerprint BLOB,
-	origin      TEXT
+	origin      TEXT,
+	attempts    INTEGER,
+	reason      TEXT,
+	first_failure INTEGER
 ) STRICT`
 	default:
 		ddl = "CREATE TABLE `%T` (" + `
@@ -53,7 +59,10 @@ func handMadeTable(d sqlstore.Dialect, keyIndex string) []string {
 	lease_until BIGINT     NOT NULL,
 	expires_at  BIGINT     NOT NULL,
 	fingerprint VARBINARY(32) NULL,
-	origin      VARCHAR(128) NULL
+	origin      VARCHAR(128) NULL,
+	attempts    INT NULL,
+	reason      VARCHAR(256) NULL,
+	first_failure BIGINT NULL
 ) ENGINE = InnoDB`
 	}
 	return []string{ddl, keyIndex, `CREATE INDEX %T_expires_at ON %T (expires_at)`}

@@ -18,14 +18,14 @@ func sqliteStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
 	s, x := upsertStatements(tbl, sqliteNow, "MAX", ttl)
 	// SQLite has no INSERT inside WITH, and an INSERT takes the write lock
-	// even when it ends up writing nothing. So a Claim first runs doneRead
-	// on its own, a read that takes no write lock, and answers a DONE
-	// record from it; only otherwise does it run the upsert. Both are
+	// even when it ends up writing nothing. So a Claim first runs finalRead
+	// on its own, a read that takes no write lock, and answers a DONE or
+	// FAILED record from it; only otherwise does it run the upsert. Both are
 	// prepared and run in process: the read costs a fresh message a few
 	// microseconds, and spares a duplicate the write lock, a page rewritten
 	// and a WAL frame (TestDuplicateClaimWritesNothing). The upsert decides
 	// on its own, so nothing needs to hold between the two.
-	s.claimDone = x(doneRead)
+	s.claimFinal = x(finalRead)
 	s.claim = x(expand(claimUpsert, "FIRST", "true"))
 	// SQLite runs one writer at a time, so the batch it selects cannot
 	// change before it is deleted.
@@ -44,13 +44,17 @@ func sqliteStatements(t table, ttl int64) statements {
 	lease_until INTEGER NOT NULL,
 	expires_at  INTEGER NOT NULL,
 	fingerprint BLOB,
-	origin      TEXT
+	origin      TEXT,
+	attempts    INTEGER,
+	reason      TEXT,
+	first_failure INTEGER
 ) STRICT, WITHOUT ROWID`,
 		// In SQLite the schema qualifies the index, never the table.
 		`CREATE INDEX IF NOT EXISTS ` + t.qualify(doubleQuote, t.index()) + ` ON ` + doubleQuote(t.name) + ` (expires_at)`,
 	}
 	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint BLOB`
 	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin TEXT`
+	s.addFailures = addColumns(tbl, "INTEGER", "TEXT", "INTEGER")
 	return s
 }
 

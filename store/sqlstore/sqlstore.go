@@ -41,8 +41,9 @@ const (
 	defaultTTL   = time.Hour
 )
 
-// Store is a [store.Store] and [store.Extender] that keeps one row per key
-// in a SQL table. It is safe for concurrent use.
+// Store is a [store.Store], [store.Extender], [store.Failer],
+// [store.Inspector] and [store.Lister] that keeps one row per key in a SQL
+// table. It is safe for concurrent use.
 type Store struct {
 	db       *sql.DB
 	dialect  Dialect
@@ -124,9 +125,9 @@ func keyHash(key string) []byte {
 }
 
 // Claim implements [store.Store]. One statement decides and writes, on the
-// database's clock (two on MySQL; see [MySQL]); a record found DONE is
-// answered from a read that writes nothing (on SQLite a statement of its
-// own, before the upsert).
+// database's clock (two on MySQL; see [MySQL]); a record found DONE or
+// FAILED is answered from a read that writes nothing (on SQLite a
+// statement of its own, before the upsert).
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
@@ -161,12 +162,13 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		originArg = origin
 	}
 	var (
-		fence, until int64
-		kept         []byte
-		keptOrigin   sql.NullString
+		fence, until       int64
+		kept               []byte
+		keptOrigin, reason sql.NullString
+		failed             sql.NullInt64 // a FAILED record's attempts; NULL in other states
 	)
 	err = s.retry(ctx, func() error {
-		return s.claimOnce(ctx, []any{&fence, &until, &kept, &keptOrigin}, hash, key, token, ms, fpArg, originArg)
+		return s.claimOnce(ctx, []any{&fence, &until, &kept, &keptOrigin, &failed, &reason}, hash, key, token, ms, fpArg, originArg)
 	})
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: claim: %w", s.schemaHint(ctx, err))
@@ -180,6 +182,8 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 		c.Status, c.Token, c.LeaseUntil = store.Won, token, time.UnixMilli(until)
 	case until < 0:
 		c.Status, c.LeaseUntil = store.HeldByOther, time.UnixMilli(-until)
+	case failed.Valid:
+		c.Status, c.Attempts, c.Reason = store.AlreadyFailed, int(failed.Int64), reason.String
 	default:
 		c.Status = store.AlreadyDone
 	}
@@ -188,12 +192,13 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 
 // claimOnce runs the claim statement once and scans into dest the
 // record's fence, its lease as the caller sees it (claimResult in
-// postgres.go), its fingerprint and its origin.
+// postgres.go), its fingerprint, its origin, and a FAILED record's
+// attempts and reason.
 func (s *Store) claimOnce(ctx context.Context, dest []any, hash []byte, key, token string, lease int64, fp, origin any) (err error) {
-	if s.q.claimDone.text != "" {
-		err = s.queryRow(ctx, s.q.claimDone, dest, hash)
+	if s.q.claimFinal.text != "" {
+		err = s.queryRow(ctx, s.q.claimFinal, dest, hash)
 		if !errors.Is(err, sql.ErrNoRows) {
-			return err // DONE, or an error
+			return err // DONE or FAILED, or an error
 		}
 	}
 	if s.q.claimRead.text == "" {
@@ -225,7 +230,8 @@ func (s *Store) claimOnce(ctx context.Context, dest []any, hash []byte, key, tok
 	return conn.QueryRowContext(ctx, s.q.claimRead.text, s.q.claimRead.args(token)...).Scan(dest...)
 }
 
-// Complete implements [store.Store] in one statement.
+// Complete implements [store.Store] in one statement. A FAILED record
+// answers false, also to the claim whose Fail made it so.
 func (s *Store) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	if err := store.CheckWon(c); err != nil {
 		return false, fmt.Errorf("sqlstore: complete: %w", err)

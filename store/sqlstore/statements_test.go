@@ -12,7 +12,7 @@ import (
 
 // TestStatementsPerMessage counts, at the driver, the statements each
 // operation sends: a fresh message (Claim, Complete) is two and a duplicate
-// one, except on MySQL, where a Claim reads its answer back with a second
+// one (a failed message too: Claim, Fail; and a duplicate of it one), except on MySQL, where a Claim reads its answer back with a second
 // statement, and on SQLite, where a Claim that does not find the record
 // DONE runs the upsert after its read (in process, both prepared). The Claims carry a payload fingerprint, which travels in the
 // same statements. With the driver's server-side prepared statements (no
@@ -87,6 +87,22 @@ func TestStatementsPerMessage(t *testing.T) {
 			})
 			count("extend", 1, func() error { _, err := s.Extend(ctx, held, time.Minute); return err })
 			count("release", 1, func() error { return s.Release(ctx, held) })
+			count("failed message", claimStmts+1, func() error {
+				c, err := s.Claim(ctx, "m3", time.Minute)
+				if err != nil {
+					return err
+				}
+				_, _, err = s.Fail(ctx, c, store.Failure{Reason: "bad", Final: true})
+				return err
+			})
+			count("claim of a FAILED key", dupStmts, func() error {
+				c, err := s.Claim(ctx, "m3", time.Minute)
+				if err == nil && (c.Status != store.AlreadyFailed || c.Attempts != 1 || c.Reason != "bad") {
+					err = fmt.Errorf("Claim of a FAILED key = %+v, want AlreadyFailed with 1 attempt and its reason", c)
+				}
+				return err
+			})
+			count("retry", 1, func() error { _, err := s.Retry(ctx, "m3"); return err })
 		})
 	}
 }

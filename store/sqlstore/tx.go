@@ -30,7 +30,7 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // or not the lease has lapsed (until another Claim takes the key over, c is
 // the only holder), and leaves the state and expiry Complete leaves. It returns an
 // error matching [store.ErrFenced], having written nothing, when c no
-// longer owns its record (the key was taken over, released or forgotten,
+// longer owns its record (the key was taken over, released, failed or forgotten,
 // or the record expired or is absent) and when the record is DONE already,
 // also under c's fence: the work has committed once, by an earlier
 // transaction whose commit reply was lost, say, and this transaction must
@@ -193,7 +193,9 @@ func (s *Store) notCompleted(ctx context.Context, c store.Claim, hash []byte, in
 		return fmt.Errorf("sqlstore: complete in tx: fence %d matched no CLAIMED record, and reading the record failed: %w", c.Fence, err)
 	case live == 1 && fence == c.Fence && state == 2:
 		return fmt.Errorf("sqlstore: complete in tx: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", c.Fence, store.ErrFenced)
-	case live == 1 && fence == c.Fence && string(token) == c.Token:
+	case live == 1 && fence == c.Fence && state == 3:
+		return fmt.Errorf("sqlstore: complete in tx: the record is FAILED under fence %d: the claim's work was recorded as failed (store.Failer), so it cannot complete: %w", c.Fence, store.ErrFenced)
+	case live == 1 && fence == c.Fence && state == 1 && string(token) == c.Token:
 		return fmt.Errorf("sqlstore: complete in tx: the record is still CLAIMED under fence %d, but this transaction did not see it: its snapshot predates the claim (REPEATABLE READ or SERIALIZABLE), or it completed the claim already; roll back and run it again, begun after the claim", c.Fence)
 	}
 	return fmt.Errorf("sqlstore: complete in tx: fence %d no longer owns its record: %w", c.Fence, store.ErrFenced)
