@@ -367,7 +367,7 @@ type tableOwner interface {
 
 // noTable reports that o's table or index is missing.
 func noTable(o *storeurl.Opened) error {
-	return fmt.Errorf("%s: the table, its index on expires_at or its fingerprint or origin column is missing "+
+	return fmt.Errorf("%s: the table, its index on expires_at or one of its fingerprint, origin, attempts, reason and first_failure columns is missing "+
 		"(the URL parameter table names the table): the service creates them when it starts (CreateTable), "+
 		"or see docs/stores/sql.md for the DDL and the upgrade", o.Where())
 }

@@ -316,7 +316,15 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		noun = "columns"
 	}
 	return fmt.Errorf("table %s lacks the %s %s (it was made by an earlier version): call CreateTable, or run %s: %w",
-		s.table, noun, strings.Join(cols, " and "), strings.Join(ddls, "; "), err)
+		s.table, noun, joinAnd(cols), strings.Join(ddls, "; "), err)
+}
+
+// joinAnd lists names as prose: "a", "a and b", "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // missingColumn reports whether err is an unknown-column error of
