@@ -126,7 +126,7 @@ func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final bool
 		}
 		g.tel.failure(ctx, why, sc)
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: the work failed for good; the key is FAILED and its deliveries are no longer run",
-			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("why", why), slog.Int("attempts", attempts), g.errorAttr(c.Key, err))
+			OutcomeAbandoned.attr(), g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("why", why), slog.Int("attempts", attempts), g.errorAttr(c.Key, err))
 	}
 	return failed, attempts > 0
 }

@@ -54,8 +54,8 @@ func TestMaxAttemptsSpent(t *testing.T) {
 		t.Errorf("record = %v with %d attempts, want FAILED with 3", r.State, r.Attempts)
 	}
 	lines := f.logs.lines(t, "ERROR")
-	if last := lines[len(lines)-1]; last["why"] != "max_attempts" || last["attempts"] != float64(3) {
-		t.Errorf("the ERROR line of the spent budget = %v, want why max_attempts, attempts 3", last)
+	if last := lines[len(lines)-1]; last["why"] != "max_attempts" || last["attempts"] != float64(3) || last["outcome"] != "abandoned" {
+		t.Errorf("the ERROR line of the spent budget = %v, want outcome abandoned, why max_attempts, attempts 3", last)
 	}
 }
 
