@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -114,6 +115,43 @@ func TestNackThenSucceed(t *testing.T) {
 			if n := len(h); n < failFirst+1 || slices.ContainsFunc(h[:failFirst], acked) {
 				t.Errorf("message %s was answered %v; want %d nacks, then an ack", id, h, failFirst)
 			}
+		}
+	})
+}
+
+// TestPoisonRedelivered: the supplier refuses one order for good (422),
+// which example-run's Terminal classifier takes for a permanent failure
+// (IDEMGATE_TERMINAL=supplier-4xx). Its key goes FAILED on the first
+// attempt, and every redelivery the emulator makes of it is answered 422
+// without calling the supplier again; the other orders complete as usual.
+func TestPoisonRedelivered(t *testing.T) {
+	eachStore(t, func(t *testing.T, sc storeCase) {
+		msgs, keys := orders(t, 3)
+		poison := keys[0]
+		url, env := sc.open(t)
+		sup := newSupplier(t, supplierOptions{Refuse: func(key string) bool { return key == poison }})
+		f := newFleet(t, 1, fleetConfig{Store: url, Env: append(env, "IDEMGATE_TERMINAL=supplier-4xx", "IDEMGATE_MAX_ATTEMPTS=3"), Supplier: sup})
+		d := newDoor(t, doorConfig{Route: "/orders", Pick: to(f.insts[0]), Supplier: sup})
+		b := newBroker(t)
+		tp := b.topic("orders")
+		b.push(tp, "orders-push", d.URL, defaultAckDeadline)
+
+		ids := tp.publish(msgs...)
+		eventually(t, 60*time.Second, func() error {
+			if u := d.unacked(ids[1:]); len(u) > 0 {
+				return fmt.Errorf("%d good orders not acked yet", len(u))
+			}
+			if n := len(d.history(ids[0])); n < 3 {
+				return fmt.Errorf("the poison order was delivered %d times; waiting for 3", n)
+			}
+			return nil
+		})
+		exactlyOnce(t, sup, keys)
+		if h := d.history(ids[0]); slices.ContainsFunc(h, func(s int) bool { return s != http.StatusUnprocessableEntity }) {
+			t.Errorf("the poison order was answered %v; want 422 every time (FAILED, the supplier not called again)", h)
+		}
+		if sup.accepted(poison) != 0 {
+			t.Errorf("the supplier accepted the poison order")
 		}
 	})
 }

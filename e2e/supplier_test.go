@@ -26,6 +26,9 @@ type call struct {
 type supplierOptions struct {
 	// FailFirst makes the first FailFirst requests of each key answer 500.
 	FailFirst int
+	// Refuse, if set, makes every request of the keys it accepts answer
+	// 422: a poison message, which no retry can mend.
+	Refuse func(key string) bool
 	// Work runs between recording a request and answering it: the
 	// supplier's own work. It may stall (return when ctx, the request's
 	// context, ends) or crash the caller. Default: none.
@@ -94,7 +97,8 @@ func (s *supplier) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	// Step 2: the work.
-	fail := c.Hit <= s.opts.FailFirst
+	refuse := s.opts.Refuse != nil && s.opts.Refuse(c.Key)
+	fail := c.Hit <= s.opts.FailFirst || refuse
 	if !fail && s.opts.Work != nil {
 		s.opts.Work(r.Context(), c)
 	}
@@ -108,10 +112,15 @@ func (s *supplier) serve(w http.ResponseWriter, r *http.Request) {
 		k.accepted++
 	}
 	s.mu.Unlock()
-	if fail {
+	switch {
+	case refuse:
+		http.Error(w, fmt.Sprintf("supplier: unknown customer in %q", c.Key), http.StatusUnprocessableEntity)
+		return
+	case fail:
 		http.Error(w, fmt.Sprintf("supplier: failing request %d of %q on purpose", c.Hit, c.Key), http.StatusInternalServerError)
 		return
 	}
+
 	w.WriteHeader(http.StatusOK)
 }
 
