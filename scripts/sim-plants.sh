@@ -4,7 +4,8 @@
 # its budget of seeds.
 #
 # The delivery path's plants (items 1, 3, 9 and 14 of "The guarantee,
-# second pass"; 221, 226 and 229 of issue 22): TestSim must fail; the
+# second pass"; 221, 226 and 229 of issue 22; 321–325 of issue 32, the
+# failures and the wait for the holder): TestSim must fail; the
 # script prints the seed that found it, how many seeds that took, and the
 # rules it broke, and TestSimFindsPlants then checks that the rule broken
 # is the plant's own.
@@ -20,7 +21,7 @@ go test -c -tags idemgate_plant -o "$bin" ./internal/sim/ || exit 1
 bin=$(pwd)/$bin
 cd internal/sim # the package's directory, as go test runs it
 status=0
-for n in 1 3 9 14 221 226 229; do
+for n in 1 3 9 14 221 226 229 321 322 323 324 325; do
 	out=$(IDEMGATE_PLANT=$n "$bin" -test.count=1 -test.run 'TestSim$' 2>&1)
 	if [ $? -eq 0 ]; then
 		echo "plant $n: NOT FOUND: TestSim passed"

@@ -52,6 +52,8 @@ func (w *world) idempotentBody(rw http.ResponseWriter, r *http.Request) {
 		} // otherwise write nothing: 200
 	case errors.Is(err, errNon2xx):
 		http.Error(rw, "payment required", http.StatusPaymentRequired)
+	case gateway.IsPermanent(err): // the route's Terminal knows it by its 422
+		http.Error(rw, "unprocessable", http.StatusUnprocessableEntity)
 	case errors.Is(err, store.ErrFenced):
 		http.Error(rw, "fenced out", http.StatusServiceUnavailable)
 	default:
@@ -109,6 +111,9 @@ func (w *world) work(ctx context.Context) error {
 	}
 	if d.proc.crashed() {
 		return w.dead(d)
+	}
+	if err := w.poison(d); err != nil {
+		return err
 	}
 	switch a.Behave {
 	case behaveFail:
@@ -264,6 +269,7 @@ func (w *world) forgetThenCommit(ctx context.Context, d *delivery, c store.Claim
 	ks := w.key(d.ms.key)
 	ks.excused, ks.forgotten = true, true
 	ks.forgetsBegun++
+	w.forgetClearsFailures(d.ms.key)
 	for o := range ks.running {
 		delete(ks.running, o)
 		// Its claim is gone: a real failure of its attempt, which Pub/Sub
@@ -352,7 +358,11 @@ func (w *world) markWrote(d *delivery) {
 	if ks := w.key(d.ms.key); ks.firstEffect.IsZero() {
 		ks.firstEffect = time.Now()
 	}
+	twice := w.wroteAfterRetry(d)
 	w.mu.Unlock()
+	if twice != "" {
+		w.violate(d, ruleRetryOnce, twice)
+	}
 }
 
 func (w *world) noteFenced(d *delivery, err error) {

@@ -152,6 +152,7 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 		}
 		others = append(others, fmt.Sprintf("%s (fence %d)", o.who(), o.claim.Fence))
 	}
+	onFailed := w.checkFailedStart(d, c)
 	switch {
 	case freed(d):
 		d.frozen, d.struck, others = true, true, nil
@@ -162,6 +163,9 @@ func (w *world) bodyStarts(d *delivery, c store.Claim) {
 	}
 	w.mu.Unlock()
 	w.tracef(d, "body starts, fence %d, lease until %s", c.Fence, fmtDur(c.LeaseUntil.Sub(w.start)))
+	if onFailed != "" {
+		w.violate(d, ruleFailedRun, onFailed)
+	}
 	if stopped {
 		w.violate(d, ruleStop, fmt.Sprintf("body with fence %d starts on a Claim sent once its pull Receive had stopped", c.Fence))
 	}
@@ -227,6 +231,7 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 	rec, live, err := w.insp.Inspect(ctx, key)
 	w.mu.Lock()
 	late, ok, wrote, fenced, claim, failed := d.late, d.ok, d.wrote, d.fenced, d.claim, d.failed
+	gaveUp := d.gaveUp || d.metFailed
 	struck := d.struck || d.frozen
 	forgotten := w.key(key).forgotten
 	// A Forget begun since the body returned may have freed, after the
@@ -251,6 +256,11 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 			d.held = true
 		}
 		w.mu.Unlock()
+		return
+	}
+	if gaveUp {
+		w.checkFailedAck(d, how, rec, live)
+		w.settleAcked(d, late)
 		return
 	}
 	if failed {
@@ -299,9 +309,16 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		// between the answer and this reading; a new claim may hold the
 		// key by now (a Claim whose reply came a lease late, say).
 		w.tracef(d, "acked; the DONE record it met expired since")
+	case live && rec.State == store.Failed:
+		w.violate(d, ruleFailedAck, fmt.Sprintf("acked (%s) as done while the key's record is %s", how, w.describe(rec, live)))
 	default:
 		w.violate(d, ruleAckDone, fmt.Sprintf("acked (%s) while the record is %s", how, w.describe(rec, live)))
 	}
+	w.settleAcked(d, late)
+}
+
+// settleAcked settles d's message, acked, unless the ack came too late.
+func (w *world) settleAcked(d *delivery, late bool) {
 	if late {
 		return // Pub/Sub stopped waiting: the ack comes too late to count
 	}
@@ -334,11 +351,14 @@ func (w *world) finalChecks() {
 			w.violateKey(ms.key, ruleMutex, fmt.Sprintf("message %s was dead-lettered with no failure but its body's Mutex meeting a busy entity: contention must be paced, not dead-lettered", ms.m.ID))
 		case ms.dead:
 			for _, d := range ms.attempts {
-				if !d.a.injectedFailure() && !d.refused && !d.held && !d.busy && !d.struck {
+				if !d.a.injectedFailure() && !d.refused && !d.held && !d.busy && !d.struck && !d.metFailure() {
 					w.violateKey(ms.key, ruleDeadLetter, fmt.Sprintf("message %s was dead-lettered, but attempt %d was no real failure: nothing was injected, it met no other payload, no live holder, no crash or pause", ms.m.ID, d.a.N))
 					break
 				}
 			}
+		case ms.ackedFailed:
+			// Acked with AckFailed: the message is dropped, its work
+			// failed for good (failed-ack checked the ack).
 		default:
 			ks := w.keys[ms.key]
 			rec, live, err := w.insp.Inspect(ctx, ms.key)

@@ -90,6 +90,19 @@
 //     messageId (no token, or a token the validator refuses) come just
 //     before some genuine attempts (plain seeds draw it too).
 //
+// Issue 32's failures are drawn after everything else, not as a bias, so
+// that the seeds before them keep their scenarios: one seed in three
+// waits for the holder (gateway.Options.WaitForHolder), with copies sent
+// close behind their attempts so that they meet a held claim; another
+// third has failures: poison messages, whose work fails every time (for
+// good with gateway.Permanent, or a 422 the routes' Terminal reads on
+// the Idempotent surface; otherwise each failure is counted), an attempt
+// budget (MaxAttempts), AckFailed on the gateway or only on the push
+// routes, and an operator who retries FAILED keys now and then (most
+// after fixing the cause: a poison key then succeeds). The checker sees
+// every Fail and its answer through the fault wrapper, on a store that
+// implements store.Failer.
+//
 // # The pipeline family
 //
 // [RunPipeline] runs a [PipeScenario] (issue 29's pipeline) on a
@@ -246,4 +259,21 @@
 //     not cancel). Memstore only.
 //   - unsettled: every message is acknowledged or dead-lettered within the
 //     run's horizon.
+//   - failed-run: a body never starts on a claim sent while its key's
+//     record was FAILED, not retried since, and not yet past its expiry.
+//   - failed-ack: a delivery whose failure made its key FAILED, or that
+//     met the key FAILED, is acked only under AckFailed (on its surface),
+//     and then only while the record is FAILED or after a Retry; no other
+//     delivery is acked while the record is FAILED.
+//   - retry-once: between two Retries, a retried key's work succeeds at
+//     most once (unless a crash, stall or Forget excuses a repeat).
+//   - budget: a key's counted failures since its last Retry or Forget
+//     never exceed MaxAttempts, and the store's count never exceeds the
+//     failures counted since then (a Retry starts a fresh budget).
+//   - fence, too: a counted failure frees the claim with a raised fence,
+//     as a Release does.
+//
+// A FAILED key's failures are real ones for dead-letter and order: an
+// attempt whose body was poison, whose failure made the record FAILED, or
+// that met it FAILED.
 package sim

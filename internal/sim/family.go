@@ -483,7 +483,7 @@ func (w *world) checkOrder(d *delivery) {
 		w.mu.Lock()
 		dead, real := o.dead, false
 		for _, a := range o.attempts {
-			if a.a.injectedFailure() || a.struck || a.refused || a.late {
+			if a.a.injectedFailure() || a.struck || a.refused || a.late || a.metFailure() {
 				real = true
 			}
 		}

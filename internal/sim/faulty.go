@@ -70,7 +70,7 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 		return fmt.Errorf("%w: %s of %s", errGone, o, key)
 	}
 	d := deliveryFrom(ctx)
-	if d == nil || key != d.ms.key {
+	if d == nil || key != d.ms.key || o >= opCount {
 		return call() // a nested Lock's key: its faults are not the attempt's
 	}
 	flt := d.a.Faults[o]
@@ -134,10 +134,20 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c 
 			}
 		}
 		at := time.Now()
+		if d != nil && key == d.ms.key {
+			f.w.mu.Lock()
+			d.claimAt, d.retriesAtClaim = at, f.w.failures(key).retries
+			f.w.mu.Unlock()
+		}
 		before := f.w.wonSoFar(key)
 		c, err = f.inner.Claim(cctx, key, lease)
 		if err == nil && c.Status == store.Won {
 			f.w.claimWon(d, c, before)
+		}
+		if err == nil && d != nil && key == d.ms.key && c.Status == store.AlreadyFailed {
+			f.w.mu.Lock()
+			d.metFailed = true
+			f.w.mu.Unlock()
 		}
 		if err == nil && f.w.b.Fake && time.Now().Equal(at) {
 			f.w.checkClaimInstant(d, key, at, c, done)

@@ -90,7 +90,11 @@ const (
 	opCount
 )
 
-var opNames = [...]string{"Claim", "Complete", "Release", "Extend"}
+// opFail is store.Failer's Fail: no fault is drawn for it, but it shares
+// its process's pauses and crash.
+const opFail = opCount
+
+var opNames = [...]string{"Claim", "Complete", "Release", "Extend", "Fail"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -447,6 +451,7 @@ func drawLater(sc *Scenario, t Timing, m *Message, n int, isCopy bool, a *Attemp
 		return
 	}
 	drawReaches(sc, t, m, a)
+	drawWaitCopy(sc, t, m, n, isCopy, a)
 }
 
 // drawReaches draws what issue 30 added (after every earlier draw): the

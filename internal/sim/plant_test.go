@@ -32,6 +32,17 @@ var plantRules = map[int][]string{
 	// Issue 22's push authentication: a request without a token reaches
 	// the guarded handler.
 	229: {"auth"},
+	// Issue 32's failures: the gateway never spends the attempt budget
+	// (more failed runs than MaxAttempts); a Claim wins a FAILED record
+	// (its work runs again, unretried); Retry keeps the count (the fresh
+	// budget is not fresh); a counted failure frees the key without
+	// raising its fence; the wait for the holder runs the body beside a
+	// holder that still holds.
+	321: {"budget"},
+	322: {"failed-run"},
+	323: {"budget"},
+	324: {"fence"},
+	325: {"concurrent"},
 }
 
 // TestSimFindsPlants proves the simulator finds each bug planted through

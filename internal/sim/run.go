@@ -22,6 +22,7 @@ func Run(sc *Scenario, b *Backend) *Result {
 		won: map[string][]store.Claim{}, inflight: map[string]int{}, begun: map[string]int{}, inMutex: map[string]map[*delivery]bool{}}
 	w.ext = b.Store.(store.Extender)
 	w.insp = b.Store.(store.Inspector)
+	w.fail, _ = b.Store.(store.Failer)
 	w.logs = &lineLog{w: w}
 	w.start = time.Now()
 	w.root, w.stop = context.WithCancel(context.Background())
@@ -45,6 +46,10 @@ func Run(sc *Scenario, b *Backend) *Result {
 		w.msgs = append(w.msgs, ms)
 		w.mu.Lock()
 		w.key(ms.key)
+		if m.Poison {
+			fs := w.failures(ms.key)
+			fs.poison, fs.final = true, fs.final || m.PoisonFinal
+		}
 		w.mu.Unlock()
 	}
 	if sc.Ordered {
@@ -58,6 +63,10 @@ func Run(sc *Scenario, b *Backend) *Result {
 	if b.Purge != nil {
 		w.all.Add(1)
 		go w.purge()
+	}
+	if sc.Operator && w.fail != nil {
+		w.all.Add(1)
+		go w.operate()
 	}
 
 	// The horizon bounds the run: every message is settled long before

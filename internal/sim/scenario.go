@@ -117,7 +117,21 @@ type Scenario struct {
 	// Deletion stalls the first attempt of the first message past lease +
 	// ttl and republishes its order late, once its record is deleted.
 	Deletion bool
-	Messages []*Message
+	// WaitForHolder, when positive, is the gateways' wait for a live
+	// holder, in leases.
+	WaitForHolder float64
+	// Failures: some messages are poison, and the gateways count
+	// failures (on a store that keeps them): MaxAttempts is their budget
+	// (0: none), AckFailed acknowledges a FAILED key's deliveries, on
+	// every surface but the push routes when RouteAckFailed (which take
+	// the other setting), and an Operator retries FAILED keys now and
+	// then.
+	Failures       bool
+	MaxAttempts    int
+	AckFailed      bool
+	RouteAckFailed bool
+	Operator       bool
+	Messages       []*Message
 }
 
 // Message is one message published to the topic.
@@ -133,6 +147,11 @@ type Message struct {
 	Late bool
 	// OrderingKey is its ordering key (Scenario.Ordered).
 	OrderingKey string
+	// Poison: the work of the message's key fails on every attempt until
+	// an operator fixes it; for good (gateway.Permanent, or a 422 on the
+	// Idempotent surface) when PoisonFinal.
+	Poison      bool
+	PoisonFinal bool
 	rng         *rand.Rand // the message's own draws; used by its publisher only
 }
 
@@ -221,6 +240,7 @@ func NewScenario(seed uint64, quick bool) *Scenario {
 			})
 		}
 	}
+	drawFailures(s, r)
 	return s
 }
 
@@ -230,6 +250,12 @@ func (s *Scenario) String() string {
 	fmt.Fprintf(&b, "seed %d (bias %s): %d instances, renew=%v, key=%s, fingerprint=%v, accept_conflicts=%v, hide_keys=%v, nested=%v, mutex=%v, ordered=%v, auth=%v, deletion=%v, %d messages",
 		s.Seed, s.Bias, s.Instances, s.Renew, map[bool]string{true: "order_id", false: "messageId"}[s.BusinessKey],
 		s.Fingerprint, s.AcceptConflicts, s.HideKeys, s.Nested, s.Mutex, s.Ordered, s.Auth, s.Deletion, len(s.Messages))
+	if s.WaitForHolder > 0 {
+		fmt.Fprintf(&b, ", wait_for_holder=%.2f leases", s.WaitForHolder)
+	}
+	if s.Failures {
+		fmt.Fprintf(&b, ", failures: max_attempts=%d, ack_failed=%v, route_ack_failed=%v, operator=%v", s.MaxAttempts, s.AckFailed, s.RouteAckFailed, s.Operator)
+	}
 	for _, m := range s.Messages {
 		fmt.Fprintf(&b, "\n  message %s: order %s, customer %s, data %q", m.ID, m.Order, m.Customer, m.Data)
 		if m.OrderingKey != "" {
@@ -237,6 +263,12 @@ func (s *Scenario) String() string {
 		}
 		if m.Late {
 			b.WriteString(", late (after its record's deletion)")
+		}
+		switch {
+		case m.Poison && m.PoisonFinal:
+			b.WriteString(", poison (for good)")
+		case m.Poison:
+			b.WriteString(", poison")
 		}
 	}
 	return b.String()

@@ -65,6 +65,7 @@ type world struct {
 	t     Timing
 	ext   store.Extender
 	insp  store.Inspector
+	fail  store.Failer // nil when the store keeps no failures
 	logs  *lineLog
 	led   ledger
 	start time.Time
@@ -126,17 +127,21 @@ type keyState struct {
 	// expired: an effect was written a ttl after the key was seen DONE,
 	// when its record may have expired.
 	expired bool
+	fail    *failState // nil until the key meets a failure
 }
 
 // msgState is Pub/Sub's state of one message.
 type msgState struct {
-	m        *Message
-	key      string
-	fp       []byte        // its payload fingerprint, when the route takes one
-	settled  chan struct{} // closed once acked or dead-lettered
-	acked    bool
-	dead     bool
-	attempts []*delivery // the attempts (not the copies), in order
+	m       *Message
+	key     string
+	fp      []byte        // its payload fingerprint, when the route takes one
+	settled chan struct{} // closed once acked or dead-lettered
+	acked   bool
+	dead    bool
+	// ackedFailed: a delivery of it was acked with AckFailed, its key's
+	// work failed for good.
+	ackedFailed bool
+	attempts    []*delivery // the attempts (not the copies), in order
 }
 
 // delivery is one attempt (or copy) in flight.
@@ -174,6 +179,13 @@ type delivery struct {
 	stopped      bool // Receive stopped (Attempt.Stop, StopAtClaim)
 	claimStopped bool // a Claim of its key was sent once Receive had stopped
 	stopRecv     context.CancelFunc
+	// Issue 32: poisoned, its body failed as its key is poison; gaveUp,
+	// its failure made the record FAILED; metFailed, its Claim found the
+	// record FAILED. claimAt is when its last Claim of its key went to
+	// the store, and retriesAtClaim the key's Retries begun by then.
+	poisoned, gaveUp, metFailed bool
+	claimAt                     time.Time
+	retriesAtClaim              int
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
@@ -271,15 +283,20 @@ func (w *world) newProcess(slot int) *process {
 	p := &process{id: w.nextProc, slot: slot, dead: make(chan struct{}), inflt: map[*delivery]bool{}}
 	w.nextProc++
 	f := &faulty{w: w, inner: w.b.Store, ext: w.ext, proc: p}
+	var st store.Store = f
+	if w.fail != nil {
+		st = failFaulty{f}
+	}
 	lease := leaseOf(w.sc, w.t)
 	opts := &gateway.Options{
 		Lease: lease, NoRenew: !w.sc.Renew, SettleTimeout: w.t.settle(),
 		Logger: w.logs.logger(), HideKeys: w.sc.HideKeys,
 	}
+	w.gatewayFailures(opts)
 	if w.tp != nil {
 		opts.TracerProvider = w.tp
 	}
-	g, err := gateway.New(f, opts)
+	g, err := gateway.New(st, opts)
 	if err != nil {
 		panic("sim: gateway.New: " + err.Error())
 	}
@@ -292,7 +309,7 @@ func (w *world) newProcess(slot int) *process {
 	if w.sc.Fingerprint {
 		fp = gateway.FingerprintPayload
 	}
-	route := g.Route(&gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts)})
+	route := g.Route(&gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts), AckFailed: w.routeAckFailed()})
 	p.push = route.Push(w.pushBody)
 	p.idem = route.Idempotent(http.HandlerFunc(w.idempotentBody))
 	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})

@@ -615,12 +615,12 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"list matches a prefix anywhere in the key", bugs{listContains: true}, []string{"ListStates"}},
 		{"list shows expired records", bugs{listShowsExpired: true}, []string{"ListExpired"}},
 		{"list repeats a record across pages", bugs{listRepeats: true}, []string{"ListPaging"}},
-		{"a counted failure keeps the fence", bugs{failKeepsFence: true}, []string{"FailCounted"}},
+		{"a counted failure keeps the fence", bugs{failKeepsFence: true}, []string{"FailCounted", "Linearizable"}},
 		{"Fail ignores the claim's token", bugs{failIgnoresToken: true}, []string{"FailNotOwned"}},
-		{"Complete turns FAILED into DONE", bugs{failedCompletes: true}, []string{"FailCounted"}},
-		{"a Claim of a released record resets the count", bugs{claimResetsCount: true}, []string{"FailCounted", "FailTakeoverCounts"}},
-		{"Retry frees a record in any state", bugs{retryAnyState: true}, []string{"FailRetry"}},
-		{"Retry keeps the count", bugs{retryKeepsCount: true}, []string{"FailRetry"}},
+		{"Complete turns FAILED into DONE", bugs{failedCompletes: true}, []string{"FailCounted", "Linearizable"}},
+		{"a Claim of a released record resets the count", bugs{claimResetsCount: true}, []string{"FailCounted", "FailTakeoverCounts", "Linearizable"}},
+		{"Retry frees a record in any state", bugs{retryAnyState: true}, []string{"FailRetry", "Linearizable"}},
+		{"Retry keeps the count", bugs{retryKeepsCount: true}, []string{"FailRetry", "Linearizable"}},
 		{"a FAILED record never expires", bugs{failedNeverExpires: true}, []string{"FailExpires"}},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,8 @@ import (
 )
 
 // The Linearizable case drives one store from several clients at once with
-// Claim, Complete, Release and Extend on a few hot keys, records when each
+// Claim, Complete, Release and Extend (and, on a store.Failer, Fail and
+// Retry) on a few hot keys, records when each
 // call started and returned and what it answered, and asks porcupine whether
 // some order of the calls, each taking effect at one instant inside its own
 // interval, explains every answer under the transition table (spec.go).
@@ -47,6 +48,7 @@ func linearizable(e *env) error {
 	}
 	d := &linDriver{e: e, maxOps: ops, rec: newRecorder()}
 	d.x, _ = e.s.(store.Extender) // without one, no Extend calls (the Extend case reports it)
+	d.f, _ = e.s.(store.Failer)   // likewise Fail and Retry
 	d.until = time.Now().Add(linWindow)
 	var (
 		wg    sync.WaitGroup
@@ -86,12 +88,14 @@ func linearizable(e *env) error {
 type linDriver struct {
 	e      *env
 	x      store.Extender // nil when the store has no Extend
+	f      store.Failer   // nil when the store keeps no failures
 	rec    *recorder
 	maxOps int
 	until  time.Time // no new calls are started after it
 	// gens numbers the current key of each slot. A key that is DONE
-	// answers AlreadyDone for the hour its record lives, so the first
-	// client to see that moves its slot to a fresh key.
+	// answers AlreadyDone for the hour its record lives (and a FAILED one
+	// AlreadyFailed until it is retried), so the first client to see that
+	// moves its slot to a fresh key.
 	gens  [linSlots]atomic.Int64
 	count atomic.Int64 // keys used beyond the first of each slot
 }
@@ -114,8 +118,10 @@ type linClient struct {
 
 // run issues rounds of calls until the driver's budget is spent. Each round
 // either replays a settled claim, whose fence the store must refuse or, for
-// a completed claim, confirm, or claims a hot key and, when it wins, plays
-// the holder to the end.
+// a completed or failed claim, confirm, or plays an operator who retries a
+// hot key whatever its state, or claims a hot key and, when it wins, plays
+// the holder to the end. A FAILED key is retried, as an operator would, or
+// given up for a fresh one.
 func (c *linClient) run() error {
 	for c.d.more() {
 		if len(c.old) > 0 && rand.IntN(4) == 0 {
@@ -127,6 +133,12 @@ func (c *linClient) run() error {
 		slot := rand.IntN(linSlots)
 		gen := c.d.gens[slot].Load()
 		key := fmt.Sprintf("lin-%d-%d", slot, gen)
+		if c.d.f != nil && rand.IntN(6) == 0 {
+			if _, err := c.retry(key); err != nil {
+				return err
+			}
+			continue
+		}
 		token := ""
 		if rand.IntN(2) == 0 {
 			// Fix the token so that this client can retry the Claim. It is
@@ -135,11 +147,18 @@ func (c *linClient) run() error {
 			token = fmt.Sprintf("c%d-t%d", c.id, c.tokens)
 		}
 		got, err := c.claim(key, token)
+		if err == nil && got.Status == store.AlreadyFailed && rand.IntN(4) != 0 {
+			// An operator retries the key, and the delivery that found
+			// it FAILED comes again at once.
+			if _, err = c.retry(key); err == nil {
+				got, err = c.claim(key, token)
+			}
+		}
 		if err != nil {
 			return err
 		}
 		switch got.Status {
-		case store.AlreadyDone:
+		case store.AlreadyDone, store.AlreadyFailed:
 			if c.d.gens[slot].CompareAndSwap(gen, gen+1) {
 				c.d.count.Add(1)
 			}
@@ -153,9 +172,10 @@ func (c *linClient) run() error {
 }
 
 // hold plays the winner of cl: it may retry the Claim and extend the lease,
-// then it always completes or releases, because an abandoned claim would
-// keep its key for the hour-long lease; and it may call once more with the
-// settled claim, as a late duplicate would.
+// then it always completes, releases or fails it, because an abandoned
+// claim would keep its key for the hour-long lease; and it may call once
+// more with the settled claim, as a late duplicate would, always when the
+// claim failed for good (the calls a FAILED record must refuse).
 func (c *linClient) hold(cl store.Claim, token string) error {
 	for range rand.IntN(3) {
 		var err error
@@ -168,11 +188,17 @@ func (c *linClient) hold(cl store.Claim, token string) error {
 			return err
 		}
 	}
-	var err error
-	if rand.IntN(2) == 0 {
+	var (
+		err    error
+		failed bool
+	)
+	switch c.settle() {
+	case opComplete:
 		_, err = c.complete(cl)
-	} else {
+	case opRelease:
 		err = c.release(cl)
+	default:
+		failed, err = c.fail(cl)
 	}
 	if err != nil {
 		return err
@@ -181,7 +207,13 @@ func (c *linClient) hold(cl store.Claim, token string) error {
 	if len(c.old) > linKept {
 		c.old = c.old[1:]
 	}
-	if rand.IntN(2) == 0 {
+	switch {
+	case failed && rand.IntN(2) == 0:
+		// The Complete a careless holder makes after its work failed
+		// for good: the FAILED record must refuse it.
+		_, err = c.complete(cl)
+		return err
+	case failed || rand.IntN(2) == 0:
 		// A late call right after the settle, while the key is most
 		// likely still contended: released, or just reclaimed.
 		return c.replay(cl)
@@ -189,25 +221,42 @@ func (c *linClient) hold(cl store.Claim, token string) error {
 	return nil
 }
 
-// replay calls Complete, Release or Extend with a claim that was settled.
+// settle chooses how a holder settles its claim: Complete or Release,
+// or, on a store.Failer, Fail as often as both together, so that failures
+// add up on a key before it is DONE.
+func (c *linClient) settle() opKind {
+	ops := []opKind{opComplete, opRelease, opFail, opFail}
+	if c.d.f == nil {
+		ops = ops[:2]
+	}
+	return ops[rand.IntN(len(ops))]
+}
+
+// replay calls Complete, Release, Extend or Fail with a claim that was
+// settled.
 func (c *linClient) replay(cl store.Claim) error {
-	n := 2
+	ops := []opKind{opComplete, opRelease}
 	if c.d.x != nil {
-		n = 3
+		ops = append(ops, opExtend)
+	}
+	if c.d.f != nil {
+		ops = append(ops, opFail)
 	}
 	var err error
-	switch rand.IntN(n) {
-	case 0:
+	switch ops[rand.IntN(len(ops))] {
+	case opComplete:
 		_, err = c.complete(cl)
-	case 1:
+	case opRelease:
 		err = c.release(cl)
-	default:
+	case opExtend:
 		_, err = c.extend(cl)
+	default:
+		_, err = c.fail(cl)
 	}
 	return err
 }
 
-// The four calls below each make one store call with a long lease and
+// The calls below each make one store call (Claim with a long lease) and
 // record it. A failed call is not recorded: the run stops with its error.
 
 func (c *linClient) claim(key, token string) (store.Claim, error) {
@@ -221,7 +270,7 @@ func (c *linClient) claim(key, token string) (store.Claim, error) {
 	if err != nil {
 		return got, c.failed(in, err)
 	}
-	c.d.rec.add(c.id, in, linResult{status: got.Status, fence: got.Fence}, start)
+	c.d.rec.add(c.id, in, linResult{status: got.Status, fence: got.Fence, attempts: got.Attempts}, start)
 	return got, nil
 }
 
@@ -259,6 +308,34 @@ func (c *linClient) extend(cl store.Claim) (store.Claim, error) {
 	}
 	c.d.rec.add(c.id, in, linResult{fence: got.Fence}, start)
 	return got, nil
+}
+
+// fail fails cl, and reports whether the record is FAILED: for good one
+// time in three, and otherwise counted, under no budget or a budget of
+// two or three, so that the failures of successive holders add up to it.
+func (c *linClient) fail(cl store.Claim) (bool, error) {
+	in := linCall{op: opFail, key: cl.Key, fence: cl.Fence, final: rand.IntN(3) == 0}
+	if !in.final {
+		in.max = []int{0, 2, 3}[rand.IntN(3)]
+	}
+	start := c.d.rec.now()
+	n, failed, err := c.d.f.Fail(c.d.e.ctx, cl, store.Failure{Reason: "lin", Final: in.final, MaxAttempts: in.max})
+	if err != nil {
+		return false, c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{ok: failed, attempts: n}, start)
+	return failed, nil
+}
+
+func (c *linClient) retry(key string) (bool, error) {
+	in := linCall{op: opRetry, key: key}
+	start := c.d.rec.now()
+	ok, err := c.d.f.Retry(c.d.e.ctx, key)
+	if err != nil {
+		return ok, c.failed(in, err)
+	}
+	c.d.rec.add(c.id, in, linResult{ok: ok}, start)
+	return ok, nil
 }
 
 func (c *linClient) failed(in linCall, err error) error {

@@ -18,9 +18,16 @@ func TestLinStepFollowsTheTable(t *testing.T) {
 		heldAnon    = linState{phase: held, fence: 3}
 		releasedRec = linState{phase: released, fence: 4}
 		doneRec     = linState{phase: done, fence: 3}
+		heldFailed  = linState{phase: held, fence: 3, token: "t", attempts: 1}
+		relFailed   = linState{phase: released, fence: 4, attempts: 1}
+		failedRec   = linState{phase: failed, fence: 3, attempts: 2}
 	)
 	claim := func(token string) linCall { return linCall{op: opClaim, key: "k", token: token} }
 	with := func(op opKind, fence int64) linCall { return linCall{op: op, key: "k", fence: fence} }
+	fail := func(fence int64, final bool, max int) linCall {
+		return linCall{op: opFail, key: "k", fence: fence, final: final, max: max}
+	}
+	retry := linCall{op: opRetry, key: "k"}
 	tests := []struct {
 		name string
 		s    linState
@@ -49,6 +56,26 @@ func TestLinStepFollowsTheTable(t *testing.T) {
 		{"Extend of a released claim is fenced", releasedRec, with(opExtend, 3), releasedRec, linResult{fenced: true}},
 		{"Extend of DONE is fenced", doneRec, with(opExtend, 3), doneRec, linResult{fenced: true}},
 		{"Extend of an absent key is fenced", absentRec, with(opExtend, 0), absentRec, linResult{fenced: true}},
+		{"a counted Fail releases with a raised fence", heldRec, fail(3, false, 0), linState{phase: released, fence: 4, attempts: 1}, linResult{attempts: 1}},
+		{"a counted Fail adds to the count", heldFailed, fail(3, false, 3), linState{phase: released, fence: 4, attempts: 2}, linResult{attempts: 2}},
+		{"a Fail that reaches the budget goes FAILED keeping the fence", heldFailed, fail(3, false, 2), failedRec, linResult{ok: true, attempts: 2}},
+		{"a final Fail goes FAILED keeping the fence", heldFailed, fail(3, true, 0), failedRec, linResult{ok: true, attempts: 2}},
+		{"a Fail with a stale fence is a no-op", heldRec, fail(2, true, 0), heldRec, linResult{}},
+		{"a Fail of a released claim is a no-op", releasedRec, fail(3, true, 0), releasedRec, linResult{}},
+		{"a Fail of DONE is a no-op", doneRec, fail(3, true, 0), doneRec, linResult{}},
+		{"a Fail of an absent key is a no-op", absentRec, fail(0, true, 0), absentRec, linResult{}},
+		{"a retried Fail on FAILED answers its count", failedRec, fail(3, false, 0), failedRec, linResult{ok: true, attempts: 2}},
+		{"a Fail with another fence on FAILED is a no-op", failedRec, fail(2, true, 0), failedRec, linResult{}},
+		{"a Claim of a released record keeps its count", relFailed, claim("a"), linState{phase: held, fence: 5, token: "a", attempts: 1}, linResult{status: store.Won, fence: 5}},
+		{"Claim of a FAILED key is AlreadyFailed", failedRec, claim("a"), failedRec, linResult{status: store.AlreadyFailed, fence: 3, attempts: 2}},
+		{"Complete of FAILED is false", failedRec, with(opComplete, 3), failedRec, linResult{}},
+		{"Release of FAILED is a no-op", failedRec, with(opRelease, 3), failedRec, linResult{}},
+		{"Extend of FAILED is fenced", failedRec, with(opExtend, 3), failedRec, linResult{fenced: true}},
+		{"Retry of FAILED releases with no count", failedRec, retry, linState{phase: released, fence: 4}, linResult{ok: true}},
+		{"Retry of a released record is a no-op", relFailed, retry, relFailed, linResult{}},
+		{"Retry of a held record is a no-op", heldRec, retry, heldRec, linResult{}},
+		{"Retry of DONE is a no-op", doneRec, retry, doneRec, linResult{}},
+		{"Retry of an absent key is a no-op", absentRec, retry, absentRec, linResult{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +102,8 @@ func TestLinModelJudgesHistories(t *testing.T) {
 	claim := linCall{op: opClaim}
 	release := func(f int64) linCall { return linCall{op: opRelease, fence: f} }
 	complete := func(f int64) linCall { return linCall{op: opComplete, fence: f} }
+	fail := func(f int64, final bool) linCall { return linCall{op: opFail, fence: f, final: final} }
+	retry := linCall{op: opRetry}
 	tests := []struct {
 		name  string
 		ops   []porcupine.Operation
@@ -103,6 +132,24 @@ func TestLinModelJudgesHistories(t *testing.T) {
 			op(0, 0, 1, claim, won(1)),
 			op(0, 2, 3, complete(1), linResult{ok: true}),
 			op(1, 4, 5, claim, won(2)),
+		}, false},
+		{"a FAILED key cannot be won again", []porcupine.Operation{
+			op(0, 0, 1, claim, won(1)),
+			op(0, 2, 3, fail(1, true), linResult{ok: true, attempts: 1}),
+			op(1, 4, 5, claim, won(2)),
+		}, false},
+		{"a claim overlapping a Retry may see either side", []porcupine.Operation{
+			op(0, 0, 1, claim, won(1)),
+			op(0, 2, 3, fail(1, true), linResult{ok: true, attempts: 1}),
+			op(1, 4, 10, retry, linResult{ok: true}),
+			op(2, 5, 9, claim, won(3)),
+			op(3, 5, 9, claim, linResult{status: store.AlreadyFailed, fence: 1, attempts: 1}),
+		}, true},
+		{"failures of successive holders add up", []porcupine.Operation{
+			op(0, 0, 1, claim, won(1)),
+			op(0, 2, 3, fail(1, false), linResult{attempts: 1}),
+			op(1, 4, 5, claim, won(3)),
+			op(1, 6, 7, fail(3, false), linResult{attempts: 1}),
 		}, false},
 	}
 	for _, tt := range tests {
