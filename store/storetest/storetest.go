@@ -30,8 +30,9 @@
 // lease it replaced ended, and a holder taken over is fenced out.
 //
 // The Linearizable case then checks the rules together under concurrency:
-// several clients call Claim, Complete, Release and Extend on a few hot keys
-// at once, and the recorded history must be linearizable against the
+// several clients call Claim, Complete, Release and Extend (and Fail and
+// Retry, on a store.Failer) on a few hot keys at once, and the recorded
+// history must be linearizable against the
 // transition table (checked with [porcupine]). It uses hour-long leases, so
 // it needs no clock and runs alike on fake and real clocks. It records up to
 // Config.LinearizabilityOps calls and starts none after two seconds. A
