@@ -12,17 +12,10 @@ import (
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
-// The versions of the store's table that earlier versions of the store
-// created, each named by the columns it lacked first.
-const (
-	beforeFingerprints = iota
-	beforeOrigins
-	beforeFailures
-)
-
 // oldSchema is the DDL of the store's table as earlier versions created
-// it, with the table's name in place of %T: before it kept failures, and,
-// as version says, origins and fingerprints.
+// it, with the table's name in place of %T: before it kept failures, and
+// with the first version of its fingerprint and origin columns (0: before
+// fingerprints, 1: before origins, 2: before failures).
 func oldSchema(d sqlstore.Dialect, version int) []string {
 	ddl := preFingerprintSchema(d)
 	types := map[sqlstore.Dialect][2]string{
