@@ -83,14 +83,21 @@ const (
 	whyAttempts  = "max_attempts" // the attempt budget is spent
 )
 
+// errPanicked is the failure counted for work that panicked (or called
+// runtime.Goexit): a message that makes the work panic every time is
+// poison too. The panic's value and stack are in the delivery's line.
+var errPanicked = errors.New("the work panicked (its value and stack are in the delivery's ERROR line)")
+
 // failing says whether a failure of the work with err is to be counted
 // in the key's record (store.Failer.Fail) rather than only released, and
-// whether it is final. A failure is not the message's when the caller
-// went away (ctx ended: a shutdown, a client gone) or the claim was lost
-// (lost is the renewal's cause), nor when the work's transaction was
-// fenced out: those are only released.
-func (g *Gateway) failing(ctx context.Context, err, lost error) (count, final bool) {
-	if err == nil || lost != nil || ctx.Err() != nil || g.failer == nil || errors.Is(err, store.ErrFenced) {
+// whether it is final. A failure is not the message's when the claim was
+// lost while the work ran (lost is the renewal's cause: another holder
+// has the key), nor when the work's transaction was fenced out: those are
+// only released. A failure because the caller's context ended counts: a
+// push whose ack deadline passed, a message whose work outlasts every
+// request, is as poison as one that fails.
+func (g *Gateway) failing(err, lost error) (count, final bool) {
+	if err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) {
 		return false, false
 	}
 	final = IsPermanent(err) || g.opts.Terminal != nil && g.opts.Terminal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/internal/claimwatch"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
+	"github.com/idemgate/idemgate/store/memstore"
 )
 
 // failWith is a body that counts its runs and fails with err.
@@ -99,10 +101,10 @@ func TestTerminalFailuresAndRetry(t *testing.T) {
 }
 
 // Without a budget or a terminal error, a failure only releases: nothing
-// is counted, as before FAILED existed. With a budget, failures that are
-// not the message's (a cancelled caller, a fenced-out transaction) are
-// not counted either.
-func TestFailuresNotCounted(t *testing.T) {
+// is counted, as before FAILED existed. With a budget, a fenced-out
+// transaction is not the message's failure and is not counted; a caller
+// whose context ended (a push past its ack deadline) and a panic are.
+func TestWhichFailuresCount(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
 	var runs atomic.Int32
 	f.g.Lock(t.Context(), "plain", failWith(&runs, errors.New("boom")))
@@ -111,14 +113,22 @@ func TestFailuresNotCounted(t *testing.T) {
 	}
 
 	f = newFixture(t, gateway.Options{MaxAttempts: 1})
-	ctx, cancel := context.WithCancel(t.Context())
-	f.g.Lock(ctx, "cancelled", func(context.Context) error { cancel(); return context.Canceled })
-	if r, _, _ := f.st.Inspect(t.Context(), "cancelled"); r.Attempts != 0 || r.State != store.Claimed {
-		t.Errorf("a failure of a cancelled caller: %v with %d attempts, want a released claim without any", r.State, r.Attempts)
-	}
 	f.g.Lock(t.Context(), "fenced", func(context.Context) error { return store.ErrFenced })
 	if r, _, _ := f.st.Inspect(t.Context(), "fenced"); r.Attempts != 0 || r.State != store.Claimed {
 		t.Errorf("a fenced-out transaction: %v with %d attempts, want a released claim without any", r.State, r.Attempts)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	f.g.Lock(ctx, "cancelled", func(context.Context) error { cancel(); return context.Canceled })
+	if r, _, _ := f.st.Inspect(t.Context(), "cancelled"); r.State != store.Failed || r.Attempts != 1 {
+		t.Errorf("a failure of a cancelled caller under a budget of 1: %v with %d attempts, want FAILED after 1", r.State, r.Attempts)
+	}
+	func() {
+		defer func() { recover() }()
+		f.g.Lock(t.Context(), "panics", func(context.Context) error { panic("nil order") })
+	}()
+	r, _, _ := f.st.Inspect(t.Context(), "panics")
+	if r.State != store.Failed || r.Attempts != 1 || !strings.Contains(r.Reason, "panicked") {
+		t.Errorf("a panic under a budget of 1: %v with %d attempts, reason %q; want FAILED after 1, the reason naming the panic", r.State, r.Attempts, r.Reason)
 	}
 }
 
@@ -314,4 +324,37 @@ func TestFailedKeyMeetsEveryCaller(t *testing.T) {
 	if runs.Load() != 0 {
 		t.Errorf("the work ran %d times on a FAILED key", runs.Load())
 	}
+}
+
+// countingFaulty is a faulty store that keeps failures: its Fail and
+// Retry are the wrapped memstore's.
+type countingFaulty struct {
+	*faulty
+	mem *memstore.Store
+}
+
+func (c countingFaulty) Fail(ctx context.Context, cl store.Claim, f store.Failure) (int, bool, error) {
+	return c.mem.Fail(ctx, cl, f)
+}
+func (c countingFaulty) Retry(ctx context.Context, key string) (bool, error) {
+	return c.mem.Retry(ctx, key)
+}
+
+// A body cancelled because its claim was lost (the renewal failed) is not
+// the message's failure: under a budget of one, its key is released, not
+// FAILED.
+func TestLostLeaseNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, _ := memstore.New(nil)
+		fs := &faulty{Store: mem}
+		fs.failExtend.Store(true)
+		g, err := gateway.New(countingFaulty{fs, mem}, &gateway.Options{Logger: (&logs{}).logger(), MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Lock(t.Context(), "m1", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+		if r, _, _ := mem.Inspect(t.Context(), "m1"); r.State != store.Claimed || r.Attempts != 0 {
+			t.Errorf("after a lost lease: %v with %d attempts, want a released claim without any", r.State, r.Attempts)
+		}
+	})
 }

@@ -150,9 +150,12 @@ type Options struct {
 	// policy moves them (or acknowledged, with AckFailed), until an
 	// operator retries the key (idemgate retry) or the record expires.
 	// Work that returns Permanent(err), or an error Terminal accepts, makes
-	// the record FAILED at once, with or without a budget. A panic, a lost
-	// lease and a fenced-out transaction are not counted. Default 0: no
-	// budget.
+	// the record FAILED at once, with or without a budget. A panic counts
+	// (a message that makes the work panic is poison too), and so does a
+	// failure because the caller's context ended (a push past its ack
+	// deadline); a lost lease and a fenced-out transaction do not: another
+	// holder has the key. A process that dies mid-work counts nothing:
+	// Pub/Sub's own dead-letter policy bounds those. Default 0: no budget.
 	MaxAttempts int
 
 	// Terminal, if set, says whether an error of the work can never

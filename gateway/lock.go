@@ -128,13 +128,22 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
 			r.end()
-			g.release(ctx, c, "panic", sc)
+			// A message that makes the work panic every time is poison
+			// too: under a budget the attempt counts. The panic's value
+			// and stack are in the guard's line, not in the reason.
+			settled := false
+			if count, final := g.failing(errPanicked, r.lost()); count {
+				_, settled = g.fail(ctx, c, errPanicked, final, sc)
+			}
+			if !settled {
+				g.release(ctx, c, "panic", sc)
+			}
 		}
 	}()
 	err = fn(r.bodyCtx(bctx, c))
 	returned = true
 	r.settling()
-	if count, final := g.failing(ctx, err, r.lost()); count {
+	if count, final := g.failing(err, r.lost()); count {
 		// The failure is counted in the record, which goes FAILED when
 		// it is final or spends the budget; otherwise Fail released it.
 		r.end()
