@@ -85,8 +85,10 @@ type pipePlant struct {
 	rules   []string
 	backend func(t *testing.T) *sim.PipeBackend
 	why     string // how the family reaches it
-	// rare: its scenario comes up in few seeds (plant 296's first at seed
-	// 35, about a minute on a loaded host); it gets four times the budget.
+	// rare: its scenario comes up in few seeds, and not in each run of
+	// them (plant 296 showed at seed 35, at seed 50, and once not within
+	// 85 seeds, the two minutes four times the budget allowed); it gets
+	// eight times the budget, which a run that finds it early never spends.
 	rare bool
 }
 
@@ -142,7 +144,7 @@ func TestSimPipelineFindsPlants(t *testing.T) {
 		ran = true
 		budget := 2 * pipeBudget
 		if pp.rare {
-			budget *= 4
+			budget *= 8
 		}
 		failed, seeds := runPipe(t, budget, pp.backend)
 		if failed != nil && slices.ContainsFunc(failed.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) }) {
