@@ -20,7 +20,15 @@ import (
 //     claim is released and the panic goes on.
 //   - The key's work is done: the OnDuplicate hook runs and Lock returns
 //     ErrDuplicate.
-//   - A live holder owns the key: Lock returns an *InProgressError.
+//   - A live holder owns the key: Lock returns an *InProgressError (with
+//     Options.WaitForHolder, once the wait for the holder to settle is
+//     over: a holder that completes makes it ErrDuplicate, one that
+//     releases lets this call claim the key and run fn).
+//   - The key's work failed for good before (its record is FAILED; see
+//     Options.MaxAttempts): Lock returns a *FailedError; fn does not run.
+//   - fn fails for good (Permanent, Options.Terminal, or the failure that
+//     spends MaxAttempts): the record goes FAILED and Lock returns fn's
+//     error.
 //   - The key's record keeps a payload fingerprint other than the one in
 //     ctx (store.WithFingerprint): the key was reused for another payload.
 //     The OnConflict hook runs and Lock returns a *ConflictError; fn does
