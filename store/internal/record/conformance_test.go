@@ -2,6 +2,8 @@ package record
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -101,4 +103,49 @@ func TestConformance(t *testing.T) {
 			m.mu.Unlock()
 		},
 	})
+}
+
+// A page stops after MaxListReads records read, wherever the matches are,
+// and the next page starts with the record after the last one read.
+func TestListBoundsItsReads(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := newMapStore(storetest.Setup{TTL: time.Hour, Now: func() time.Time { return now }})
+	live := Record{State: StateDone, Fence: 1, LeaseUntil: now, ExpiresAt: now.Add(time.Hour)}
+	held := Record{State: StateClaimed, Fence: 1, Token: "t", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	for i := range 1500 {
+		r := live
+		if i == MaxListReads-1 || i == MaxListReads { // the last record a page may read, and the first it may not
+			r = held
+		}
+		m.recs[fmt.Sprintf("k%04d", i)] = r
+	}
+	var pages [][]string
+	opts := store.ListOptions{States: store.StateHeld}
+	for {
+		page, err := m.List(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, r := range page.Records {
+			keys = append(keys, r.Key)
+		}
+		pages = append(pages, keys)
+		if page.Next == "" || len(pages) > 3 {
+			break
+		}
+		opts.Cursor = page.Next
+	}
+	want := [][]string{{"k0999"}, {"k1000"}}
+	if !slices.EqualFunc(pages, want, slices.Equal) {
+		t.Errorf("pages = %v, want %v: %d reads a page", pages, want, MaxListReads)
+	}
+}
+
+func TestDecodeCursorRefuses(t *testing.T) {
+	for _, c := range []string{EncodeCursor("k"), EncodeCursor("k", "a", "b"), "not base64!"} {
+		if _, err := DecodeCursor(c, 2); !errors.Is(err, store.ErrInvalidCursor) {
+			t.Errorf("DecodeCursor(%q, 2) = %v, want ErrInvalidCursor", c, err)
+		}
+	}
 }
