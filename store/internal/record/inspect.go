@@ -76,6 +76,13 @@ func (o *Ops) Inspect(ctx context.Context, key string) (store.Record, bool, erro
 
 // Forget implements store.Inspector.
 func (o *Ops) Forget(ctx context.Context, key string) (bool, error) {
+	return o.free(ctx, "Forget", key, o.Rules.Forget)
+}
+
+// free runs rule (Rules.Forget, Rules.Retry) on key's record in one round
+// and reports whether it freed the record: the operator's actions, which
+// need no claim.
+func (o *Ops) free(ctx context.Context, op, key string, rule func(*Record, time.Time) (Record, bool)) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -83,8 +90,8 @@ func (o *Ops) Forget(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	var ok bool
-	err := o.update(ctx, "Forget", key, func(cur *Record, now time.Time) *Record {
-		next, write := o.Rules.Forget(cur, now)
+	err := o.update(ctx, op, key, func(cur *Record, now time.Time) *Record {
+		next, write := rule(cur, now)
 		ok = write
 		return written(next, write)
 	})

@@ -159,22 +159,7 @@ func (o *Ops) Fail(ctx context.Context, c store.Claim, f store.Failure) (int, bo
 
 // Retry implements store.Failer.
 func (o *Ops) Retry(ctx context.Context, key string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if err := store.CheckKey(key); err != nil {
-		return false, err
-	}
-	var ok bool
-	err := o.update(ctx, "Retry", key, func(cur *Record, now time.Time) *Record {
-		next, write := o.Rules.Retry(cur, now)
-		ok = write
-		return written(next, write)
-	})
-	if err != nil {
-		return false, err
-	}
-	return ok, nil
+	return o.free(ctx, "Retry", key, o.Rules.Retry)
 }
 
 // Extend implements store.Extender.
