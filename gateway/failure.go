@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -89,27 +88,33 @@ const (
 var errPanicked = errors.New("the work panicked (its value and stack are in the delivery's ERROR line)")
 
 // failing says whether a failure of the work with err is to be counted
-// in the key's record (store.Failer.Fail) rather than only released, and
-// whether it is final. A failure is not the message's when the claim was
+// in the key's record (store.Failer.Fail) rather than only released, and,
+// when it is final, why (whyPermanent or whyTerminal; "" when it only
+// counts). A failure is not the message's when the claim was
 // lost while the work ran (lost is the renewal's cause: another holder
 // has the key), nor when the work's transaction was fenced out: those are
 // only released. A failure because the caller's context ended counts: a
 // push whose ack deadline passed, a message whose work outlasts every
 // request, is as poison as one that fails.
-func (g *Gateway) failing(err, lost error) (count, final bool) {
+func (g *Gateway) failing(err, lost error) (count bool, final string) {
 	if err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) {
-		return false, false
+		return false, ""
 	}
-	final = IsPermanent(err) || g.opts.Terminal != nil && g.opts.Terminal(err)
-	return final || g.opts.MaxAttempts > 0, final
+	switch {
+	case IsPermanent(err):
+		final = whyPermanent
+	case g.opts.Terminal != nil && g.opts.Terminal(err):
+		final = whyTerminal
+	}
+	return final != "" || g.opts.MaxAttempts > 0, final
 }
 
-// fail records c's failure with err in its record, final or counted, and
-// reports whether the record went FAILED. A store error leaves the claim
-// to Release, which the caller then calls: the failure is retried as any
-// other, and counted by the next one.
-func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final bool, sc scope) (failed, settled bool) {
-	f := store.Failure{Reason: g.reason(c.Key, err), Final: final, MaxAttempts: g.opts.MaxAttempts}
+// fail records c's failure with err in its record, final (final names
+// why) or counted, and reports whether the record went FAILED. A store
+// error leaves the claim to Release, which the caller then calls: the
+// failure is retried as any other, and counted by the next one.
+func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final string, sc scope) (failed, settled bool) {
+	f := store.Failure{Reason: g.reason(c.Key, err), Final: final != "", MaxAttempts: g.opts.MaxAttempts}
 	if plant.On(321) {
 		f.MaxAttempts = 0 // planted: the budget is never spent
 	}
@@ -124,12 +129,9 @@ func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final bool
 		return false, false
 	}
 	if failed {
-		why := whyAttempts
-		switch {
-		case IsPermanent(err):
-			why = whyPermanent
-		case final:
-			why = whyTerminal
+		why := final
+		if why == "" {
+			why = whyAttempts
 		}
 		g.tel.failure(ctx, why, sc)
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: the work failed for good; the key is FAILED and its deliveries are no longer run",
@@ -141,11 +143,7 @@ func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final bool
 // reason is err's text as a record keeps it: one printable line, bounded,
 // and without the key when the gateway hides keys.
 func (g *Gateway) reason(key string, err error) string {
-	s := err.Error()
-	if g.opts.HideKeys && key != "" {
-		s = strings.ReplaceAll(s, key, g.keyText(key))
-	}
-	return store.MakeReason(s)
+	return store.MakeReason(g.withoutKey(key, err.Error()))
 }
 
 // failedError is the error of a delivery that met a FAILED record.

@@ -71,6 +71,15 @@ func (g *Gateway) keyAttr(key string) slog.Attr {
 	return slog.String("key", key)
 }
 
+// withoutKey is s with every occurrence of key replaced by its digest when
+// the gateway hides keys, and s unchanged otherwise.
+func (g *Gateway) withoutKey(key, s string) string {
+	if g.opts.HideKeys && key != "" {
+		s = strings.ReplaceAll(s, key, g.keyText(key))
+	}
+	return s
+}
+
 // maxLoggedBody is how much of a failed handler's body its log line
 // carries.
 const maxLoggedBody = 256
@@ -81,10 +90,7 @@ const maxLoggedBody = 256
 // replaced by its digest first, as in errors; a body that spells the key
 // otherwise (escaped, split) is logged as written.
 func (g *Gateway) bodyText(key string, body []byte) string {
-	s := string(body)
-	if g.opts.HideKeys && key != "" {
-		s = strings.ReplaceAll(s, key, g.keyText(key))
-	}
+	s := g.withoutKey(key, string(body))
 	var b strings.Builder
 	for i, r := range s {
 		if i >= maxLoggedBody {
