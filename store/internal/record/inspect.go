@@ -25,19 +25,17 @@ func (p Rules) View(r *Record, key string, now time.Time) (out store.Record, ok 
 		return store.Record{}, false
 	}
 	out = store.Record{
-		Key:        key,
-		State:      store.Claimed,
-		Fence:      r.Fence,
-		Token:      r.Token,
-		LeaseUntil: r.LeaseUntil,
-		ExpiresAt:  r.ExpiresAt,
-		Origin:     r.Origin,
-		ReadAt:     now,
-		Attempts:   r.Attempts,
-		Reason:     r.Reason,
-	}
-	if r.Attempts > 0 {
-		out.FirstFailure = r.FirstFailure
+		Key:          key,
+		State:        store.Claimed,
+		Fence:        r.Fence,
+		Token:        r.Token,
+		LeaseUntil:   r.LeaseUntil,
+		ExpiresAt:    r.ExpiresAt,
+		Origin:       r.Origin,
+		ReadAt:       now,
+		Attempts:     r.Attempts,
+		Reason:       r.Reason,
+		FirstFailure: r.FirstFailure,
 	}
 	if len(r.Fingerprint) > 0 {
 		out.Fingerprint = append([]byte(nil), r.Fingerprint...)
