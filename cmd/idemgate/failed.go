@@ -88,15 +88,6 @@ func (s selection) String() string {
 	return w
 }
 
-// lister returns o's store as a store.Lister.
-func lister(o *storeurl.Opened) (store.Lister, error) {
-	x, ok := o.Store.(store.Lister)
-	if !ok {
-		return nil, fmt.Errorf("the %s store cannot list records", o.Name)
-	}
-	return x, nil
-}
-
 // failedRecords reads every FAILED record of x that s selects, page after
 // page, in key order. The reason is filtered here: a listing selects by
 // key, state and age only.

@@ -67,9 +67,9 @@ func (c *cli) list(ctx context.Context, args []string) int {
 		return c.fail(ctx, cm, err)
 	}
 	defer o.Close()
-	x, ok := o.Store.(store.Lister)
-	if !ok {
-		return c.fail(ctx, cm, fmt.Errorf("the %s store cannot list records", o.Name))
+	x, err := lister(o)
+	if err != nil {
+		return c.fail(ctx, cm, err)
 	}
 	if err := tableReady(ctx, o); err != nil {
 		return c.fail(ctx, cm, err)

@@ -311,6 +311,15 @@ func inspector(o *storeurl.Opened) (store.Inspector, error) {
 	return x, nil
 }
 
+// lister returns o's store as a store.Lister.
+func lister(o *storeurl.Opened) (store.Lister, error) {
+	x, ok := o.Store.(store.Lister)
+	if !ok {
+		return nil, fmt.Errorf("the %s store cannot list records", o.Name)
+	}
+	return x, nil
+}
+
 // checkKeys refuses keys no store accepts, before anything is opened.
 func checkKeys(keys []string) error {
 	if len(keys) == 0 {
