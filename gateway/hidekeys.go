@@ -1,9 +1,6 @@
 package gateway
 
-import (
-	"errors"
-	"strings"
-)
+import "errors"
 
 // hideKey returns cause, the reason a delivery's work did not run, with key
 // out of reach when Options.HideKeys is set: an adapter hands it on (the
@@ -14,7 +11,7 @@ import (
 // An *InProgressError, a *ConflictError or a *FailedError is rebuilt with the digest as
 // its Key, so errors.As still finds it with its other fields. Any other cause (a store
 // error, the store's refusal of the key) is replaced by a *hiddenKeyError:
-// its text is cause's with every occurrence of key replaced by the digest,
+// its text is cause's without the key (see withoutKey),
 // and errors.Is still matches what cause matched (ErrStore,
 // ErrNoKey, context.Canceled…), but errors.As reaches no type inside
 // it, since such a type could carry the key in a field.
@@ -38,7 +35,7 @@ func (g *Gateway) hideKey(key string, cause error) error {
 		return &hidden
 	}
 	return &hiddenKeyError{
-		msg:   strings.ReplaceAll(cause.Error(), key, digest),
+		msg:   g.withoutKey(key, cause.Error()),
 		cause: cause,
 	}
 }

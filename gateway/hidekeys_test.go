@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -94,6 +95,17 @@ func TestHideKey(t *testing.T) {
 			}
 		}
 	}
+	t.Run("a store's name for the key is replaced, cut or escaped", func(t *testing.T) {
+		for _, k := range []string{strings.Repeat("alice@example.com/", 12), `order "4711" of alice`} {
+			got := g.hideKey(k, fmt.Errorf("somestore: Fail %s: %w", store.QuoteKey(k), context.Canceled))
+			if strings.Contains(got.Error(), "alice") {
+				t.Errorf("hideKey(%d-byte key) = %q; want no piece of the key", len(k), got)
+			}
+			if !errors.Is(got, context.Canceled) {
+				t.Errorf("hideKey(%d-byte key) = %v; want it to match context.Canceled still", len(k), got)
+			}
+		}
+	})
 	t.Run("keys shown: the cause is unchanged", func(t *testing.T) {
 		cause := &InProgressError{Key: key, LeaseUntil: lease}
 		if got := gatewayHiding(t, false).hideKey(key, cause); got != error(cause) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/idemgate/idemgate/store"
 )
 
 // Outcome is what became of one guarded call or delivery. The constants
@@ -71,11 +73,15 @@ func (g *Gateway) keyAttr(key string) slog.Attr {
 	return slog.String("key", key)
 }
 
-// withoutKey is s with every occurrence of key replaced by its digest when
-// the gateway hides keys, and s unchanged otherwise.
+// withoutKey is s with key replaced by its digest when the gateway hides
+// keys, and s unchanged otherwise: wherever s names key as stores name keys
+// in their errors (store.QuoteKey, which cuts a long key short), and
+// wherever it holds key whole.
 func (g *Gateway) withoutKey(key, s string) string {
 	if g.opts.HideKeys && key != "" {
-		s = strings.ReplaceAll(s, key, g.keyText(key))
+		digest := g.keyText(key)
+		s = strings.ReplaceAll(s, store.QuoteKey(key), digest)
+		s = strings.ReplaceAll(s, key, digest)
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,6 +32,28 @@ func CheckKey(key string) error {
 		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidKey)
 	}
 	return nil
+}
+
+// QuoteKey is how a store names key in an error: quoted as %q quotes it,
+// and cut after its first 64 bytes (at a rune's start) with its length, so
+// that a 64 KiB key does not fill a log line:
+//
+//	"order-1"
+//	"customer:alice@example.com/…"…(200 bytes)
+//
+// Every store of this module names keys only this way, so that a caller
+// that must keep keys out of its logs (the gateway's HideKeys) can find the
+// name in any error's text and replace it.
+func QuoteKey(key string) string {
+	const max = 64
+	if len(key) <= max {
+		return strconv.Quote(key)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return strconv.Quote(key[:cut]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
 }
 
 type tokenKey struct{}

@@ -51,3 +51,19 @@ func TestStatusString(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"k", `"k"`},
+		{strings.Repeat("a", 64), `"` + strings.Repeat("a", 64) + `"`},
+		{strings.Repeat("a", 65), `"` + strings.Repeat("a", 64) + `"…(65 bytes)`},
+		// A cut never splits a rune: é is two bytes, the 64th and 65th.
+		{strings.Repeat("a", 63) + "é", `"` + strings.Repeat("a", 63) + `"…(65 bytes)`},
+		// Bytes that never start a rune (not UTF-8) leave nothing to show.
+		{strings.Repeat("\x80", 70), `""…(70 bytes)`},
+	} {
+		if got := store.QuoteKey(tc.key); got != tc.want {
+			t.Errorf("QuoteKey(%d bytes) = %s, want %s", len(tc.key), got, tc.want)
+		}
+	}
+}

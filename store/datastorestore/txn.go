@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
@@ -139,7 +140,7 @@ func (s *Store) read(k *datastore.Key, key string, hashed bool, get func(*entity
 	switch err := get(&got); {
 	case err == nil:
 		if hashed && got.Key != key {
-			return nil, fmt.Errorf("entity %q holds key %s, not this one", k.Name, record.QuoteKey(got.Key))
+			return nil, fmt.Errorf("entity %q holds key %s, not this one", k.Name, store.QuoteKey(got.Key))
 		}
 		r := record.Record(got)
 		return &r, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/firestore"
@@ -117,7 +118,7 @@ func load(ref *firestore.DocumentRef, key string, hashed bool, snap *firestore.D
 		return nil, fmt.Errorf("document %q: %w", ref.ID, err)
 	}
 	if hashed && r.Key != key {
-		return nil, fmt.Errorf("document %q holds key %s, not this one", ref.ID, record.QuoteKey(r.Key))
+		return nil, fmt.Errorf("document %q holds key %s, not this one", ref.ID, store.QuoteKey(r.Key))
 	}
 	return &r, nil
 }

@@ -106,7 +106,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, er
 	case 3:
 		r.State, r.Token = store.Failed, ""
 	default:
-		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %.40q has state %d, want 1, 2 or 3", key, state.Int64)
+		return store.Record{}, false, fmt.Errorf("sqlstore: inspect: the row of %s has state %d, want 1, 2 or 3", store.QuoteKey(key), state.Int64)
 	}
 	return r, true, nil
 }

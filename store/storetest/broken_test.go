@@ -55,6 +55,7 @@ type bugs struct {
 	retryAnyState        bool // Retry frees a record in any state
 	retryKeepsCount      bool // Retry keeps the attempt count
 	failedNeverExpires   bool // a FAILED record outlives its expiry
+	namesKeyCut          bool // Claim's error names the key by its first 40 bytes, as %.40q does
 }
 
 // model is a small, obviously correct store (one mutex) with switchable bugs.
@@ -104,6 +105,9 @@ func (s *model) key(k string) string {
 
 func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
+		if s.bugs.namesKeyCut {
+			return store.Claim{}, fmt.Errorf("model: claim %.40q: %w", key, err)
+		}
 		return store.Claim{}, err
 	}
 	if err := store.CheckKey(key); err != nil && !s.bugs.acceptsBadKeys {
@@ -622,6 +626,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"Retry frees a record in any state", bugs{retryAnyState: true}, []string{"FailRetry", "Linearizable"}},
 		{"Retry keeps the count", bugs{retryKeepsCount: true}, []string{"FailRetry", "Linearizable"}},
 		{"a FAILED record never expires", bugs{failedNeverExpires: true}, []string{"FailExpires"}},
+		{"names a key otherwise than store.QuoteKey", bugs{namesKeyCut: true}, []string{"KeysInErrors"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ var cases = []testCase{
 	{"UnusualKeys", longTTL, unusualKeysDistinct},
 	{"InvalidKeys", longTTL, invalidKeys},
 	{"CancelledContext", longTTL, cancelledContext},
+	{"KeysInErrors", longTTL, keysInErrors},
 	{"LeaseEdgeTakeovers", longTTL, leaseEdgeTakeovers},
 	{"Linearizable", longTTL, linearizable},
 	{"CompleteTxNeedsInTx", longTTL, txConfigured},

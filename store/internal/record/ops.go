@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -227,11 +226,11 @@ func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: CompleteTx %s: %w", o.Name, QuoteKey(c.Key), err)
+		return fmt.Errorf("%s: CompleteTx %s: %w", o.Name, store.QuoteKey(c.Key), err)
 	case out == TxDoneAlready:
-		return fmt.Errorf("%s: CompleteTx %s: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
+		return fmt.Errorf("%s: CompleteTx %s: the record is DONE already under fence %d: this transaction must not commit its effects a second time: %w", o.Name, store.QuoteKey(c.Key), c.Fence, store.ErrFenced)
 	case out != TxCompleted:
-		return fmt.Errorf("%s: CompleteTx %s: fence %d no longer owns the record: %w", o.Name, QuoteKey(c.Key), c.Fence, store.ErrFenced)
+		return fmt.Errorf("%s: CompleteTx %s: fence %d no longer owns the record: %w", o.Name, store.QuoteKey(c.Key), c.Fence, store.ErrFenced)
 	}
 	return nil
 }
@@ -290,18 +289,5 @@ func (o *Ops) fail(ctx context.Context, op, key string, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
-	return fmt.Errorf("%s: %s %s: %w", o.Name, op, QuoteKey(key), err)
-}
-
-// QuoteKey quotes a key for an error message, cutting long ones short.
-func QuoteKey(key string) string {
-	const max = 64
-	if len(key) <= max {
-		return fmt.Sprintf("%q", key)
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(key[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…(%d bytes)", key[:cut], len(key))
+	return fmt.Errorf("%s: %s %s: %w", o.Name, op, store.QuoteKey(key), err)
 }
