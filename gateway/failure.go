@@ -90,23 +90,50 @@ var errPanicked = errors.New("the work panicked (its value and stack are in the 
 // failing says whether a failure of the work with err is to be counted
 // in the key's record (store.Failer.Fail) rather than only released, and,
 // when it is final, why (whyPermanent or whyTerminal; "" when it only
-// counts). A failure is not the message's when the claim was
-// lost while the work ran (lost is the renewal's cause: another holder
-// has the key), nor when the work's transaction was fenced out: those are
-// only released. A failure because the caller's context ended counts: a
-// push whose ack deadline passed, a message whose work outlasts every
-// request, is as poison as one that fails.
-func (g *Gateway) failing(err, lost error) (count bool, final string) {
-	if err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) {
+// counts). A failure is not the message's when the claim was lost while
+// the work ran (lost is the renewal's cause: another holder has the key),
+// when the work's transaction was fenced out, when the work met another
+// caller's hold on a key (contention), or when the consumer stopping
+// cancelled it (a pull Receive shutting down): those are only released. A
+// failure because the caller's context ended otherwise counts: a push
+// whose ack deadline passed, a message whose work outlasts every request,
+// is as poison as one that fails.
+func (g *Gateway) failing(ctx context.Context, key string, err, lost error, sc scope) (count bool, final string) {
+	switch {
+	case err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) || contention(err):
+		return false, ""
+	case ctx.Err() != nil && sc.d != nil && sc.d.CancelIsShutdown:
 		return false, ""
 	}
 	switch {
 	case IsPermanent(err):
 		final = whyPermanent
-	case g.opts.Terminal != nil && g.opts.Terminal(err):
+	case g.terminal(ctx, key, err, sc):
 		final = whyTerminal
 	}
 	return final != "" || g.opts.MaxAttempts > 0, final
+}
+
+// contention says that err is another caller's hold on a key, not a
+// failure of the work: the work's Mutex, or a Lock on another key, met a
+// live holder (ErrInProgress), or a handler answered busy (503 or 429).
+// Retried, it succeeds once the holder lets go; it never counts.
+func contention(err error) bool {
+	if errors.Is(err, ErrInProgress) {
+		return true
+	}
+	se, ok := errors.AsType[statusError](err)
+	return ok && se.busy()
+}
+
+// terminal asks the Terminal classifier whether err can never succeed. A
+// classifier that panics is logged and says no, so that the claim is
+// still settled.
+func (g *Gateway) terminal(ctx context.Context, key string, err error, sc scope) (yes bool) {
+	if g.opts.Terminal != nil {
+		g.observe(ctx, "Terminal", key, sc, func() { yes = g.opts.Terminal(err) })
+	}
+	return yes
 }
 
 // fail records c's failure with err in its record, final (final names

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/claimwatch"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -305,24 +307,143 @@ func TestWaitForHolder(t *testing.T) {
 	}
 }
 
-// A FAILED key stays FAILED for every caller: a delivery of another
-// payload under the key (a conflict, were the record DONE) is answered as
-// the failure, not run; Mutex meets it as work it must not run over.
+// A FAILED key stays FAILED for every caller of its payload; a delivery
+// of another payload under the key is a conflict first (it is not the
+// message that failed), and Mutex meets the key as work it must not run
+// over.
 func TestFailedKeyMeetsEveryCaller(t *testing.T) {
-	f := newFixture(t, gateway.Options{})
+	var conflicts atomic.Int32
+	f := newFixture(t, gateway.Options{OnConflict: func(context.Context, string, []byte, []byte) { conflicts.Add(1) }})
 	ctx := store.WithFingerprint(t.Context(), []byte("payload-1"))
 	f.g.Lock(ctx, "k", func(context.Context) error { return gateway.Permanent(errors.New("bad")) })
 	var runs atomic.Int32
-	other := store.WithFingerprint(t.Context(), []byte("payload-2"))
-	if err := f.g.Lock(other, "k", counter(&runs)); !errors.Is(err, gateway.ErrFailed) {
-		t.Errorf("Lock of a FAILED key with another payload = %v, want ErrFailed", err)
+	if err := f.g.Lock(ctx, "k", counter(&runs)); !errors.Is(err, gateway.ErrFailed) {
+		t.Errorf("Lock of a FAILED key with its payload = %v, want ErrFailed", err)
 	}
-	err := f.g.Mutex(t.Context(), "k", counter(&runs))
+	other := store.WithFingerprint(t.Context(), []byte("payload-2"))
+	err := f.g.Lock(other, "k", counter(&runs))
+	if ce, ok := errors.AsType[*gateway.ConflictError](err); !ok || !ce.Failed || ce.Done {
+		t.Errorf("Lock of a FAILED key with another payload = %v, want a *ConflictError with Failed", err)
+	}
+	if conflicts.Load() != 1 {
+		t.Errorf("OnConflict ran %d times, want once: for the other payload", conflicts.Load())
+	}
+	err = f.g.Mutex(t.Context(), "k", counter(&runs))
 	if ip, ok := errors.AsType[*gateway.InProgressError](err); !ok || !ip.Done {
 		t.Errorf("Mutex of a FAILED key = %v, want an *InProgressError with Done", err)
 	}
 	if runs.Load() != 0 {
 		t.Errorf("the work ran %d times on a FAILED key", runs.Load())
+	}
+}
+
+// On a route with a Fingerprint and AckFailed, another payload sent under
+// a FAILED key is refused as a conflict (409, outcome conflict), never
+// acknowledged as the failed one: it never ran and never failed. With
+// AcceptConflicts, which accepts only done work in a conflict's place, it
+// is asked to come back (503).
+func TestConflictOnFailedKeyNotAcked(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		f := newFixture(t, gateway.Options{AckFailed: true, AcceptConflicts: accept,
+			Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintData()})
+		var runs atomic.Int32
+		h := f.g.Push(func(context.Context, *pushenvelope.Message) error {
+			runs.Add(1)
+			return gateway.Permanent(errors.New("unknown product"))
+		})
+		order := map[string]string{"order_id": "o-1"}
+		wantStatus(t, deliver(t, h, push("m-1", order, "first order")), http.StatusNoContent, "the failure, acked with AckFailed")
+		wantStatus(t, deliver(t, h, push("m-2", order, "first order")), http.StatusNoContent, "a copy of the failed message, acked with AckFailed")
+		want, outcome := http.StatusConflict, "conflict"
+		if accept {
+			want, outcome = http.StatusServiceUnavailable, "in_progress"
+		}
+		wantStatus(t, deliver(t, h, push("m-3", order, "another order")), want, "another payload under the FAILED key")
+		if runs.Load() != 1 {
+			t.Errorf("AcceptConflicts %v: the work ran %d times, want once", accept, runs.Load())
+		}
+		recs := f.logs.Records()
+		if got := recs[len(recs)-1].Outcome(); got != outcome {
+			t.Errorf("AcceptConflicts %v: the other payload's outcome = %q, want %q", accept, got, outcome)
+		}
+	}
+}
+
+// Contention is not a failure: work whose own Mutex (or a Lock on another
+// key) meets a live holder, or a handler that answers busy, is released
+// without spending the key's attempt budget, however often it happens.
+func TestContentionNotCounted(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxAttempts: 2})
+	hold, held, freed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(freed)
+		f.g.Mutex(t.Context(), "account:7", func(context.Context) error { close(held); <-hold; return nil })
+	}()
+	<-held
+	var runs atomic.Int32
+	pay := func(ctx context.Context) error {
+		runs.Add(1)
+		return f.g.Mutex(ctx, "account:7", func(context.Context) error { return nil })
+	}
+	for i := range 5 {
+		if err := f.g.Lock(t.Context(), "payment-1", pay); !errors.Is(err, gateway.ErrInProgress) {
+			t.Fatalf("delivery %d while the account is held = %v, want its Mutex's ErrInProgress", i+1, err)
+		}
+	}
+	close(hold)
+	<-freed
+	if err := f.g.Lock(t.Context(), "payment-1", pay); err != nil {
+		t.Fatalf("the delivery after the account freed = %v, want the payment to run and succeed: contention spent its budget", err)
+	}
+	if r, _, _ := f.st.Inspect(t.Context(), "payment-1"); r.State != store.Done || r.Attempts != 0 {
+		t.Errorf("payment-1 = %v with %d attempts, want DONE with none counted", r.State, r.Attempts)
+	}
+
+	busy := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "account busy", http.StatusServiceUnavailable)
+	}))
+	for range 3 {
+		wantStatus(t, deliver(t, busy, push("m-busy", nil, "x")), http.StatusServiceUnavailable, "a handler answering busy")
+	}
+	if r, _, _ := f.st.Inspect(t.Context(), "m-busy"); r.State == store.Failed || r.Attempts != 0 {
+		t.Errorf("a key whose handler answered busy 3 times = %v with %d attempts, want none counted", r.State, r.Attempts)
+	}
+}
+
+// A Terminal classifier that panics is logged, and the failure counts as
+// an attempt: the claim is settled, not left held until its lease lapses.
+func TestTerminalPanicSettles(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxAttempts: 3, Terminal: func(error) bool { panic("classifier bug") }})
+	if err := f.g.Lock(t.Context(), "k", func(context.Context) error { return errors.New("boom") }); err == nil {
+		t.Fatal("Lock = nil, want the work's error")
+	}
+	if r, _, _ := f.st.Inspect(t.Context(), "k"); !r.Released() || r.Attempts != 1 {
+		t.Errorf("record after the classifier panicked = %+v, want released with one attempt counted", r)
+	}
+	if len(f.logs.Records().Level(slog.LevelError).Where(func(r logtest.Record) bool { return strings.Contains(r.Message, "Terminal hook panicked") })) != 1 {
+		t.Errorf("no ERROR line for the classifier's panic:\n%s", f.logs.Records())
+	}
+}
+
+// A route can turn off what the Gateway turns on: MaxAttempts and
+// WaitForHolder with a negative value, Terminal with a classifier that
+// says no.
+func TestRouteTurnsFailureOptionsOff(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxAttempts: 1, WaitForHolder: time.Hour, Terminal: func(error) bool { return true }})
+	r := f.g.Route(&gateway.RouteOptions{MaxAttempts: -1, WaitForHolder: -1, Terminal: func(error) bool { return false }})
+	for range 3 {
+		r.Lock(t.Context(), "k", func(context.Context) error { return errors.New("boom") })
+	}
+	if rec, _, _ := f.st.Inspect(t.Context(), "k"); rec.State == store.Failed || rec.Attempts != 0 {
+		t.Errorf("record after 3 failures on a route with MaxAttempts and Terminal off = %v, %d attempts; want released, none counted", rec.State, rec.Attempts)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	held := make(chan struct{})
+	go r.Lock(t.Context(), "held", func(context.Context) error { close(held); <-hold; return nil })
+	<-held
+	if err := r.Lock(t.Context(), "held", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrInProgress) {
+		t.Errorf("a copy on a route with WaitForHolder off = %v, want ErrInProgress at once", err)
 	}
 }
 

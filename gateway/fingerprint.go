@@ -73,13 +73,14 @@ var ErrConflict = errors.New("gateway: conflict: the key was used for another pa
 
 // ConflictError reports that Key's record keeps the fingerprint Stored
 // while the delivery's is Got: the key was reused for a different payload.
-// Done says whether the record's work is done; otherwise a live holder
-// owns it until LeaseUntil.
+// Done says whether the record's work is done, Failed whether it failed
+// for good (the record is FAILED); otherwise a live holder owns it until
+// LeaseUntil.
 type ConflictError struct {
-	Key         string
-	Stored, Got []byte
-	Done        bool
-	LeaseUntil  time.Time
+	Key          string
+	Stored, Got  []byte
+	Done, Failed bool
+	LeaseUntil   time.Time
 }
 
 func (e *ConflictError) Error() string {

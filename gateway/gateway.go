@@ -289,16 +289,18 @@ type RouteOptions struct {
 	// conflicts as duplicates.
 	AcceptConflicts *bool
 	// MaxAttempts, when positive, is the route's attempt budget per key
-	// (see Options.MaxAttempts); ignored by a store that keeps no
-	// failures.
+	// (see Options.MaxAttempts); negative turns the Gateway's off for the
+	// route.
 	MaxAttempts int
-	// Terminal says which errors of the route's work can never succeed.
+	// Terminal says which errors of the route's work can never succeed;
+	// func(error) bool { return false } turns the Gateway's off.
 	Terminal func(err error) bool
 	// AckFailed, when set, says whether the route acknowledges the
 	// deliveries of its FAILED keys.
 	AckFailed *bool
 	// WaitForHolder, when positive, is how long the route's deliveries
-	// wait for a live holder to settle (see Options.WaitForHolder).
+	// wait for a live holder to settle (see Options.WaitForHolder);
+	// negative turns the Gateway's off for the route.
 	WaitForHolder time.Duration
 }
 
@@ -329,8 +331,8 @@ func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	if o.AcceptConflicts != nil {
 		r.opts.AcceptConflicts = *o.AcceptConflicts
 	}
-	if o.MaxAttempts > 0 {
-		r.opts.MaxAttempts = o.MaxAttempts
+	if o.MaxAttempts != 0 {
+		r.opts.MaxAttempts = max(o.MaxAttempts, 0)
 	}
 	if o.Terminal != nil {
 		r.opts.Terminal = o.Terminal
@@ -338,8 +340,8 @@ func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	if o.AckFailed != nil {
 		r.opts.AckFailed = *o.AckFailed
 	}
-	if o.WaitForHolder > 0 {
-		r.opts.WaitForHolder = o.WaitForHolder
+	if o.WaitForHolder != 0 {
+		r.opts.WaitForHolder = max(o.WaitForHolder, 0)
 	}
 	return &r
 }

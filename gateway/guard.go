@@ -176,9 +176,13 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 			res.LeaseUntil, by = ip.LeaseUntil, ip.HeldBy
 		} else if ce, ok := errors.AsType[*ConflictError](res.Err); ok {
 			// AcceptConflicts accepts only done work: the holder may yet
-			// fail, and then this payload is the one to run.
+			// fail, or an operator retry the FAILED key, and then this
+			// payload is the one to run.
 			res.LeaseUntil = ce.LeaseUntil
 			msg = "idemgate: key reused for a different payload while the first is in progress; asking for a retry"
+			if ce.Failed {
+				msg = "idemgate: key reused for a different payload while the first is FAILED; asking for a retry"
+			}
 		}
 		if res.Ran { // the work's transaction was fenced out by a holder still at work
 			msg = "idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry"

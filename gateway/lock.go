@@ -99,24 +99,27 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		return claimOutcome(ctx, err), 0, "", err
 	}
 	fence, by = c.Fence, c.Origin
-	if c.Status == store.AlreadyFailed {
-		// Before the fingerprints: whatever the payload, the key's work
-		// is not run again until an operator retries it.
-		return OutcomeAlreadyFailed, fence, by, failedError(c)
-	}
 	if c.Status != store.Won {
+		// The fingerprints first, FAILED records included: another
+		// payload under the key is not the message that failed.
 		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
-			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone, LeaseUntil: c.LeaseUntil}
+			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone,
+				Failed: c.Status == store.AlreadyFailed, LeaseUntil: c.LeaseUntil}
 			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts && !plant.On(1) {
 				// Only done work may be accepted in the conflict's place:
-				// the holder may yet fail and release the key.
+				// a holder may yet fail and release the key, an operator
+				// may retry a FAILED one; this payload is then the one to run.
 				return OutcomeInProgress, fence, by, ce
 			}
 			return OutcomeConflict, fence, by, ce
 		}
 	}
 	switch c.Status {
+	case store.AlreadyFailed:
+		// Whatever the delivery, the key's work is not run again until an
+		// operator retries it.
+		return OutcomeAlreadyFailed, fence, by, failedError(c)
 	case store.AlreadyDone:
 		g.duplicate(ctx, key, sc)
 		return OutcomeDuplicate, fence, by, ErrDuplicate
@@ -140,7 +143,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			// too: under a budget the attempt counts. The panic's value
 			// and stack are in the guard's line, not in the reason.
 			settled := false
-			if count, final := g.failing(errPanicked, r.lost()); count {
+			if count, final := g.failing(ctx, key, errPanicked, r.lost(), sc); count {
 				_, settled = g.fail(ctx, c, errPanicked, final, sc)
 			}
 			if !settled {
@@ -151,7 +154,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	err = fn(r.bodyCtx(bctx, c))
 	returned = true
 	r.settling()
-	if count, final := g.failing(err, r.lost()); count {
+	if count, final := g.failing(ctx, key, err, r.lost(), sc); count {
 		// The failure is counted in the record, which goes FAILED when
 		// it is final or spends the budget; otherwise Fail released it.
 		r.end()

@@ -180,7 +180,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 		}
 	}()
 	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
-		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts}
+		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts, CancelIsShutdown: true}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
 	work := func(ctx context.Context) error { return h.fn(ctx, m) }
 	for {

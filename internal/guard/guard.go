@@ -52,6 +52,11 @@ type Delivery struct {
 	// AckFailed says the deliveries of a FAILED key are acknowledged (the
 	// gateway's AckFailed), not refused: the guard sets it.
 	AckFailed bool
+	// CancelIsShutdown says that the context of the delivery ends when the
+	// consumer stops (a pull Receive shutting down), not when the message
+	// outlasts its delivery: a failure of the work once it has ended is not
+	// counted against the key's attempt budget.
+	CancelIsShutdown bool
 	// Logger receives the delivery's log line; nil means the gateway's.
 	Logger *slog.Logger
 }

@@ -17,7 +17,8 @@
 // below, F (failed), fence is the decimal fencing token,
 // leaseUntil and expiresAt are decimal Unix milliseconds on the server's
 // clock, and token is the claim token of the Claim that won, verbatim to the
-// end of the value (empty once the record is done or released). For example
+// end of the value (empty once the record is done or released; "free:…",
+// the call's own mark, once Forget or Retry freed it). For example
 //
 //	C1796000340000000:1796000400000:1796004000000:2PEXRHDEZ7H2NQQKBXYRNB3GLM
 //	D1796000340000000:1796000400000:1796003612345:
@@ -118,7 +119,8 @@
 // token and re-affirms the win, a retried Complete finds DONE with its fence,
 // a retried Release finds the fence already moved, a retried Fail finds
 // FAILED with its fence (or, after a failure that only counted, the fence
-// moved, and answers as to a claim fenced out).
+// moved, and answers as to a claim fenced out), a retried Forget or Retry
+// finds the record freed under its own mark and reports true again.
 //
 // # Requirements
 //

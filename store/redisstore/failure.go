@@ -51,7 +51,7 @@ func (s *Store) Fail(ctx context.Context, c store.Claim, f store.Failure) (int, 
 
 // Retry implements [store.Failer] with forget.lua, told to free a FAILED
 // record only. If go-redis retries it after a lost reply, the second run
-// finds the record already freed and Retry reports false.
+// finds the record freed under its own token and Retry reports true.
 func (s *Store) Retry(ctx context.Context, key string) (bool, error) {
 	return s.free(ctx, "retry", key, "F")
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,8 +78,8 @@ func TestFailureLayout(t *testing.T) {
 	if ok, err := s.Retry(ctx, "k"); !ok || err != nil {
 		t.Fatalf("Retry = %v, %v; want true", ok, err)
 	}
-	if r := readRecord(t, client, prefix+"k"); r.state != "OC" || r.fence <= b.Fence || r.token != "" || r.origin != "push/m-101" {
-		t.Errorf("retried record = %+v, want OC above fence %d with the origin and no failures", r, b.Fence)
+	if r := readRecord(t, client, prefix+"k"); r.state != "OC" || r.fence <= b.Fence || !strings.HasPrefix(r.token, "free:") || r.origin != "push/m-101" {
+		t.Errorf("retried record = %+v, want OC above fence %d with the origin, no failures and the token of the Retry that freed it", r, b.Fence)
 	}
 }
 

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -85,6 +87,9 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 	}
 	switch reply[1] {
 	case "C":
+		if strings.HasPrefix(r.Token, freeMark) {
+			r.Token = "" // the mark of the Forget or Retry that freed it: no holder's
+		}
 	case "D":
 		r.State, r.Token = store.Done, ""
 		r.CompletedAt = r.LeaseUntil
@@ -97,11 +102,16 @@ func (s *Store) parseInspect(key string, reply []string) (store.Record, bool, er
 }
 
 // Forget implements [store.Inspector] with one script (forget.lua). If
-// go-redis retries it after a lost reply, the fence rises twice, which is
-// as safe as once.
+// go-redis retries it after a lost reply, the second run finds the record
+// freed under its own mark and reports true, raising nothing.
 func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 	return s.free(ctx, "forget", key, "")
 }
+
+// freeMark starts the token that forget.lua writes into the record it
+// frees, so that the call's retried run knows its own work; Inspect
+// reports no token for it.
+const freeMark = "free:"
 
 // free runs forget.lua for op (Forget, or Retry with state "F"): it frees
 // key's live record when state is empty or the record's state.
@@ -112,7 +122,7 @@ func (s *Store) free(ctx context.Context, op, key, state string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
-	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}, s.ttl, s.grace, state).Int64()
+	n, err := forgetScript.Run(ctx, s.client, []string{s.redisKey(key)}, s.ttl, s.grace, state, freeMark+rand.Text()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: %s: %w", op, err)
 	}

@@ -216,6 +216,45 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 	})
 }
 
+// TestNetFaultLostFreeReply loses the reply of a Retry (and of a Forget)
+// that Redis applied; go-redis runs the script again, which must find the
+// record freed by this very call and report true, so that idemgate retry
+// does not say "not FAILED any more" of a key it retried.
+func TestNetFaultLostFreeReply(t *testing.T) {
+	for _, op := range []string{"Retry", "Forget"} {
+		t.Run(op, func(t *testing.T) {
+			f := newFaultFixture(t, 0)
+			c, err := f.s.Claim(t.Context(), "k", time.Minute)
+			if err != nil || c.Status != store.Won {
+				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
+			}
+			if _, failed, err := f.s.Fail(t.Context(), c, store.Failure{Reason: "poison", Final: true}); !failed || err != nil {
+				t.Fatalf("Fail = %v, %v; want FAILED", failed, err)
+			}
+			seen := f.clearOnRedial(f.proxy.LimitData(t, testenv.Downstream, 0), "k")
+			free := f.s.Retry
+			if op == "Forget" {
+				free = f.s.Forget
+			}
+			ok, err := free(t.Context(), "k")
+			select {
+			case applied := <-seen:
+				if r := parseRecord(t, applied); r.state == "AF" {
+					t.Fatalf("record before go-redis's retry = %q, want it freed: the lost attempt must have been applied", applied)
+				}
+			default:
+				t.Fatalf("%s = %v, %v without dialling again: the reply was not lost, or go-redis did not retry", op, ok, err)
+			}
+			if !ok || err != nil {
+				t.Errorf("%s retried by go-redis after its reply was lost = %v, %v; want true: this call freed the record", op, ok, err)
+			}
+			if c2, err := f.other.Claim(t.Context(), "k", time.Minute); err != nil || c2.Status != store.Won || c2.Fence <= c.Fence {
+				t.Errorf("Claim after the %s = %v fence %d, %v; want Won above fence %d", op, c2.Status, c2.Fence, err, c.Fence)
+			}
+		})
+	}
+}
+
 // checkRetried checks a Claim that go-redis retried after losing the reply
 // of its first attempt: seen delivers the record as that attempt left it.
 func checkRetried(t *testing.T, f *faultFixture, seen <-chan string, c store.Claim, err error) {

@@ -91,9 +91,9 @@ end
 -- Fail's) keep the record's, so that the next holder's failures add to
 -- them; a Forget's and a Retry's are nil. Returns the record and its
 -- expiresAt.
-local function released(fence, now, expires_at, ttl, origin, fails)
+local function released(fence, now, expires_at, ttl, origin, fails, token)
   expires_at = math.max(tonumber(expires_at), now + ttl)
-  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', '', origin, fails), expires_at
+  return record(string.format('C%d:%d:%d:', fence_at(tonumber(fence), now), now, expires_at), '', token or '', origin, fails), expires_at
 end
 
 -- now_ms reads the server's clock in milliseconds: every decision is taken
