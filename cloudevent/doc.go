@@ -69,8 +69,11 @@
 // On an Eventarc Advanced pipeline (Options.Platform EventarcAdvanced) a
 // conflict and a missing key answer 422 instead: the pipeline retries 409
 // and 500 up to its attempt limit, but ends the delivery at once on 422, a
-// persistent error, as on 400. docs/design.md holds the answers of every
-// surface and what each platform then does.
+// persistent error, as on 400. A status of fn's own that the pipeline does
+// not retry ends the delivery there too, so its failure is final: the key
+// goes FAILED (on a store that keeps failures), where idemgate failed
+// lists it. docs/design.md holds the answers of every surface and what each
+// platform then does.
 //
 // An event without an id never reaches the function: the SDK answers 400.
 // When Wrap, not fn, decides the answer (503, the 500 for no key, 400), it

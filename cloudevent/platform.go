@@ -1,8 +1,11 @@
 package cloudevent
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 )
 
 // Platform names what delivers the events to the function, where the
@@ -45,4 +48,20 @@ func (p Platform) permanent(code int) int {
 		return http.StatusUnprocessableEntity
 	}
 	return code
+}
+
+// ends reports whether p ends the delivery at once when fn's result r is
+// answered: on Eventarc Advanced, a status it does not retry (a plain error
+// is answered 500, which it retries); never on Eventarc.
+func (p Platform) ends(r error) bool {
+	res, ok := errors.AsType[*cehttp.Result](r)
+	if p != EventarcAdvanced || !ok || acknowledged(r) {
+		return false
+	}
+	switch res.StatusCode {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return false
+	}
+	return true
 }

@@ -250,3 +250,33 @@ func TestWrapRefusesAnUnknownPlatform(t *testing.T) {
 	}()
 	cloudevent.Wrap(newGateway(t, nil), newBody(nil).run, &cloudevent.Options{Platform: 7})
 }
+
+// On Eventarc Advanced a function's own status that the pipeline does not
+// retry (a 400) ends the delivery; the record goes FAILED, so that
+// idemgate failed lists the event, instead of being only released. A
+// status it retries (503) is released for the retry, and on Eventarc
+// standard, which retries every failure, nothing goes FAILED.
+func TestAdvancedPersistentStatusFails(t *testing.T) {
+	for _, tc := range []struct {
+		p      cloudevent.Platform
+		status int
+		failed bool
+	}{
+		{cloudevent.EventarcAdvanced, http.StatusBadRequest, true},
+		{cloudevent.EventarcAdvanced, http.StatusServiceUnavailable, false},
+		{cloudevent.Eventarc, http.StatusBadRequest, false},
+	} {
+		st, err := memstore.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBody(func(context.Context, event.Event, int) error { return cehttp.NewResult(tc.status, "bad order") })
+		code, _ := deliver(t, binaryRequest(servePlatform(t, st, b, cloudevent.Options{}, tc.p), message{id: "m-1", data: "x"}))
+		if code != tc.status {
+			t.Errorf("%v, function answering %d: the framework answered %d, want the function's own status", tc.p, tc.status, code)
+		}
+		if r, _, _ := st.Inspect(t.Context(), "m-1"); (r.State == store.Failed) != tc.failed {
+			t.Errorf("%v, function answering %d: record %v, want FAILED %v", tc.p, tc.status, r.State, tc.failed)
+		}
+	}
+}

@@ -2,11 +2,13 @@ package cloudevent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/guard"
@@ -132,8 +134,14 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	var result error
 	res := guard.Run(w.g, ctx, &d, func(ctx context.Context) error {
 		result = w.fn(ctx, e)
-		if acknowledged(result) {
+		switch {
+		case acknowledged(result):
 			return nil
+		case w.opts.Platform.ends(result):
+			// The pipeline will not deliver the event again: its failure is
+			// final, and the record goes FAILED, where idemgate failed
+			// lists it, rather than only released.
+			return gateway.Permanent(result)
 		}
 		return result
 	})
@@ -163,6 +171,9 @@ func reply(d *guard.Delivery, res *guard.Result, result error, p Platform) error
 	case gateway.OutcomeAlreadyFailed, gateway.OutcomeAbandoned:
 		if d.AckFailed {
 			return nil
+		}
+		if _, own := errors.AsType[*cehttp.Result](result); own && res.Ran {
+			return result // the function's own failure status
 		}
 		return withStatus(http.StatusUnprocessableEntity, "idemgate: the work for this key failed for good; refused until retried", res.Err)
 	case gateway.OutcomeNoKey:

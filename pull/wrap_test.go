@@ -385,3 +385,33 @@ func TestConflictIsNackedOrAccepted(t *testing.T) {
 		})
 	}
 }
+
+// A Receive that stops cancels the callbacks in flight; a body that
+// honours its context then fails, but that is the consumer's doing, not
+// the message's: the attempt is not counted, even with MaxAttempts 1, and
+// the redelivery after the restart runs the work.
+func TestShutdownNotCountedAsAttempt(t *testing.T) {
+	f := newFixture(t, setup{})
+	g, err := gateway.New(f.st, &gateway.Options{Logger: f.logger(), MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.publish("order 1")
+	started := make(chan struct{})
+	stop := f.receive(f.sub, pull.Wrap(g, func(ctx context.Context, m *pubsub.Message) error {
+		close(started)
+		<-ctx.Done()
+		return fmt.Errorf("supplier call: %w", ctx.Err())
+	}, &pull.Options{Logger: f.logger()}))
+	<-started
+	stop() // the deploy: Receive stops, and cancels the callback
+	if r, _, _ := f.st.Inspect(t.Context(), id); r.State == store.Failed || r.Attempts != 0 {
+		t.Fatalf("record after the shutdown = %v with %d attempts; want released, the shutdown not counted", r.State, r.Attempts)
+	}
+	var runs atomic.Int32
+	f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { runs.Add(1); return nil }, &pull.Options{Logger: f.logger()}))
+	f.waitAcked(id)
+	if runs.Load() != 1 {
+		t.Errorf("the work ran %d times after the restart, want once", runs.Load())
+	}
+}
