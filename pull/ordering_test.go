@@ -179,7 +179,9 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := gateway.New(st, &gateway.Options{Logger: logs.Logger()})
+			// A budget of one attempt: waiting on the Mutex is contention,
+			// and must not spend it.
+			g, err := gateway.New(st, &gateway.Options{Logger: logs.Logger(), MaxAttempts: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
