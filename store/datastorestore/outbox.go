@@ -24,9 +24,9 @@ import (
 const outboxSuffix = "Outbox"
 
 // The properties of an outbox entity. Only due, enqueued, orderKey, seq
-// and died are indexed: the relay finds due messages by due (then
-// enqueued), the first messages of an order key by orderKey and seq, and
-// the dead ones by died, which only they have.
+// and died are indexed: the relay finds due unordered messages by orderKey
+// and due (then enqueued), the first messages of an order key by orderKey
+// and seq, and the dead ones by died, which only they have.
 const (
 	obTopic    = "topic"
 	obData     = "data"
@@ -168,10 +168,10 @@ func (s *Store) outboxKey(childKey string) *datastore.Key {
 // concurrent use, also by relays in other processes.
 //
 // Each message is an entity of kind [Options.Kind] + "Outbox" in the
-// store's namespace, named by its child key. Take finds due messages with a
-// query on the indexed property due, and the first messages of an order
-// key (outbox.OrderKey) with an equality filter on orderKey ordered by
-// seq, which needs a composite index in production (see
+// store's namespace, named by its child key. Take finds due unordered
+// messages by orderKey and due, the due order keys (outbox.OrderKey) by
+// the due of their sequence entities, and a key's first messages by
+// orderKey and seq: two composite indexes in production (see
 // docs/stores/datastore.md). Settle deletes what was sent, as it was
 // taken; nothing else deletes outbox entities. Dead messages stay until
 // revived, listed by the indexed property died.

@@ -219,10 +219,10 @@ func (s *Store) outbox() *firestore.CollectionRef {
 //
 // Each message is a document of the collection next to the records' named
 // [Options.Collection] + "_outbox", whose ID is its child key. Take finds
-// due messages with a query on the field due, and the first messages of an
-// order key (outbox.OrderKey) with an equality filter on orderKey ordered
-// by seq, which needs a composite index in production (see
-// docs/stores/firestore.md). Settle deletes what was sent, as it was
+// due unordered messages by orderKey and due, the due order keys
+// (outbox.OrderKey) by the due of their sequence documents, and a key's
+// first messages by orderKey and seq: two composite indexes in production
+// (see docs/stores/firestore.md). Settle deletes what was sent, as it was
 // taken; nothing else deletes outbox documents. Dead messages stay until
 // revived, listed by the field died, which only they have.
 //

@@ -231,3 +231,60 @@ func TestSettle(t *testing.T) {
 		t.Error("Revive of a live message")
 	}
 }
+
+// TestSettleKeys: Settle makes a key due again when a message of it is
+// deleted, released or given back, never later than it was; Revive skips
+// a place and makes the key due.
+func TestSettleKeys(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	lease := now.Add(time.Minute)
+	tests := []struct {
+		name    string
+		sent    bool
+		f       outbox.Failure
+		seqDue  time.Time
+		wantDue time.Time
+	}{
+		{"sent", true, outbox.Failure{}, lease, now},
+		{"given back", false, outbox.Failure{After: time.Second}, lease, now.Add(time.Second)},
+		{"released", false, outbox.Failure{Dead: true, Release: true}, lease, now},
+		{"dead and holding", false, outbox.Failure{Dead: true}, lease, lease},
+		{"due earlier", false, outbox.Failure{After: time.Second}, now.Add(-time.Second), now.Add(-time.Second)},
+		{"none left", true, outbox.Failure{}, time.Time{}, now},
+	}
+	for _, tt := range tests {
+		p := outbox.Pending{Message: outbox.Message{Topic: "t", OrderingKey: "o"}, ID: ID("ck", "v1"), Token: "T"}
+		key := outbox.OrderKey("t", "o")
+		var sent []outbox.Pending
+		var failed []outbox.Failure
+		if tt.sent {
+			sent = []outbox.Pending{p}
+		} else {
+			tt.f.Pending = p
+			failed = []outbox.Failure{tt.f}
+		}
+		acts, err := Actions(sent, failed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := SettleKeys(acts); !slices.Equal(got, []string{key}) {
+			t.Fatalf("%s: SettleKeys = %v, want the message's order key", tt.name, got)
+		}
+		seqs := map[string]*Seq{key: {Last: 1, Due: tt.seqDue}}
+		m := &Stored{Version: "v1", Token: "T", Due: lease, OrderKey: key, Seq: 1}
+		dels, writes, changed := Settle(acts, []*Stored{m}, seqs, now)
+		if len(dels)+len(writes) != 1 {
+			t.Errorf("%s: deletes %v, writes %v; want the message's one", tt.name, dels, writes)
+		}
+		if got := seqs[key].Due; !got.Equal(tt.wantDue) || len(changed) == 1 != !tt.wantDue.Equal(tt.seqDue) {
+			t.Errorf("%s: key due %v (changed %v), want %v", tt.name, got, changed, tt.wantDue)
+		}
+	}
+	seqs := map[string]*Seq{"k": {Last: 4, Due: Never}}
+	if got := Revived([]Stored{{OrderKey: "k"}, {OrderKey: ""}, {OrderKey: "j"}}, seqs, now); !slices.Equal(got, []string{"k", "j"}) {
+		t.Errorf("Revived changed %v, want [k j]", got)
+	}
+	if s := seqs["k"]; s.Last != 5 || !s.Due.Equal(now) {
+		t.Errorf("after Revive the key is %+v, want a place skipped and due now", s)
+	}
+}
