@@ -39,6 +39,7 @@ type bugs struct {
 	settleByChildKey  bool // Settle deletes every message of a sent child key
 	releasedFill      bool // dead messages that released their key still fill a Take's window
 	statsAgesDead     bool // Stats ages the oldest message, dead or not
+	scanCountsBlocked bool // Take scans 4n due rows, those behind a blocked key counted
 }
 
 // model is a small, obviously correct outbox (one mutex) over memstore,
@@ -76,9 +77,9 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 	token := rand.Text()
 	blocked := map[string]bool{}
 	var out []outbox.Pending
-	window, released := 0, 0
+	window, released, scanned := 0, 0, 0
 	for _, r := range m.rows {
-		if len(out) == n || m.bugs.windowFirst && window == n {
+		if len(out) == n || m.bugs.windowFirst && window == n || m.bugs.scanCountsBlocked && scanned == 4*n {
 			break
 		}
 		k := m.order(r)
@@ -97,6 +98,7 @@ func (m *model) Take(ctx context.Context, n int, lease time.Duration) ([]outbox.
 			continue
 		}
 		window++
+		scanned++
 		if k != "" && blocked[k] && !m.bugs.ignoresOrder {
 			continue
 		}
@@ -334,6 +336,7 @@ func TestSuiteCatchesBrokenSources(t *testing.T) {
 		"settleByChildKey":  {settleByChildKey: true},
 		"releasedFill":      {releasedFill: true},
 		"statsAgesDead":     {statsAgesDead: true},
+		"scanCountsBlocked": {scanCountsBlocked: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := failures(t, b); len(got) == 0 {

@@ -26,6 +26,7 @@ var sourceCases = []testCase{
 	{"OrderingKeyWaitsForHeld", orderingKeyWaitsForHeld},
 	{"ConcurrentTakesKeepOrder", concurrentTakesKeepOrder},
 	{"TakeFillsPastBlockedKey", takeFillsPastBlockedKey},
+	{"BlockedKeyDoesNotStallOthers", blockedKeyDoesNotStallOthers},
 	{"TopicSpellingsShareOrder", topicSpellingsShareOrder},
 	{"FailureBacksOff", failureBacksOff},
 	{"PoisonDoesNotStarveOthers", poisonDoesNotStarveOthers},

@@ -24,9 +24,9 @@ import (
 const outboxSuffix = "Outbox"
 
 // The properties of an outbox entity. Only due, enqueued, orderKey, seq
-// and died are indexed: the relay finds due messages by due (then
-// enqueued), the first messages of an order key by orderKey and seq, and
-// the dead ones by died, which only they have.
+// and died are indexed: the relay finds due unordered messages by orderKey
+// and due (then enqueued), the first messages of an order key by orderKey
+// and seq, and the dead ones by died, which only they have.
 const (
 	obTopic    = "topic"
 	obData     = "data"
@@ -133,12 +133,15 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 	return nil
 }
 
-// seqEntity is an order key's sequence: the last place given to one of
-// its messages. Its entity name is the order key. CompleteTx reads it and
-// writes it back in its transaction, so that the database, not the
-// completing process's clock, orders the key's messages.
+// seqEntity is an order key's sequence (outboxq.Seq): the last place
+// given to one of its messages, and when one may next be taken (indexed:
+// Take finds the keys it may take from by it). Its entity name is the
+// order key. CompleteTx reads it and writes it back in its transaction,
+// so that the database, not the completing process's clock, orders the
+// key's messages.
 type seqEntity struct {
-	Last int64 `datastore:"last,noindex"`
+	Last int64     `datastore:"last,noindex"`
+	Due  time.Time `datastore:"due,omitempty"`
 }
 
 // seqSuffix names the kind of the order keys' sequences after the
@@ -165,10 +168,10 @@ func (s *Store) outboxKey(childKey string) *datastore.Key {
 // concurrent use, also by relays in other processes.
 //
 // Each message is an entity of kind [Options.Kind] + "Outbox" in the
-// store's namespace, named by its child key. Take finds due messages with a
-// query on the indexed property due, and the first messages of an order
-// key (outbox.OrderKey) with an equality filter on orderKey ordered by
-// seq, which needs a composite index in production (see
+// store's namespace, named by its child key. Take finds due unordered
+// messages by orderKey and due, the due order keys (outbox.OrderKey) by
+// the due of their sequence entities, and a key's first messages by
+// orderKey and seq: two composite indexes in production (see
 // docs/stores/datastore.md). Settle deletes what was sent, as it was
 // taken; nothing else deletes outbox entities. Dead messages stay until
 // revived, listed by the indexed property died.
@@ -295,18 +298,18 @@ func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
 	if q == nil {
 		return nil
 	}
-	last := make(map[string]int64, len(q.keys))
+	seqs := make(map[string]*outboxq.Seq, len(q.keys))
 	for i, k := range q.keys {
-		last[k] = q.seqDst[i].(*seqEntity).Last
+		seqs[k] = (*outboxq.Seq)(q.seqDst[i].(*seqEntity))
 	}
-	outboxq.Number(q.msgs, last)
+	outboxq.Number(q.msgs, seqs)
 	keys := make([]*datastore.Key, 0, len(q.msgs)+len(q.keys))
 	ents := make([]any, 0, cap(keys))
 	for i := range q.msgs {
 		keys, ents = append(keys, s.outboxKey(q.names[i])), append(ents, (*outboxEntity)(&q.msgs[i]))
 	}
 	for i, k := range q.keys {
-		keys, ents = append(keys, q.seqs[i]), append(ents, &seqEntity{Last: last[k]})
+		keys, ents = append(keys, q.seqs[i]), append(ents, (*seqEntity)(seqs[k]))
 	}
 	_, err := tx.PutMulti(keys, ents)
 	return err
@@ -316,76 +319,86 @@ func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
 // caller for lease and returns them in the order to publish them. A
 // message of an order key is taken only with every earlier message of
 // that key, and never while one of those is held by another Take, waits
-// out a backoff, or is dead and holds the key. The due messages are
-// scanned oldest first, at most outboxq.ScanPages (4) times limit of
-// them, past the later messages of keys that wait, so that those never
-// fill the window while a free message waits. The messages are taken in
-// one transaction; when another relay's transaction wins the race, Take
-// returns none and no error, and the relay polls again.
+// out a backoff, or is dead and holds the key. Take queries the due
+// unordered messages and the due order keys (by their sequences' due),
+// at most limit of each, oldest first, and the first messages of each
+// key; a key's later messages are in neither query, so that however many
+// wait behind a held or dead one, they never keep another key's messages
+// from a Take. The messages are taken in one transaction, which also
+// moves on the due of the keys looked at: to the end of the lease, or to
+// when the message that blocks the key is due. When another relay's
+// transaction wins the race, Take returns none and no error, and the
+// relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	s := o.s
 	if limit <= 0 {
 		return nil, nil
 	}
 	kind := s.kind + outboxSuffix
-	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
+	now := s.now()
+	plan := outboxq.NewPlanner(limit, now, func(orderKey string) ([]outboxq.Head, error) {
 		q := datastore.NewQuery(kind).Namespace(s.namespace).
 			FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit)
-		var ents []*outboxEntity
-		keys, err := s.client.GetAll(ctx, q, &ents)
-		heads := make([]outboxq.Head, len(ents))
-		for i, e := range ents {
-			heads[i] = outboxq.Head{ID: keys[i].Name, Msg: (*outboxq.Stored)(e).Msg()}
-		}
-		return heads, err
+		return s.heads(ctx, q)
 	})
-	// Candidates: the due messages, oldest first, until the plan is full.
-	it := s.client.Run(ctx, datastore.NewQuery(kind).Namespace(s.namespace).
-		FilterField(obDue, "<=", s.now()).Order(obDue).Order(obEnqueued).Limit(limit*outboxq.ScanPages))
-	for !plan.Full() {
-		var e outboxEntity
-		k, err := it.Next(&e)
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := plan.Add(outboxq.Head{ID: k.Name, Msg: (*outboxq.Stored)(&e).Msg()}); err != nil {
-			return nil, err
-		}
+	free, err := s.heads(ctx, datastore.NewQuery(kind).Namespace(s.namespace).
+		FilterField(obOrderKey, "=", "").FilterField(obDue, "<=", now).Order(obDue).Order(obEnqueued).Limit(limit))
+	if err != nil {
+		return nil, err
 	}
-	names := plan.IDs()
-	if len(names) == 0 {
+	var seqEnts []*seqEntity
+	seqKeys, err := s.client.GetAll(ctx, datastore.NewQuery(s.kind+seqSuffix).Namespace(s.namespace).
+		FilterField(obDue, "<=", now).Order(obDue).Limit(outboxq.KeyLimit(limit)), &seqEnts)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]outboxq.Key, len(seqEnts))
+	for i, e := range seqEnts {
+		keys[i] = outboxq.Key{OrderKey: seqKeys[i].Name, Seq: outboxq.Seq(*e)}
+	}
+	if err := plan.Plan(free, keys); err != nil {
+		return nil, err
+	}
+	names, heads := plan.IDs(), plan.Heads()
+	if len(names) == 0 && len(plan.Keys()) == 0 {
 		return nil, nil
 	}
-	order := make([]*datastore.Key, len(names))
-	for i, n := range names {
-		order[i] = s.outboxKey(n)
+	var read []*datastore.Key
+	for _, n := range append(slices.Clip(names), heads...) {
+		read = append(read, s.outboxKey(n))
 	}
 	token := rand.Text()
 	var out []outbox.Pending
-	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		out = out[:0]
-		got, err := s.getOutbox(tx, order)
+		got, seqs, err := s.getOutbox(tx, read, plan.Keys())
 		if err != nil {
 			return err
 		}
-		msgs := make([]*outboxq.Msg, len(order))
+		msgs := make([]*outboxq.Msg, len(got))
 		for i, e := range got {
 			if e != nil { // else sent and deleted since the query
 				m := (*outboxq.Stored)(e).Msg()
 				msgs[i] = &m
 			}
 		}
+		blocking := map[string]*outboxq.Msg{}
+		for i, h := range heads {
+			blocking[h] = msgs[len(names)+i]
+		}
 		now := s.now()
 		var putKeys []*datastore.Key
-		var putEnts []*outboxEntity
-		for _, i := range outboxq.Pick(msgs, now) {
+		var putEnts []any
+		var took []*outboxq.Msg
+		for _, i := range outboxq.Pick(msgs[:len(names)], now) {
 			e := got[i]
 			e.Due, e.Token = now.Add(lease), token
-			putKeys, putEnts = append(putKeys, order[i]), append(putEnts, e)
+			putKeys, putEnts = append(putKeys, read[i]), append(putEnts, e)
 			out = append(out, (*outboxq.Stored)(e).Pending(names[i], token, now))
+			took = append(took, msgs[i])
+		}
+		for _, k := range plan.Hints(seqs, blocking, took, now, lease) {
+			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
 		}
 		if len(putKeys) == 0 {
 			return nil
@@ -402,27 +415,73 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	return out, nil
 }
 
-// getOutbox reads the outbox entities of keys in tx: nil for one that does
-// not exist.
-func (s *Store) getOutbox(tx *datastore.Transaction, keys []*datastore.Key) ([]*outboxEntity, error) {
+// heads runs q, a query of outbox entities, for a Take.
+func (s *Store) heads(ctx context.Context, q *datastore.Query) ([]outboxq.Head, error) {
+	var ents []*outboxEntity
+	keys, err := s.client.GetAll(ctx, q, &ents)
+	heads := make([]outboxq.Head, len(ents))
+	for i, e := range ents {
+		heads[i] = (*outboxq.Stored)(e).Head(keys[i].Name)
+	}
+	return heads, err
+}
+
+// stored returns got as the messages outboxq handles.
+func stored(got []*outboxEntity) []*outboxq.Stored {
+	out := make([]*outboxq.Stored, len(got))
+	for i, e := range got {
+		out[i] = (*outboxq.Stored)(e)
+	}
+	return out
+}
+
+// getOutbox reads in tx the outbox entities of keys, nil for one that does
+// not exist, and the sequences of orderKeys that exist.
+func (s *Store) getOutbox(tx *datastore.Transaction, keys []*datastore.Key, orderKeys []string) ([]*outboxEntity, map[string]*outboxq.Seq, error) {
 	got := make([]*outboxEntity, len(keys))
+	all, dst := slices.Clip(keys), make([]any, len(keys), len(keys)+len(orderKeys))
 	for i := range got {
 		got[i] = new(outboxEntity)
+		dst[i] = got[i]
 	}
-	err := tx.GetMulti(keys, got)
+	for _, k := range orderKeys {
+		all, dst = append(all, s.seqKey(k)), append(dst, new(seqEntity))
+	}
+	if len(all) == 0 {
+		return got, nil, nil
+	}
+	err := tx.GetMulti(all, dst)
 	var merr datastore.MultiError
 	if err != nil && !errors.As(err, &merr) {
-		return nil, err
+		return nil, nil, err
+	}
+	missing := func(i int) (bool, error) {
+		if merr == nil || merr[i] == nil {
+			return false, nil
+		}
+		if !errors.Is(merr[i], datastore.ErrNoSuchEntity) {
+			return false, merr[i]
+		}
+		return true, nil
 	}
 	for i := range got {
-		if merr != nil && merr[i] != nil {
-			if !errors.Is(merr[i], datastore.ErrNoSuchEntity) {
-				return nil, merr[i]
-			}
+		switch gone, err := missing(i); {
+		case err != nil:
+			return nil, nil, err
+		case gone:
 			got[i] = nil
 		}
 	}
-	return got, nil
+	seqs := make(map[string]*outboxq.Seq, len(orderKeys))
+	for i, k := range orderKeys {
+		switch gone, err := missing(len(keys) + i); {
+		case err != nil:
+			return nil, nil, err
+		case !gone:
+			seqs[k] = (*outboxq.Seq)(dst[len(keys)+i].(*seqEntity))
+		}
+	}
+	return got, seqs, nil
 }
 
 // Settle implements relay.Source in one transaction: a lookup of every
@@ -430,7 +489,9 @@ func (s *Store) getOutbox(tx *datastore.Transaction, keys []*datastore.Key) ([]*
 // version is still the one taken (a message written anew under its child
 // key since the Take stays), and applies each failure to the message the
 // same Take still holds: its attempts and reason, its backoff on this
-// store's clock, or its death.
+// store's clock, or its death. The lookup reads the sequences of the
+// messages' order keys too, and the commit makes a key due again (see
+// Take) when a message of it is deleted, released or given back.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	acts, err := outboxq.Actions(sent, failed)
 	if err != nil || len(acts) == 0 {
@@ -441,24 +502,23 @@ func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []out
 	for i, a := range acts {
 		keys[i] = s.outboxKey(a.ChildKey)
 	}
+	orderKeys := outboxq.SettleKeys(acts)
 	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		got, err := s.getOutbox(tx, keys)
+		got, seqs, err := s.getOutbox(tx, keys, orderKeys)
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		del, write, changed := outboxq.Settle(acts, stored(got), seqs, s.now())
 		var dels, putKeys []*datastore.Key
-		var putEnts []*outboxEntity
-		for i, e := range got {
-			if e == nil {
-				continue // deleted already
-			}
-			switch del, write := acts[i].Apply((*outboxq.Stored)(e), now); {
-			case del:
-				dels = append(dels, keys[i])
-			case write:
-				putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
-			}
+		var putEnts []any
+		for _, i := range del {
+			dels = append(dels, keys[i])
+		}
+		for _, i := range write {
+			putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, got[i])
+		}
+		for _, k := range changed {
+			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
 		}
 		if len(dels) > 0 {
 			if err := tx.DeleteMulti(dels); err != nil {
@@ -496,8 +556,8 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) 
 
 // Revive implements relay.DeadLetters in one transaction: the dead
 // messages of ids are due at once, their attempts at zero and their reason
-// cleared. An ID of a message that is not dead, or that was written anew
-// since it was listed, is skipped.
+// cleared, and their order keys due. An ID of a message that is not dead,
+// or that was written anew since it was listed, is skipped.
 func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	s := o.s
 	var keys []*datastore.Key
@@ -518,22 +578,32 @@ func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	var n int
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		n = 0
-		got, err := s.getOutbox(tx, keys)
+		got, _, err := s.getOutbox(tx, keys, nil)
 		if err != nil {
 			return err
 		}
 		now := s.now()
 		var putKeys []*datastore.Key
-		var putEnts []*outboxEntity
+		var putEnts []any
+		var revived []outboxq.Stored
 		for i, e := range got {
 			if e != nil && outboxq.Revive((*outboxq.Stored)(e), versions[i], now) {
 				putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
+				revived = append(revived, outboxq.Stored(*e))
 			}
 		}
 		n = len(putKeys)
-		if n > 0 {
-			_, err = tx.PutMulti(putKeys, putEnts)
+		if n == 0 {
+			return nil
 		}
+		_, seqs, err := s.getOutbox(tx, nil, outboxq.OrderKeys(revived))
+		if err != nil {
+			return err
+		}
+		for _, k := range outboxq.Revived(revived, seqs, now) {
+			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
+		}
+		_, err = tx.PutMulti(putKeys, putEnts)
 		return err
 	}, datastore.BeginLater)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestOutboxRPCsPerMessage(t *testing.T) {
 	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
 		Complete:        []string{"BeginTransaction", "Lookup", "Commit"},
 		CompleteOrdered: []string{"BeginTransaction", "Lookup", "Commit"},
-		Take:            []string{"RunQuery", "RunQuery", "Lookup", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "RunQuery", "Lookup", "Commit"},
 		SettleFailed:    []string{"Lookup", "Commit"},
 		SettleSent:      []string{"Lookup", "Commit"},
 	})

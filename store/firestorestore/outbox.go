@@ -154,12 +154,43 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 	return d, nil
 }
 
-// seqLast is the field of an order key's sequence document: the last
-// place given to one of its messages. The document's ID is the order key.
-// CompleteTx reads it with the record and writes it back in its
-// transaction, so that the database, not the completing process's clock,
-// orders the key's messages.
-const seqLast = "last"
+// The fields of an order key's sequence document (outboxq.Seq), whose ID
+// is the order key: the last place given to one of its messages, and when
+// one may next be taken (absent when the key has none: Take finds the
+// keys it may take from by it). CompleteTx reads it with the record and
+// writes it back in its transaction, so that the database, not the
+// completing process's clock, orders the key's messages.
+const (
+	seqLast = "last"
+	seqDue  = "due"
+)
+
+// parseSeq reads a sequence document: nil when it does not exist.
+func parseSeq(snap *firestore.DocumentSnapshot) (*outboxq.Seq, error) {
+	if !snap.Exists() {
+		return nil, nil
+	}
+	var sq outboxq.Seq
+	var ok bool
+	if sq.Last, ok = snap.Data()[seqLast].(int64); !ok {
+		return nil, fmt.Errorf("sequence document %q: field %q holds a %T", snap.Ref.ID, seqLast, snap.Data()[seqLast])
+	}
+	if d, has := snap.Data()[seqDue]; has {
+		if sq.Due, ok = d.(time.Time); !ok {
+			return nil, fmt.Errorf("sequence document %q: field %q holds a %T", snap.Ref.ID, seqDue, d)
+		}
+	}
+	return &sq, nil
+}
+
+// seqFields returns the sequence document of sq.
+func seqFields(sq *outboxq.Seq) map[string]any {
+	f := map[string]any{seqLast: sq.Last}
+	if !sq.Due.IsZero() {
+		f[seqDue] = sq.Due
+	}
+	return f
+}
 
 // seqSuffix names the collection of the order keys' sequences after the
 // records' collection: "idemgate_records_outbox_seq" by default.
@@ -188,10 +219,10 @@ func (s *Store) outbox() *firestore.CollectionRef {
 //
 // Each message is a document of the collection next to the records' named
 // [Options.Collection] + "_outbox", whose ID is its child key. Take finds
-// due messages with a query on the field due, and the first messages of an
-// order key (outbox.OrderKey) with an equality filter on orderKey ordered
-// by seq, which needs a composite index in production (see
-// docs/stores/firestore.md). Settle deletes what was sent, as it was
+// due unordered messages by orderKey and due, the due order keys
+// (outbox.OrderKey) by the due of their sequence documents, and a key's
+// first messages by orderKey and seq: two composite indexes in production
+// (see docs/stores/firestore.md). Settle deletes what was sent, as it was
 // taken; nothing else deletes outbox documents. Dead messages stay until
 // revived, listed by the field died, which only they have.
 //
@@ -286,7 +317,7 @@ type queued struct {
 	msgs []outboxq.Stored
 	keys []string // the order keys, as outboxq.OrderKeys
 	seqs []*firestore.DocumentRef
-	last map[string]int64 // each key's last place, as read
+	last map[string]*outboxq.Seq // each key's sequence, as read
 }
 
 // queue prepares msgs, the messages a CompleteTx of the claim keyed
@@ -302,7 +333,7 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	if err != nil {
 		return nil, fmt.Errorf("firestorestore: %w", err)
 	}
-	q := &queued{msgs: outboxq.Queued(ps, s.now()), last: map[string]int64{}}
+	q := &queued{msgs: outboxq.Queued(ps, s.now()), last: map[string]*outboxq.Seq{}}
 	for _, p := range ps {
 		q.ids = append(q.ids, p.ChildKey)
 	}
@@ -330,14 +361,14 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 // read takes the sequences of q from snaps, read in the transaction.
 func (q *queued) read(snaps []*firestore.DocumentSnapshot) error {
 	for i, snap := range snaps {
-		if !snap.Exists() {
-			continue
+		sq, err := parseSeq(snap)
+		if err != nil {
+			return err
 		}
-		last, ok := snap.Data()[seqLast].(int64)
-		if !ok {
-			return fmt.Errorf("sequence document %q: field %q holds a %T", snap.Ref.ID, seqLast, snap.Data()[seqLast])
+		if sq == nil {
+			sq = &outboxq.Seq{}
 		}
-		q.last[q.keys[i]] = last
+		q.last[q.keys[i]] = sq
 	}
 	return nil
 }
@@ -358,7 +389,7 @@ func (s *Store) enqueueTx(tx *firestore.Transaction, q *queued) error {
 		}
 	}
 	for i, k := range q.keys {
-		if err := tx.Set(q.seqs[i], map[string]any{seqLast: q.last[k]}); err != nil {
+		if err := tx.Set(q.seqs[i], seqFields(q.last[k])); err != nil {
 			return err
 		}
 	}
@@ -369,69 +400,58 @@ func (s *Store) enqueueTx(tx *firestore.Transaction, q *queued) error {
 // caller for lease and returns them in the order to publish them. A
 // message of an order key is taken only with every earlier message of
 // that key, and never while one of those is held by another Take, waits
-// out a backoff, or is dead and holds the key. The due messages are
-// scanned oldest first, at most outboxq.ScanPages (4) times limit of
-// them, past the later messages of keys that wait, so that those never
-// fill the window while a free message waits. The messages are taken in
-// one transaction; when another relay's transaction wins the race, Take
-// returns none and no error, and the relay polls again.
+// out a backoff, or is dead and holds the key. Take queries the due
+// unordered messages and the due order keys (by their sequences' due),
+// oldest first, and the first messages of each key; a key's later
+// messages are in neither query, so that however many wait behind a held
+// or dead one, they never keep another key's messages from a Take. The
+// messages are taken in one transaction, which also moves on the due of
+// the keys looked at: to the end of the lease, or to when the message
+// that blocks the key is due. When another relay's transaction wins the
+// race, Take returns none and no error, and the relay polls again.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	s := o.s
 	if limit <= 0 {
 		return nil, nil
 	}
 	ob := s.outbox()
-	heads := func(snaps []*firestore.DocumentSnapshot) ([]outboxq.Head, error) {
-		out := make([]outboxq.Head, len(snaps))
-		for i, snap := range snaps {
-			d, err := parseOutbox(snap.Data())
-			if err != nil {
-				return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
-			}
-			out[i] = outboxq.Head{ID: snap.Ref.ID, Msg: (*outboxq.Stored)(&d).Msg()}
-		}
-		return out, nil
-	}
-	plan := outboxq.NewPlanner(limit, s.now(), func(orderKey string) ([]outboxq.Head, error) {
-		first, err := ob.Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).Limit(limit).Documents(ctx).GetAll()
-		if err != nil {
-			return nil, err
-		}
-		return heads(first)
+	now := s.now()
+	plan := outboxq.NewPlanner(limit, now, func(orderKey string) ([]outboxq.Head, error) {
+		return heads(ctx, ob.Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).Limit(limit))
 	})
-	// Candidates: the due messages, oldest first, until the plan is full.
-	it := ob.Where(obDue, "<=", s.now()).OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).
-		Limit(limit * outboxq.ScanPages).Documents(ctx)
-	defer it.Stop()
-	for !plan.Full() {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		h, err := heads([]*firestore.DocumentSnapshot{snap})
-		if err != nil {
-			return nil, err
-		}
-		if err := plan.Add(h[0]); err != nil {
-			return nil, err
-		}
+	free, err := heads(ctx, ob.Where(obOrderKey, "==", "").Where(obDue, "<=", now).
+		OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).Limit(limit))
+	if err != nil {
+		return nil, err
 	}
-	ids := plan.IDs()
-	if len(ids) == 0 {
+	snaps, err := s.seqs().Where(seqDue, "<=", now).OrderBy(seqDue, firestore.Asc).Limit(outboxq.KeyLimit(limit)).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]outboxq.Key, 0, len(snaps))
+	for _, snap := range snaps {
+		sq, err := parseSeq(snap)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, outboxq.Key{OrderKey: snap.Ref.ID, Seq: *sq})
+	}
+	if err := plan.Plan(free, keys); err != nil {
+		return nil, err
+	}
+	ids, blocking := plan.IDs(), plan.Heads()
+	if len(ids) == 0 && len(plan.Keys()) == 0 {
 		return nil, nil
 	}
-	order := make([]*firestore.DocumentRef, len(ids))
-	for i, id := range ids {
-		order[i] = ob.Doc(id)
+	var read []*firestore.DocumentRef
+	for _, id := range append(slices.Clip(ids), blocking...) {
+		read = append(read, ob.Doc(id))
 	}
 	token := rand.Text()
 	var out []outbox.Pending
-	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
+	err = s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
 		out = out[:0]
-		docs, err := getOutbox(tx, order)
+		docs, seqs, err := s.getOutbox(tx, read, plan.Keys())
 		if err != nil {
 			return err
 		}
@@ -442,16 +462,22 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 				msgs[i] = &m
 			}
 		}
+		firsts := map[string]*outboxq.Msg{}
+		for i, h := range blocking {
+			firsts[h] = msgs[len(ids)+i]
+		}
 		now := s.now()
-		for _, i := range outboxq.Pick(msgs, now) {
+		var took []*outboxq.Msg
+		for _, i := range outboxq.Pick(msgs[:len(ids)], now) {
 			d := docs[i]
 			d.Due, d.Token = now.Add(lease), token
-			if err := tx.Update(order[i], []firestore.Update{{Path: obDue, Value: d.Due}, {Path: obToken, Value: token}}); err != nil {
+			if err := tx.Update(read[i], []firestore.Update{{Path: obDue, Value: d.Due}, {Path: obToken, Value: token}}); err != nil {
 				return err
 			}
 			out = append(out, (*outboxq.Stored)(d).Pending(ids[i], token, now))
+			took = append(took, msgs[i])
 		}
-		return nil
+		return s.putSeqs(tx, seqs, plan.Hints(seqs, firsts, took, now, lease))
 	}, firestore.MaxAttempts(1))
 	if status.Code(err) == codes.Aborted {
 		return nil, nil
@@ -462,25 +488,69 @@ func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]ou
 	return out, nil
 }
 
-// getOutbox reads the outbox documents of refs in tx: nil for one that
-// does not exist.
-func getOutbox(tx *firestore.Transaction, refs []*firestore.DocumentRef) ([]*outboxDoc, error) {
-	snaps, err := tx.GetAll(refs)
+// heads runs q, a query of outbox documents, for a Take.
+func heads(ctx context.Context, q firestore.Query) ([]outboxq.Head, error) {
+	snaps, err := q.Documents(ctx).GetAll()
 	if err != nil {
 		return nil, err
 	}
-	docs := make([]*outboxDoc, len(snaps))
+	out := make([]outboxq.Head, len(snaps))
 	for i, snap := range snaps {
+		d, err := parseOutbox(snap.Data())
+		if err != nil {
+			return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+		}
+		out[i] = (*outboxq.Stored)(&d).Head(snap.Ref.ID)
+	}
+	return out, nil
+}
+
+// getOutbox reads in tx, in one request, the outbox documents of refs, nil
+// for one that does not exist, and the sequences of orderKeys that exist.
+func (s *Store) getOutbox(tx *firestore.Transaction, refs []*firestore.DocumentRef, orderKeys []string) ([]*outboxDoc, map[string]*outboxq.Seq, error) {
+	all := slices.Clip(refs)
+	for _, k := range orderKeys {
+		all = append(all, s.seqs().Doc(k))
+	}
+	var snaps []*firestore.DocumentSnapshot
+	if len(all) > 0 {
+		var err error
+		if snaps, err = tx.GetAll(all); err != nil {
+			return nil, nil, err
+		}
+	}
+	docs := make([]*outboxDoc, len(refs))
+	for i, snap := range snaps[:len(refs)] {
 		if !snap.Exists() {
 			continue
 		}
 		d, err := parseOutbox(snap.Data())
 		if err != nil {
-			return nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
+			return nil, nil, fmt.Errorf("outbox document %q: %w", snap.Ref.ID, err)
 		}
 		docs[i] = &d
 	}
-	return docs, nil
+	seqs := make(map[string]*outboxq.Seq, len(orderKeys))
+	for i, snap := range snaps[len(refs):] {
+		sq, err := parseSeq(snap)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sq != nil {
+			seqs[orderKeys[i]] = sq
+		}
+	}
+	return docs, seqs, nil
+}
+
+// putSeqs writes in tx the sequences of keys, from seqs.
+func (s *Store) putSeqs(tx *firestore.Transaction, seqs map[string]*outboxq.Seq, keys []string) error {
+	for _, k := range keys {
+		if err := tx.Set(s.seqs().Doc(k), seqFields(seqs[k])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Settle implements relay.Source in one transaction: a read of every
@@ -488,7 +558,9 @@ func getOutbox(tx *firestore.Transaction, refs []*firestore.DocumentRef) ([]*out
 // version is still the one taken (a message written anew under its child
 // key since the Take stays), and applies each failure to the message the
 // same Take still holds: its attempts and reason, its backoff on this
-// store's clock, or its death.
+// store's clock, or its death. The read takes the sequences of the
+// messages' order keys too, and the commit makes a key due again (see
+// Take) when a message of it is deleted, released or given back.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	acts, err := outboxq.Actions(sent, failed)
 	if err != nil || len(acts) == 0 {
@@ -500,28 +572,28 @@ func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []out
 	for i, a := range acts {
 		refs[i] = ob.Doc(a.ChildKey)
 	}
+	orderKeys := outboxq.SettleKeys(acts)
 	return s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
-		docs, err := getOutbox(tx, refs)
+		docs, seqs, err := s.getOutbox(tx, refs, orderKeys)
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		msgs := make([]*outboxq.Stored, len(docs))
 		for i, d := range docs {
-			if d == nil {
-				continue // deleted already
-			}
-			var err error
-			switch del, write := acts[i].Apply((*outboxq.Stored)(d), now); {
-			case del:
-				err = tx.Delete(refs[i])
-			case write:
-				err = tx.Update(refs[i], d.state())
-			}
-			if err != nil {
+			msgs[i] = (*outboxq.Stored)(d)
+		}
+		dels, writes, changed := outboxq.Settle(acts, msgs, seqs, s.now())
+		for _, i := range dels {
+			if err := tx.Delete(refs[i]); err != nil {
 				return err
 			}
 		}
-		return nil
+		for _, i := range writes {
+			if err := tx.Update(refs[i], docs[i].state()); err != nil {
+				return err
+			}
+		}
+		return s.putSeqs(tx, seqs, changed)
 	})
 }
 
@@ -550,8 +622,8 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) 
 
 // Revive implements relay.DeadLetters in one transaction: the dead
 // messages of ids are due at once, their attempts at zero and their reason
-// cleared. An ID of a message that is not dead, or that was written anew
-// since it was listed, is skipped.
+// cleared, and their order keys due. An ID of a message that is not dead,
+// or that was written anew since it was listed, is skipped.
 func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	s := o.s
 	ob := s.outbox()
@@ -573,21 +645,30 @@ func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	var n int
 	err := s.client.RunTransaction(ctx, func(_ context.Context, tx *firestore.Transaction) error {
 		n = 0
-		docs, err := getOutbox(tx, refs)
+		docs, _, err := s.getOutbox(tx, refs, nil)
 		if err != nil {
 			return err
 		}
 		now := s.now()
+		var revived []outboxq.Stored
+		var at []int
 		for i, d := range docs {
-			if d == nil || !outboxq.Revive((*outboxq.Stored)(d), versions[i], now) {
-				continue
+			if d != nil && outboxq.Revive((*outboxq.Stored)(d), versions[i], now) {
+				revived, at = append(revived, outboxq.Stored(*d)), append(at, i)
 			}
-			if err := tx.Update(refs[i], d.state()); err != nil {
+		}
+		// Every read before the first write: the sequences of their keys.
+		_, seqs, err := s.getOutbox(tx, nil, outboxq.OrderKeys(revived))
+		if err != nil {
+			return err
+		}
+		for _, i := range at {
+			if err := tx.Update(refs[i], docs[i].state()); err != nil {
 				return err
 			}
-			n++
 		}
-		return nil
+		n = len(at)
+		return s.putSeqs(tx, seqs, outboxq.Revived(revived, seqs, now))
 	})
 	if err != nil {
 		return 0, err

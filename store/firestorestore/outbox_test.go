@@ -90,7 +90,7 @@ func TestOutboxRPCsPerMessage(t *testing.T) {
 	googletest.OutboxRPCsPerMessage(t, googletest.OutboxWorld{Store: st, Source: st.Outbox(), Complete: completeIn(client, st)}, w, googletest.OutboxRPCs{
 		Complete:        []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
 		CompleteOrdered: []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
-		Take:            []string{"RunQuery", "RunQuery", "BeginTransaction", "BatchGetDocuments", "Commit"},
+		Take:            []string{"RunQuery", "RunQuery", "RunQuery", "BeginTransaction", "BatchGetDocuments", "Commit"},
 		SettleFailed:    []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
 		SettleSent:      []string{"BeginTransaction", "BatchGetDocuments", "Commit"},
 	})

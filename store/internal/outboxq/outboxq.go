@@ -27,79 +27,6 @@ var Never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // MaxReason is the most bytes of a failure's reason a message keeps.
 const MaxReason = 512
 
-// Head is a message as a Take's query found it.
-type Head struct {
-	ID string // the entity's name, the document's ID: its child key
-	Msg
-}
-
-// ScanPages bounds a Take's scan of the due messages: it reads at most
-// ScanPages times its limit of them, looking for takeable ones past those
-// that wait behind a message of their order key.
-const ScanPages = 4
-
-// Planner chooses the messages a Take reads in its transaction: fed the
-// due candidates oldest first, it keeps those it could take, at most
-// limit. An unordered candidate stands for itself; an ordered one for the
-// first messages of its order key, which first returns (in the key's
-// order): those up to the first that is held, waits out a backoff, or is
-// dead and holds the key (a dead one that released it is skipped). A key
-// is looked up once, so the later candidates of a key that waits cost no
-// query and take no room: a free message past them is still found.
-type Planner struct {
-	limit  int
-	now    time.Time
-	first  func(orderKey string) ([]Head, error)
-	ids    []string
-	chosen map[string]bool
-	keys   map[string]bool // order keys looked up
-}
-
-// NewPlanner returns a Planner of a Take of limit messages at now.
-func NewPlanner(limit int, now time.Time, first func(orderKey string) ([]Head, error)) *Planner {
-	return &Planner{limit: limit, now: now, first: first, chosen: map[string]bool{}, keys: map[string]bool{}}
-}
-
-// Full reports whether the Planner holds limit messages.
-func (p *Planner) Full() bool { return len(p.ids) >= p.limit }
-
-// IDs returns the messages chosen, in order.
-func (p *Planner) IDs() []string { return p.ids }
-
-// Add considers c, the next due candidate.
-func (p *Planner) Add(c Head) error {
-	add := func(id string) {
-		if !p.chosen[id] && !p.Full() {
-			p.chosen[id] = true
-			p.ids = append(p.ids, id)
-		}
-	}
-	if c.OrderKey == "" {
-		if takeable(&c.Msg, p.now) {
-			add(c.ID)
-		}
-		return nil
-	}
-	if p.keys[c.OrderKey] || p.Full() {
-		return nil
-	}
-	p.keys[c.OrderKey] = true
-	firsts, err := p.first(c.OrderKey)
-	if err != nil {
-		return err
-	}
-	for _, f := range firsts {
-		switch {
-		case f.Dead && !f.Holds:
-			continue
-		case !takeable(&f.Msg, p.now):
-			return nil
-		}
-		add(f.ID)
-	}
-	return nil
-}
-
 // takeable reports whether m, live and not held, may be taken at now.
 func takeable(m *Msg, now time.Time) bool { return !m.Dead && !m.Due.After(now) }
 
@@ -210,21 +137,26 @@ func OrderKeys(ms []Stored) []string {
 }
 
 // Number gives each ordered message of ms the next place of its order key:
-// last holds each key's last place, as its sequence was read in the
-// transaction, and is advanced to what the transaction writes back. Two
-// transactions that write one key's sequence are serialized by the
-// database, so the one that commits later numbers its messages after the
-// other's, whatever the processes' clocks say.
-func Number(ms []Stored, last map[string]int64) {
+// seqs holds each key's sequence, as it was read in the transaction, and
+// is advanced to what the transaction writes back; a key that had no
+// messages is due when its first one is. Two transactions that write
+// one key's sequence are serialized by the database, so the one that
+// commits later numbers its messages after the other's, whatever the
+// processes' clocks say.
+func Number(ms []Stored, seqs map[string]*Seq) {
 	for i := range ms {
 		m := &ms[i]
 		if m.OrderKey == "" {
 			continue
 		}
-		last[m.OrderKey]++
-		m.Seq = last[m.OrderKey]
+		s := seqs[m.OrderKey]
+		s.Last++
+		m.Seq = s.Last
 		if plant.On(294) {
 			m.Seq = m.Enqueued.UnixMicro() // the completing process's clock orders the key
+		}
+		if s.Due.IsZero() {
+			s.Due = m.Due
 		}
 	}
 }
@@ -267,6 +199,11 @@ func (m *Stored) Msg() Msg {
 	return Msg{OrderKey: m.OrderKey, Seq: m.Seq, Due: m.Due, Dead: !m.Died.IsZero(), Holds: m.Holds}
 }
 
+// Head returns m, stored under childKey, as a Take's Planner needs it.
+func (m *Stored) Head(childKey string) Head {
+	return Head{ID: childKey, Enqueued: m.Enqueued, Msg: m.Msg()}
+}
+
 // DeadMessage returns m, dead and stored under its child key, as
 // DeadLetters lists it at now.
 func (m *Stored) DeadMessage(childKey string, now time.Time) outbox.DeadMessage {
@@ -276,6 +213,7 @@ func (m *Stored) DeadMessage(childKey string, now time.Time) outbox.DeadMessage 
 // Action is what a Settle does to one message.
 type Action struct {
 	ChildKey, Version string
+	OrderKey          string // as taken
 	Token             string // the Take that gave it back
 	Sent              bool
 	Failure           outbox.Failure // when not Sent
@@ -291,7 +229,7 @@ func Actions(sent []outbox.Pending, failed []outbox.Failure) ([]Action, error) {
 		if err != nil {
 			return err
 		}
-		a.ChildKey, a.Version, a.Token = ck, v, p.Token
+		a.ChildKey, a.Version, a.Token, a.OrderKey = ck, v, p.Token, outbox.OrderKey(p.Topic, p.OrderingKey)
 		if i, ok := at[ck]; ok {
 			if a.Sent && out[i].Version == v {
 				out[i] = a
