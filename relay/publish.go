@@ -185,8 +185,10 @@ func classify(err error) outcome {
 	return unknown
 }
 
-// group is what a round sends to one topic and ordering key (or to a
-// topic without one).
+// An orderKey is a topic's full name and an ordering key ("" for none).
+type orderKey struct{ name, orderingKey string }
+
+// group is what a round sends to one orderKey.
 type group struct {
 	n, bytes int
 	full     bool // the rest of the key's messages wait for the next round
@@ -224,14 +226,13 @@ func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/
 func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}, flushed func()) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	// Send: each ordering key's share of the round in one request.
 	msgs := make([]inflight, len(batch))
-	type gkey struct{ name, orderingKey string }
-	groups := make(map[gkey]*group)
+	groups := make(map[orderKey]*group)
 	used := make(map[*pubsub.Publisher]bool)
 	for i, p := range batch {
 		m := &msgs[i]
 		m.p, m.name = p, pubs.fullName(p.Topic)
 		m.pub, m.alone = pubs.get(m.name)
-		k := gkey{m.name, p.OrderingKey}
+		k := orderKey{m.name, p.OrderingKey}
 		g := groups[k]
 		if g == nil {
 			g = &group{}
@@ -283,7 +284,7 @@ func pubsubMessage(p outbox.Pending) *pubsub.Message {
 // channel never does) or giveUp closes, and sorts them as publish
 // describes. Pub/Sub refuses a request whole, whichever of its messages
 // it refuses: a refused message that shared its request is published
-// again alone (see alone) and waited for in turn, so that a refusal
+// again alone (see sendAlone) and waited for in turn, so that a refusal
 // counts only against a message refused alone.
 func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned time.Time, giveUp, straggled <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	var back []outbox.Failure
@@ -338,10 +339,9 @@ func (r *Relay) sendAlone(ctx context.Context, msgs []inflight, taken time.Time,
 		return nil, nil
 	}
 	late := stopping || time.Since(taken) > r.lateTake()
-	type gkey struct{ name, orderingKey string }
-	first := make(map[gkey]bool)
+	first := make(map[orderKey]bool)
 	for _, m := range msgs {
-		k := gkey{m.name, m.p.OrderingKey}
+		k := orderKey{m.name, m.p.OrderingKey}
 		if late || k.orderingKey != "" && first[k] {
 			back = append(back, outbox.Failure{Pending: m.p})
 			continue
@@ -392,8 +392,7 @@ func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned 
 // refusal of a message that may have shared its request is not counted:
 // the message is returned in shared, to be published alone.
 func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int, shared []inflight) {
-	type gkey struct{ name, orderingKey string }
-	paused := make(map[gkey]*pubsub.Publisher)
+	paused := make(map[orderKey]*pubsub.Publisher)
 	// Log one line per kind of failure.
 	var lines roundLines
 	defer r.logRound(ctx, &lines)
@@ -423,7 +422,7 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 			continue
 		}
 		if err != nil && p.OrderingKey != "" {
-			paused[gkey{m.name, p.OrderingKey}] = m.pub
+			paused[orderKey{m.name, p.OrderingKey}] = m.pub
 		}
 		switch o := classify(err); o {
 		case acked:
