@@ -29,10 +29,13 @@
 // proves it was not published; it never stops waiting for an answer while
 // the message is held. The client ends each publish at its
 // PublishSettings.Timeout, which the relay sets to three quarters of
-// Options.Lease; the relay sends a round's messages of one ordering key in
-// one request and all of a round's requests at once, so every answer
-// comes before the lease lapses (a round whose Take took more than an
-// eighth of the lease is given back untried rather than published late).
+// Options.Lease, from the moment a worker of the client takes the request
+// up; the relay sends a round's messages of one ordering key in one
+// request and all of a round's requests at once, with enough workers
+// (PublishSettings.NumGoroutines) for every request it can have in
+// flight, so every answer comes before the lease lapses (a round whose
+// Take took more than an eighth of the lease is given back untried rather
+// than published late).
 // Two publishes of one message by live relays therefore both land only
 // when
 //
@@ -80,9 +83,11 @@
 //	                                                its lease lapses; logged (WARN) and counted
 //	                                                as failures{operation="publish_unknown"}
 //
-// A key's request carries all its messages of the round: when Pub/Sub
-// refuses it, its first message takes the failure and the later ones are
-// given back untried, behind it.
+// Pub/Sub refuses a request whole, whichever of its messages it refuses
+// (one that breaks the topic's schema): a refused message that shared its
+// request is published again at once, alone, and only a refusal of a
+// message sent alone counts. Of a key's refused request, the first message
+// goes alone and the later ones are given back untried, behind it.
 //
 // # Backoff and dead messages
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +36,10 @@ func (r *Relay) lateTake() time.Duration { return r.opts.Lease / 8 }
 // "projects/P/topics/t" (with the client's project P) share one, so that
 // the client orders their ordering keys as one.
 type publishers struct {
-	r      *Relay
-	byName map[string]*pubsub.Publisher // used by Run's goroutine only
+	r *Relay
+	// byName and alone hold a topic's publishers, alone's sending each
+	// message in a request of its own; used by Run's goroutine only.
+	byName, alone map[string]*pubsub.Publisher
 	// flushing counts the Flush calls in flight; Publisher.Flush reads
 	// the publisher's state unsynchronised, so Stop waits for them.
 	flushing sync.WaitGroup
@@ -48,7 +49,7 @@ type publishers struct {
 }
 
 func (r *Relay) newPublishers() *publishers {
-	return &publishers{r: r, byName: make(map[string]*pubsub.Publisher)}
+	return &publishers{r: r, byName: make(map[string]*pubsub.Publisher), alone: make(map[string]*pubsub.Publisher)}
 }
 
 // fullName returns topic's full name: a topic ID resolves in the client's
@@ -60,31 +61,50 @@ func (ps *publishers) fullName(topic string) string {
 	return "projects/" + ps.r.pub.Project() + "/topics/" + topic
 }
 
-// get returns the publisher of topic's full name.
-func (ps *publishers) get(name string) *pubsub.Publisher {
+// get returns the publishers of topic's full name: the one of rounds, and
+// the one that sends each message alone.
+func (ps *publishers) get(name string) (round, alone *pubsub.Publisher) {
 	if p, ok := ps.byName[name]; ok {
-		return p
+		return p, ps.alone[name]
 	}
-	p := ps.r.pub.Publisher(name)
+	round = ps.r.newPublisher(name, min(ps.r.opts.BatchSize, pubsub.MaxPublishRequestCount))
+	alone = ps.r.newPublisher(name, 1)
+	ps.byName[name], ps.alone[name] = round, alone
+	return round, alone
+}
+
+// newPublisher returns a publisher of topic's full name that sends up to
+// count messages in one request.
+func (r *Relay) newPublisher(name string, count int) *pubsub.Publisher {
+	p := r.pub.Publisher(name)
 	p.EnableMessageOrdering = true
 	s := &p.PublishSettings
 	if !plant.On(297) {
-		s.Timeout = ps.r.publishTimeout()
+		s.Timeout = r.publishTimeout()
 	}
 	// A round's messages of one ordering key must go in one request:
 	// the client sends a key's requests one after the other, each bounded
 	// by Timeout from its own start. The relay flushes each round at once
 	// (flush), so that the delay never splits a key's messages; the count
 	// and bytes never reach the thresholds within one key's share of a
-	// round (publish caps it); and every request of a round has a worker
-	// at once.
-	s.DelayThreshold = ps.r.opts.Lease
-	s.CountThreshold = min(ps.r.opts.BatchSize, pubsub.MaxPublishRequestCount)
+	// round (publish caps it); and every request has a worker at once
+	// (workers).
+	s.DelayThreshold = r.opts.Lease
+	s.CountThreshold = count
 	s.ByteThreshold = pubsub.MaxPublishRequestBytes
-	s.NumGoroutines = max(ps.r.opts.BatchSize, 25*runtime.GOMAXPROCS(0))
-	ps.byName[name] = p
+	s.NumGoroutines = r.workers()
 	return p
 }
+
+// workers is the NumGoroutines of the relay's publishers: enough for the
+// client to start every request the relay sends as soon as it is sent.
+// The client starts a request's Timeout only once a worker takes it up,
+// so that a request queued behind others would reach Pub/Sub after its
+// lease lapsed, to be taken and published again. A publisher has in
+// flight at most one request per message of the current round and of
+// each round flushed in the last lease whose answers had not all come
+// when it ended; such a round waited a straggle before it ended.
+func (r *Relay) workers() int { return r.opts.BatchSize * (int(r.opts.Lease/r.straggle()) + 2) }
 
 // requestLimit is the most message bytes (as outbox.PublishSize counts
 // them) the client puts in one request to the topic of full name name.
@@ -103,8 +123,9 @@ func (ps *publishers) flush(used map[*pubsub.Publisher]bool) {
 // flight, which the client ends at its Timeout.
 func (ps *publishers) stop() {
 	ps.flushing.Wait()
-	for _, p := range ps.byName {
+	for name, p := range ps.byName {
 		p.Stop()
+		ps.alone[name].Stop()
 	}
 }
 
@@ -164,19 +185,24 @@ func classify(err error) outcome {
 	return unknown
 }
 
-// group is what a round sends to one topic and ordering key.
+// An orderKey is a topic's full name and an ordering key ("" for none).
+type orderKey struct{ name, orderingKey string }
+
+// group is what a round sends to one orderKey.
 type group struct {
 	n, bytes int
 	full     bool // the rest of the key's messages wait for the next round
 }
 
 // An inflight is one message of a round: its topic's full name, its
-// publisher and the client's result (nil: untried).
+// publishers, the client's result (nil: untried) and its group (nil: it
+// went alone).
 type inflight struct {
-	p    outbox.Pending
-	name string
-	pub  *pubsub.Publisher
-	res  *pubsub.PublishResult
+	p          outbox.Pending
+	name       string
+	pub, alone *pubsub.Publisher
+	res        *pubsub.PublishResult
+	g          *group
 }
 
 // straggle is how long a round waits for the answers to its publishes
@@ -200,29 +226,29 @@ func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/
 func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}, flushed func()) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	// Send: each ordering key's share of the round in one request.
 	msgs := make([]inflight, len(batch))
-	type gkey struct{ name, orderingKey string }
-	groups := make(map[gkey]*group)
+	groups := make(map[orderKey]*group)
 	used := make(map[*pubsub.Publisher]bool)
 	for i, p := range batch {
 		m := &msgs[i]
 		m.p, m.name = p, pubs.fullName(p.Topic)
-		m.pub = pubs.get(m.name)
+		m.pub, m.alone = pubs.get(m.name)
+		k := orderKey{m.name, p.OrderingKey}
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+		}
 		if p.OrderingKey != "" {
-			k := gkey{m.name, p.OrderingKey}
-			g := groups[k]
-			if g == nil {
-				g = &group{}
-				groups[k] = g
-			}
 			size := outbox.PublishSize(p.Message)
 			if g.full || g.n > 0 && (g.n == m.pub.PublishSettings.CountThreshold || g.bytes+size > requestLimit(m.name)) {
 				g.full = true
 				continue // untried
 			}
-			g.n++
 			g.bytes += size
 		}
-		m.res = m.pub.Publish(ctx, &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey})
+		g.n++
+		m.g = g
+		m.res = m.pub.Publish(ctx, pubsubMessage(p))
 		used[m.pub] = true
 	}
 	pubs.flush(used)
@@ -231,7 +257,7 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	// Wait for the answers: a message given back while its publish may
 	// still land would be published again by the next relay to take it.
 	wait := giveUp
-	var straggled <-chan time.Time
+	var straggled chan struct{}
 	if plant.On(297) || plant.On(298) {
 		pctx := ctx
 		if plant.On(297) {
@@ -241,43 +267,91 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 		}
 		wait = pctx.Done()
 	} else {
-		t := time.NewTimer(r.straggle())
+		straggled = make(chan struct{})
+		t := time.AfterFunc(r.straggle(), func() { close(straggled) })
 		defer t.Stop()
-		straggled = t.C
 	}
-	gaveUp, straggling := false, false
-	for _, m := range msgs {
-		if m.res == nil || gaveUp || straggling {
-			continue
-		}
-		select {
-		case <-m.res.Ready():
-		case <-wait:
-			gaveUp = true
-		case <-straggled:
-			straggling = true
-		}
-	}
-	r.checkLease(ctx, taken)
-	ready := msgs
-	if straggling && !gaveUp {
-		ready = nil
+	return r.answers(ctx, msgs, taken, returned, wait, straggled)
+}
+
+// pubsubMessage is the message the client publishes for p.
+func pubsubMessage(p outbox.Pending) *pubsub.Message {
+	return &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey}
+}
+
+// answers waits for the answers to msgs, the publishes of a round taken at
+// taken or its stragglers, until every one came, straggled closes (a nil
+// channel never does) or giveUp closes, and sorts them as publish
+// describes. Pub/Sub refuses a request whole, whichever of its messages
+// it refuses: a refused message that shared its request is published
+// again alone (see sendAlone) and waited for in turn, so that a refusal
+// counts only against a message refused alone.
+func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned time.Time, giveUp, straggled <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
+	var back []outbox.Failure
+	for len(msgs) > 0 {
+		gaveUp, straggling := false, false
 		for _, m := range msgs {
-			switch {
-			case m.res == nil || isReady(m.res):
-				ready = append(ready, m)
-			case plant.On(299):
-				// The straggler is given back while its publish may
-				// still land.
-				failed = append(failed, outbox.Failure{Pending: m.p})
-			default:
-				late = append(late, m)
+			if m.res == nil || gaveUp || straggling {
+				continue
+			}
+			select {
+			case <-m.res.Ready():
+			case <-giveUp:
+				gaveUp = true
+			case <-straggled:
+				straggling = true
 			}
 		}
+		ready := msgs
+		if straggling && !gaveUp {
+			ready = nil
+			for _, m := range msgs {
+				switch {
+				case m.res == nil || isReady(m.res):
+					ready = append(ready, m)
+				case plant.On(299):
+					// The straggler is given back while its publish may
+					// still land.
+					failed = append(failed, outbox.Failure{Pending: m.p})
+				default:
+					late = append(late, m)
+				}
+			}
+		}
+		s, f, u, shared := r.sortOut(ctx, ready, returned, !gaveUp)
+		sent, failed, unknown = append(sent, s...), append(failed, f...), unknown+u
+		var b []outbox.Failure
+		msgs, b = r.sendAlone(ctx, shared, taken, gaveUp)
+		back = append(back, b...)
 	}
-	s, f, u := r.sortOut(ctx, ready, returned, !gaveUp)
-	sent, failed, unknown = s, append(failed, f...), u
-	return sent, failed, unknown, late
+	r.checkLease(ctx, taken)
+	return sent, append(failed, back...), unknown, late
+}
+
+// sendAlone publishes again, each in a request of its own, msgs: messages
+// refused in a request they shared. It sends every one without an
+// ordering key, and the first of each key; it gives back untried the
+// later ones of a key, which wait behind their first, and all of them
+// when the client's answer could come after the lease of their Take,
+// started at taken, lapsed (as for a late Take) or Run is stopping.
+func (r *Relay) sendAlone(ctx context.Context, msgs []inflight, taken time.Time, stopping bool) (sending []inflight, back []outbox.Failure) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	late := stopping || time.Since(taken) > r.lateTake()
+	first := make(map[orderKey]bool)
+	for _, m := range msgs {
+		k := orderKey{m.name, m.p.OrderingKey}
+		if late || k.orderingKey != "" && first[k] {
+			back = append(back, outbox.Failure{Pending: m.p})
+			continue
+		}
+		first[k] = true
+		m.pub, m.g = m.alone, nil
+		m.res = m.alone.Publish(ctx, pubsubMessage(m.p))
+		sending = append(sending, m)
+	}
+	return sending, back
 }
 
 // isReady reports whether res has its answer.
@@ -304,19 +378,7 @@ func (r *Relay) checkLease(ctx context.Context, taken time.Time) {
 // taken (or for giveUp), then sorts and settles them as the round would
 // have.
 func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned time.Time, giveUp <-chan struct{}) {
-	gaveUp := false
-	for _, m := range late {
-		if gaveUp {
-			break
-		}
-		select {
-		case <-m.res.Ready():
-		case <-giveUp:
-			gaveUp = true
-		}
-	}
-	r.checkLease(ctx, taken)
-	sent, failed, _ := r.sortOut(ctx, late, returned, !gaveUp)
+	sent, failed, _, _ := r.answers(ctx, late, taken, returned, giveUp, nil)
 	if len(sent) > 0 || len(failed) > 0 {
 		r.settle(ctx, sent, failed) // logs and counts its failure
 	}
@@ -326,14 +388,14 @@ func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned 
 // answers, the way publish describes; a publish not yet answered is
 // unknown. With resume, every answer has come: the keys the client paused
 // on a failed publish are resumed, since nothing of theirs is in flight.
-// A key's messages are sorted in one call: they went in one request.
-func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int) {
-	type gkey struct{ name, orderingKey string }
-	paused := make(map[gkey]*pubsub.Publisher)
+// A key's messages are sorted in one call: they went in one request. A
+// refusal of a message that may have shared its request is not counted:
+// the message is returned in shared, to be published alone.
+func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int, shared []inflight) {
+	paused := make(map[orderKey]*pubsub.Publisher)
 	// Log one line per kind of failure.
 	var lines roundLines
 	defer r.logRound(ctx, &lines)
-	headFailed := make(map[gkey]bool)
 	for _, m := range msgs {
 		p := m.p
 		if m.res == nil {
@@ -360,7 +422,7 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 			continue
 		}
 		if err != nil && p.OrderingKey != "" {
-			paused[gkey{m.name, p.OrderingKey}] = m.pub
+			paused[orderKey{m.name, p.OrderingKey}] = m.pub
 		}
 		switch o := classify(err); o {
 		case acked:
@@ -370,15 +432,9 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 		case untried:
 			failed = append(failed, outbox.Failure{Pending: p})
 		case refused, permanent:
-			if p.OrderingKey != "" {
-				// The key's request carried its later messages too: the
-				// first of them takes the failure, they wait behind it.
-				k := gkey{m.name, p.OrderingKey}
-				if headFailed[k] {
-					failed = append(failed, outbox.Failure{Pending: p})
-					continue
-				}
-				headFailed[k] = true
+			if m.g != nil && m.g.n > 1 {
+				shared = append(shared, m)
+				continue
 			}
 			failed = append(failed, r.refusal(ctx, &lines, p, m.name, err, o == permanent))
 		default:
@@ -393,7 +449,7 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 			pub.ResumePublish(k.orderingKey)
 		}
 	}
-	return sent, failed, unknown
+	return sent, failed, unknown, shared
 }
 
 // refusal decides what becomes of p, which Pub/Sub refused with err when

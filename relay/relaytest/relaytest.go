@@ -45,6 +45,7 @@ package relaytest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func Run(t *testing.T, cfg Config) {
 			c.run(t, newEnv(t, cfg))
 		})
 	}
-	for _, c := range relayCases {
+	for _, c := range slices.Concat(relayCases, limitCases) {
 		t.Run(c.name, func(t *testing.T) {
 			if cfg.PubSub == nil {
 				t.Skip("relaytest: Config.PubSub is nil")
