@@ -25,7 +25,8 @@
 // but a message written anew under the same child key since the Take
 // stays, and the messages of one ordering key (one topic however it is
 // spelled) come out in order and never past a held one, while rows
-// waiting behind a held message never keep a free one from a Take. A
+// waiting behind a held message never keep a free one from a Take, nor
+// do any number waiting behind another key's held or dead one. A
 // failed message waits out its backoff, holding only its own key, and
 // counts its attempts; one given up is kept dead, listed with its reason
 // (the source must implement relay.DeadLetters), holds its key unless
@@ -33,7 +34,12 @@
 // against Config.PubSub: two relays at once publish each message once
 // while both live, a relay that dies between publishing and marking sent
 // leaves its messages to the other, which republishes them with the same
-// child keys, and the messages of an ordering key arrive in order.
+// child keys, and the messages of an ordering key arrive in order. Two
+// relay cases drive the real client to its limits on a pstest server of
+// their own: behind a Pub/Sub that answers each publish in a second, one
+// live relay publishes each message once; and when Pub/Sub refuses a
+// request whole, only the message it refuses dies, the others of the
+// request are published, and a dead head's followers wait.
 //
 // The source cases are themselves tested against a small model source
 // with one deliberate bug at a time (a Take that ignores holds or
