@@ -7,10 +7,9 @@
 // from a body acknowledged); and 221, item 1 of issue 22 ("The guarantee
 // over a record's whole life"): memstore starts a record made where none
 // lives (absent, or expired) at fence 1 again, so that a key's fences
-// repeat once its record is deleted; 226, item 6 of issue 22: pull nacks
-// an ordered message whose key is held, so that a later message of its
-// ordering key overtakes it; and 229: pushauth's middleware lets a request
-// without a token through.
+// repeat once its record is deleted; and 226, item 6 of issue 22: pull
+// nacks an ordered message whose key is held, so that a later message of
+// its ordering key overtakes it.
 //
 // Issue 29 ("The pipeline's promise, second pass") plants its defects as
 // 290 + the item: 291, outbox.Prepare admits data up to 10 MiB, which the
@@ -39,7 +38,10 @@
 // back untried while they may still land, instead of letting them wait
 // for their answers.
 //
-// Plants exist only in a build with the idemgate_plant tag, which reads
+// New plants are patches, not branches: internal/sim/plants/*.patch,
+// which scripts/sim-plants.sh applies to a scratch copy of the library
+// (229 is the first: pushauth's middleware lets a request without a token
+// through). Plants exist only in a build with the idemgate_plant tag, which reads
 // the list from the environment (IDEMGATE_PLANT=1,14). In every other
 // build On is the constant false and the branches compile away.
 package plant

@@ -168,7 +168,7 @@ func (w *world) work(ctx context.Context) error {
 				// A live holder of the nested key: a real failure, which
 				// may dead-letter the message as any in-progress answer.
 				w.mu.Lock()
-				d.held = true
+				d.held, d.contended = true, true
 				w.mu.Unlock()
 			}
 			w.tracef(d, "body fails: nested Lock of %s: %v", nk, err)
@@ -219,6 +219,9 @@ func (w *world) busy(ctx context.Context, d *delivery, dur time.Duration) error 
 			}
 			if d.a.StopHonour && w.stopped(d) {
 				w.failed(d)
+				w.mu.Lock()
+				d.stopFail = true
+				w.mu.Unlock()
 				w.tracef(d, "body stops with Receive: %v", context.Cause(ctx))
 				return fmt.Errorf("sim: the handler stopped with Receive: %w", context.Cause(ctx))
 			}

@@ -247,6 +247,7 @@ func (w *world) answered(d *delivery, acked bool, how string) {
 		return
 	}
 	w.tracef(d, "answer %s: %s; record %s", how, verdict, w.describe(rec, live))
+	w.checkFailedConflict(d, acked, how)
 	if !acked {
 		w.mu.Lock()
 		if fp := d.ms.fp; fp != nil && live && len(rec.Fingerprint) > 0 && !bytes.Equal(rec.Fingerprint, fp) {
@@ -595,6 +596,7 @@ func (d *delivery) who() string {
 func (w *world) noteOutcome(d *delivery, outcome string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	d.outcome = outcome
 	switch outcome {
 	case "in_progress":
 		d.held = true

@@ -99,7 +99,9 @@
 // the Idempotent surface; otherwise each failure is counted), an attempt
 // budget (MaxAttempts), AckFailed on the gateway or only on the push
 // routes, and an operator who retries FAILED keys now and then (most
-// after fixing the cause: a poison key then succeeds). The checker sees
+// after fixing the cause: a poison key then succeeds); a third of the
+// seeds with a budget write their effects in a Mutex, whose contention
+// must not spend it. The checker sees
 // every Fail and its answer through the fault wrapper, on a store that
 // implements store.Failer.
 //
@@ -138,6 +140,21 @@
 // batch is out, the store's clock ahead of the relay's by up to a tenth of
 // the lease. The relays' options are set in one place, pipeRelayOptions.
 //
+// Drawn after those (so that the seeds before keep their scenarios), what
+// reaches the limits of the relay and of the outboxes: a crowd, more
+// messages waiting behind a dead message that holds their key than a
+// Take of the Google stores scans (four times its limit), committed
+// before other keys' messages; a request refused whole, a clean message
+// and behind it, in its key and its request, one that Pub/Sub refuses
+// past the relays' MaxAttempts; and a slow Pub/Sub, a burst of a hundred
+// or two messages of as many ordering keys, taken in batches of 24 to
+// 48, each publish request taking a third of a lease or more on its way
+// (its client worker busy meanwhile), often behind a server stall, so
+// that the client's requests outnumber its workers (NumGoroutines) and
+// wait for one, their Timeout not yet started. The emulators' runs leave
+// the burst out (PipeBackend.NoBurst): their Takes of such batches are
+// too slow for the lease.
+//
 // The rules of the pipeline family:
 //
 //   - pipe-lost: every child key with a committed version reaches stage
@@ -157,7 +174,12 @@
 //     number of its Takes whose lease lapsed before they settled it (a
 //     relay that died, or held a publish of unknown outcome until its
 //     lease lapsed, may see it published twice; a relay that gave a
-//     message back must not see its publish land).
+//     message back must not see its publish land). A Take whose publish
+//     the client answered more than a quarter lease after the Take's
+//     lease ended excuses nothing: the relay bounds each publish to end
+//     within the lease, and one that outlives it may land beside the
+//     next Take's (the relays hand the client each message with its
+//     Take's token in an attribute, which a client interceptor reads).
 //   - pipe-take-order: a Take never hands out a message while an earlier
 //     message of its key (topic ID and ordering key) is held by another
 //     Take or backs off, as the relays' Takes and Settles show it (with a
@@ -168,8 +190,9 @@
 //     replaces, keys committed again after a Forget left out too).
 //   - pipe-delay: a message with no injected fault, whose Takes never
 //     lapsed nor took more than an eighth of the lease (the relay gives
-//     such a batch back untried: the store is too slow for the lease), is
-//     published within 5 leases (plus the time the server was held
+//     such a batch back untried: the store is too slow for the lease), and
+//     whose publish requests Pub/Sub never refused (for another message
+//     of the request either), is published within 5 leases (plus the time the server was held
 //     meanwhile) of being free: committed, and every earlier message of
 //     its key published or dead.
 //   - pipe-stop: a relay's Run returns within its StopTimeout plus a
@@ -272,6 +295,16 @@
 //     failures counted since then (a Retry starts a fresh budget).
 //   - fence, too: a counted failure frees the claim with a raised fence,
 //     as a Release does.
+//   - not-a-failure: the store counts no failure for a body whose work
+//     did not fail: its Mutex or nested Lock met a live holder
+//     (contention is paced, not failed), or the consumer stopped it (pull
+//     Receive ending cancels the callbacks in flight). So a key goes
+//     FAILED only after MaxAttempts real failures of its work.
+//   - failed-conflict: a delivery of another payload than the one whose
+//     work failed, meeting its key FAILED (the route takes fingerprints),
+//     is a conflict first: its outcome is conflict (in progress under
+//     AcceptConflicts, which accepts only done work), never
+//     already_failed, and it is never acked, AckFailed or not.
 //
 // A FAILED key's failures are real ones for dead-letter and order: an
 // attempt whose body was poison, whose failure made the record FAILED, or

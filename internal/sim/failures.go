@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,13 @@ const (
 	ruleFailedAck = "failed-ack" // a delivery of a key whose work failed acked as done, or acked with AckFailed on a key not FAILED
 	ruleRetryOnce = "retry-once" // a retried key's work succeeded twice between two Retries
 	ruleBudget    = "budget"     // more counted failures than MaxAttempts, or a count a Retry should have cleared
+	// ruleNotFailure: a failure counted for a body whose work did not
+	// fail: its Mutex or nested Lock met a live holder, or the consumer
+	// stopped it (pull Receive ending).
+	ruleNotFailure = "not-a-failure"
+	// ruleFailedConflict: another payload than the one whose work failed,
+	// meeting its key FAILED, was not refused as a conflict.
+	ruleFailedConflict = "failed-conflict"
 )
 
 // errPoison is what a poison message's body fails with, marked
@@ -67,6 +75,11 @@ func drawFailures(s *Scenario, r *rand.Rand) {
 	for _, m := range s.Messages {
 		m.Poison = r.IntN(3) == 0
 		m.PoisonFinal = r.IntN(2) == 0
+	}
+	// Drawn after the rest: under a budget, bodies meet each other in
+	// their Mutex, which is contention, not a failure of the work.
+	if s.MaxAttempts > 0 && r.IntN(3) == 0 {
+		s.Mutex = true
 	}
 }
 
@@ -200,6 +213,9 @@ func (w *world) failAnswered(d *delivery, c store.Claim, start time.Time, n int,
 	}
 	w.mu.Unlock()
 	w.tracef(d, "store: Fail of fence %d: %d failed attempts, FAILED %v", c.Fence, n, failed)
+	if why := notAFailure(d, c); fresh && why != "" {
+		w.violateKey(c.Key, ruleNotFailure, fmt.Sprintf("%s: the store counts a failure of fence %d (%d counted, FAILED %v), but the work did not fail: %s", whoOf(d), c.Fence, n, failed, why))
+	}
 	switch {
 	case !fresh:
 	case w.sc.MaxAttempts > 0 && n > w.sc.MaxAttempts && w.fail != nil:
@@ -314,3 +330,45 @@ func (w *world) forgetClearsFailures(key string) {
 // was poison, its failure made the record FAILED, or it found the record
 // FAILED. Such an attempt is a real failure. Called with w.mu held.
 func (d *delivery) metFailure() bool { return d.poisoned || d.gaveUp || d.metFailed }
+
+// notAFailure says why the Fail of c, made for d, counts no failure of
+// the work ("" when it does): d's body did not fail as planned, and its
+// Mutex or nested Lock met a live holder, or the consumer stopped it.
+// Contention is paced, and a stop is the consumer's doing, not the
+// message's: neither spends the attempt budget.
+func notAFailure(d *delivery, c store.Claim) string {
+	if d == nil || c.Key != d.ms.key {
+		return ""
+	}
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	switch {
+	case d.failed && !d.stopFail:
+		return ""
+	case d.contended:
+		return "its Mutex or nested Lock met a live holder"
+	case d.stopped:
+		return "its pull Receive stopped, cancelling the callback"
+	}
+	return ""
+}
+
+// checkFailedConflict: a delivery whose Claim met its key FAILED under
+// another payload's fingerprint is a conflict first (OnConflict, a
+// conflict outcome; in progress when AcceptConflicts, which accepts only
+// done work), never acked: the work it asks for never ran.
+func (w *world) checkFailedConflict(d *delivery, acked bool, how string) {
+	w.mu.Lock()
+	stored, outcome := d.failedFP, d.outcome
+	w.mu.Unlock()
+	if d.ms.fp == nil || len(stored) == 0 || bytes.Equal(stored, d.ms.fp) {
+		return
+	}
+	ok := outcome == "conflict" || outcome == "in_progress" && w.sc.AcceptConflicts
+	switch {
+	case acked:
+		w.violate(d, ruleFailedConflict, fmt.Sprintf("acked (%s, outcome %s) a payload other than the one whose work failed, on its FAILED key: the message is dropped unrun", how, outcome))
+	case !ok:
+		w.violate(d, ruleFailedConflict, fmt.Sprintf("a payload other than the one whose work failed met its key FAILED and was answered %s (outcome %s), not as a conflict", how, outcome))
+	}
+}

@@ -202,7 +202,7 @@ func (w *world) mutexEffect(ctx context.Context, d *delivery, c store.Claim) err
 	}
 	if errors.Is(err, gateway.ErrInProgress) {
 		w.mu.Lock()
-		d.busy = true
+		d.busy, d.contended = true, true
 		w.mu.Unlock()
 		w.tracef(d, "body's Mutex on %s meets a live holder: %v", ent, err)
 	} else if err != nil {

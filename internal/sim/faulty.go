@@ -144,9 +144,12 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c 
 		if err == nil && c.Status == store.Won {
 			f.w.claimWon(d, c, before)
 		}
-		if err == nil && d != nil && key == d.ms.key && c.Status == store.AlreadyFailed {
+		if err == nil && d != nil && key == d.ms.key {
 			f.w.mu.Lock()
-			d.metFailed = true
+			d.failedFP = nil
+			if c.Status == store.AlreadyFailed {
+				d.metFailed, d.failedFP = true, c.Fingerprint
+			}
 			f.w.mu.Unlock()
 		}
 		if err == nil && f.w.b.Fake && time.Now().Equal(at) {

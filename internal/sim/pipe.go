@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -61,6 +62,9 @@ type PipeBackend struct {
 	// DelayBound, if set, replaces the pipe-delay bound (in leases) for a
 	// store slower than the model under load.
 	DelayBound float64
+	// NoBurst leaves a scenario's slow Pub/Sub burst out, for a store too
+	// slow to take its large batches within the lease (the emulators).
+	NoBurst bool
 }
 
 // The rules of the pipeline family; see the package documentation.
@@ -118,6 +122,10 @@ type pipeVersion struct {
 	// superseded: a later version of its child key replaced it in the
 	// store before it was published (PipeBackend.Replaces).
 	superseded bool
+	// refusedWith counts the publish requests carrying it that the run
+	// made fail (for another message's plan, perhaps: Pub/Sub refuses a
+	// request whole).
+	refusedWith int
 }
 
 // pipeWorld is one pipeline run.
@@ -136,16 +144,21 @@ type pipeWorld struct {
 	// that the notes follow the store's order.
 	opsMu sync.Mutex
 
-	mu         sync.Mutex // guards the fields below
-	versions   map[string]*pipeVersion
-	seq        int
-	tries      map[string]int  // publish requests per tag
-	stalled    map[string]bool // the tags whose stall happened
-	stalls     [][2]time.Duration
-	effects    map[string][]pipeEffect // by child key
-	effectN    int
-	takes      map[string][]takeEvent // by the store's message ID
-	idTag      map[string]string
+	mu       sync.Mutex // guards the fields below
+	versions map[string]*pipeVersion
+	seq      int
+	tries    map[string]int  // publish requests per tag
+	stalled  map[string]bool // the tags whose stall happened
+	stalls   [][2]time.Duration
+	effects  map[string][]pipeEffect // by child key
+	effectN  int
+	takes    map[string][]takeEvent // by the store's message ID
+	idTag    map[string]string
+	// takeUntil is when each Take's lease ends (by its token, on this
+	// host's clock), and answered when the client last answered a publish
+	// request carrying a message of it (see intercept).
+	takeUntil  map[string]time.Time
+	answered   map[string]time.Time
 	parentsOut int
 	attempts   map[int]int // by parent index
 	violations []Violation
@@ -208,8 +221,12 @@ func tagOf(data []byte) string {
 
 // RunPipeline runs sc on b in real time and checks it.
 func RunPipeline(sc *PipeScenario, b *PipeBackend) *Result {
+	if b.NoBurst {
+		sc = sc.withoutBurst()
+	}
 	w := &pipeWorld{sc: sc, b: b, L: b.Lease, versions: map[string]*pipeVersion{}, tries: map[string]int{}, stalled: map[string]bool{},
-		effects: map[string][]pipeEffect{}, attempts: map[int]int{}, takes: map[string][]takeEvent{}, idTag: map[string]string{}}
+		effects: map[string][]pipeEffect{}, attempts: map[int]int{}, takes: map[string][]takeEvent{}, idTag: map[string]string{},
+		takeUntil: map[string]time.Time{}, answered: map[string]time.Time{}}
 	w.start = time.Now()
 	w.root, w.stop = context.WithCancel(context.Background())
 	defer w.stop()
@@ -225,7 +242,8 @@ func RunPipeline(sc *PipeScenario, b *PipeBackend) *Result {
 	defer srv.Close()
 	ctx := context.Background()
 	client, err := pubsub.NewClient(ctx, pipeProject, option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(w.intercept)))
 	if err != nil {
 		w.violate("", ruleHarness, "pubsub.NewClient: "+err.Error())
 		return finish()
@@ -303,6 +321,55 @@ type reactorFunc func(req any) (bool, any, error)
 
 func (f reactorFunc) React(req any) (bool, any, error) { return f(req) }
 
+// takeAttribute is the attribute in which a relay process hands each
+// message it took to the client: the token of its Take, by which the
+// checker knows which lease a publish request serves.
+const takeAttribute = "sim-take"
+
+// intercept is the client's call of every RPC. A publish request (each
+// try of it, the client's own retries included) takes the scenario's
+// Latency on its way, its worker busy meanwhile, as behind a slow network
+// or a slow Pub/Sub; intercept notes when the client got its answer, for
+// each Take whose messages it carried. A publish answered past its Take's
+// lease may land after another Take published the message again.
+func (w *pipeWorld) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	r, ok := req.(*pubsubpb.PublishRequest)
+	if !ok {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	var err error
+	t := time.NewTimer(w.leases(w.sc.Latency))
+	select {
+	case <-t.C:
+		err = invoker(ctx, method, req, reply, cc, opts...)
+	case <-ctx.Done():
+		t.Stop()
+		err = status.FromContextError(ctx.Err()).Err()
+	}
+	now := time.Now()
+	w.mu.Lock()
+	var late []string
+	for _, m := range r.Messages {
+		tok := m.Attributes[takeAttribute]
+		if now.After(w.answered[tok]) {
+			w.answered[tok] = now
+		}
+		if until, ok := w.takeUntil[tok]; ok && now.After(until.Add(w.leases(pipeLateAnswer))) {
+			late = append(late, tagOf(m.Data))
+		}
+	}
+	w.mu.Unlock()
+	for _, tag := range late {
+		w.tracef(tag, "client: a publish of it answered (%v) past the lease of the Take that sent it", err)
+	}
+	return err
+}
+
+// pipeLateAnswer is how far past its Take's lease, in leases, the client
+// may answer a publish before the Take no longer excuses a second
+// landing: the relay bounds each publish to end before the lease does.
+const pipeLateAnswer = 0.25
+
 // react is the pstest server's Publish: it fails, stalls or lets through
 // each request as the plans of its messages say, and notes the landings.
 // It runs under the server's lock: a stall holds the whole server (this
@@ -336,16 +403,19 @@ func (w *pipeWorld) react(req any) (bool, any, error) {
 	}
 	w.mu.Unlock()
 	if fail != nil {
+		w.mu.Lock()
+		for _, tag := range tags {
+			if v := w.versions[tag]; v != nil {
+				v.refusedWith++
+			}
+		}
+		w.mu.Unlock()
 		w.tracef("", "pubsub: publish of %v fails: %v", tags, fail)
 		return true, nil, fail
 	}
 	if stall > 0 {
-		from := w.now()
 		w.tracef("", "pubsub: publish of %v stalls %v", tags, stall)
-		time.Sleep(stall)
-		w.mu.Lock()
-		w.stalls = append(w.stalls, [2]time.Duration{from, w.now()})
-		w.mu.Unlock()
+		w.hold(stall)
 	}
 	w.mu.Lock()
 	at := w.now()
@@ -357,6 +427,15 @@ func (w *pipeWorld) react(req any) (bool, any, error) {
 	}
 	w.mu.Unlock()
 	return false, nil, nil
+}
+
+// hold holds the server d, and notes it: pipe-delay allows the time.
+func (w *pipeWorld) hold(d time.Duration) {
+	from := w.now()
+	time.Sleep(d)
+	w.mu.Lock()
+	w.stalls = append(w.stalls, [2]time.Duration{from, w.now()})
+	w.mu.Unlock()
 }
 
 // stageB is the body of stage B: it writes its effect, the message's tag,
@@ -707,7 +786,15 @@ func (rp *relayProc) Take(ctx context.Context, n int, lease time.Duration) ([]ou
 	late := now.Sub(start) > w.ropts.Lease/8
 	margin := w.L / 10
 	var bad []string
-	for _, p := range ps {
+	w.takeUntil[ps[0].Token] = now.Add(lease - w.leases(rp.fault.Skew))
+	for i := range ps {
+		p := &ps[i]
+		attrs := maps.Clone(p.Attributes)
+		if attrs == nil {
+			attrs = map[string]string{}
+		}
+		attrs[takeAttribute] = p.Token
+		p.Attributes = attrs
 		tag := tagOf(p.Data)
 		w.idTag[p.ID] = tag
 		w.takes[p.ID] = append(w.takes[p.ID], takeEvent{take: true, token: p.Token})
@@ -881,13 +968,19 @@ func (w *pipeWorld) blockedBy(v *pipeVersion) *pipeVersion {
 
 // lapsedTakes counts the Takes of message id that another Take followed
 // before they settled it: their holder's lease lapsed (or it died) with
-// the publish's outcome unknown, and a second publish is allowed.
-func lapsedTakes(evs []takeEvent) int {
+// the publish's outcome unknown, and a second publish is allowed. A Take
+// whose publish the client answered late (see intercept) excuses none:
+// the relay let its publish outlive its lease.
+func lapsedTakes(evs []takeEvent, late func(token string) bool) int {
 	n := 0
 	var open []string
 	for _, e := range evs {
 		if e.take {
-			n += len(open)
+			for _, t := range open {
+				if !late(t) {
+					n++
+				}
+			}
 			open = []string{e.token}
 			continue
 		}
@@ -905,8 +998,12 @@ func (w *pipeWorld) finalChecks() {
 		out = append(out, Violation{Rule: rule, Key: key, At: w.now(), Text: text})
 	}
 	lapsed := map[string]int{} // by tag
+	late := func(tok string) bool {
+		until, ok := w.takeUntil[tok]
+		return ok && w.answered[tok].After(until.Add(w.leases(pipeLateAnswer)))
+	}
 	for id, evs := range w.takes {
-		lapsed[w.idTag[id]] += lapsedTakes(evs)
+		lapsed[w.idTag[id]] += lapsedTakes(evs, late)
 	}
 	byChild := map[string][]*pipeVersion{}
 	var committed []*pipeVersion
@@ -951,7 +1048,7 @@ func (w *pipeWorld) finalChecks() {
 			}
 		}
 		if len(v.landings) > 1+lapsed[v.tag] {
-			add(v.tag, rulePipeDup, fmt.Sprintf("%s was published %d times (at %v) and only %d of its Takes lapsed: a relay gave back (or settled) a message whose publish then landed", v.tag, len(v.landings), v.landings, lapsed[v.tag]))
+			add(v.tag, rulePipeDup, fmt.Sprintf("%s was published %d times (at %v) and only %d of its Takes lapsed: a relay gave back (or settled) a message whose publish then landed, or let a publish outlive its lease", v.tag, len(v.landings), v.landings, lapsed[v.tag]))
 		}
 	}
 	for ck, vs := range byChild {
@@ -1012,7 +1109,7 @@ func (w *pipeWorld) finalChecks() {
 	// Delay: a clean message, free of its key's earlier ones, is
 	// published within the bound (plus Pub/Sub's stalls meanwhile).
 	for _, v := range committed {
-		if len(v.landings) == 0 || lapsed[v.tag] > 0 || v.lateTakes > 0 || v.msg.ErrTries+v.msg.Unavailable > 0 || v.msg.Stall > 0 || v.msg.Big {
+		if len(v.landings) == 0 || lapsed[v.tag] > 0 || v.lateTakes > 0 || v.refusedWith > 0 || v.msg.ErrTries+v.msg.Unavailable > 0 || v.msg.Stall > 0 || v.msg.Big {
 			continue
 		}
 		free, ok := v.at, true

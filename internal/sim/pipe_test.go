@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +19,20 @@ import (
 )
 
 // The pipeline family runs in real time (pstest is a gRPC server): short
-// leases, a few seeds at once, for a budget of wall time per backend.
+// leases, a few seeds at once, a fixed count of seeds per backend (the
+// first ones: a failing seed is one of them on every machine, however
+// slow).
 
 // pipeLease is the relays' lease: the unit of a pipeline run.
 const pipeLease = 400 * time.Millisecond
 
-// pipeBudget is how long each backend's run may start new seeds.
-const pipeBudget = 15 * time.Second
+// pipeSeeds is how many seeds go test runs on the model outbox; the
+// stores' outboxes run fewer (pipeSQLSeeds, pipeGoogleSeeds).
+const (
+	pipeSeeds       = 60
+	pipeSQLSeeds    = 20
+	pipeGoogleSeeds = 10
+)
 
 // pipeParallel is how many seeds run at once.
 const pipeParallel = 6
@@ -34,18 +43,25 @@ func modelBackend() *sim.PipeBackend {
 	return &sim.PipeBackend{Name: "model outbox", Test: "TestSimPipeline$", Store: m.Store(), Complete: m.CompleteTx, Source: m, Lease: pipeLease}
 }
 
-// runPipe runs pipeline seeds on backends made by open, pipeParallel at a
-// time, until the budget is spent (or every seed of -sim.seeds / -sim.seed
-// ran); it returns the failure of the lowest seed that failed, and how
-// many seeds ran.
-func runPipe(t *testing.T, budget time.Duration, open func(t *testing.T) *sim.PipeBackend) (*sim.Result, int) {
+// runPipe runs n pipeline seeds (or those of -sim.seeds / -sim.seed) on
+// backends made by open, pipeParallel at a time, until one fails; it
+// returns the failure of the lowest seed that failed, and how
+// many seeds ran. With -sim.survey it runs every seed and logs, for each
+// rule broken, how many seeds broke it and the lowest.
+func runPipe(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend) (*sim.Result, int) {
+	return runPipeFor(t, n, open, (*sim.Result).Failed)
+}
+
+// runPipeFor is runPipe, looking for a seed whose result found says is
+// the one.
+func runPipeFor(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend, found func(*sim.Result) bool) (*sim.Result, int) {
 	start := time.Now()
-	explicit := *seedFlag != 0 || *seedsFlag > 0
 	var (
 		mu     sync.Mutex
 		failed *sim.Result
 		ran    int
 		wg     sync.WaitGroup
+		broke  = map[string][]uint64{}
 	)
 	type job struct {
 		seed uint64
@@ -58,24 +74,30 @@ func runPipe(t *testing.T, budget time.Duration, open func(t *testing.T) *sim.Pi
 				res := sim.RunPipeline(sim.NewPipeScenario(j.seed), j.b)
 				mu.Lock()
 				ran++
-				if res.Failed() && (failed == nil || j.seed < failed.Scenario.Seed) {
+				for _, r := range res.Rules() {
+					broke[r] = append(broke[r], j.seed)
+				}
+				if found(res) && (failed == nil || j.seed < failed.Scenario.Seed) {
 					failed = res
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	for _, seed := range seeds(1 << 20) {
+	for _, seed := range seeds(n) {
 		mu.Lock()
-		stop := failed != nil
+		stop := failed != nil && !*surveyFlag
 		mu.Unlock()
-		if stop || !explicit && time.Since(start) > budget {
+		if stop {
 			break
 		}
 		next <- job{seed, open(t)}
 	}
 	close(next)
 	wg.Wait()
+	for _, r := range slices.Sorted(maps.Keys(broke)) {
+		t.Logf("rule %s broken by %d seeds, lowest %d", r, len(broke[r]), slices.Min(broke[r]))
+	}
 	el := time.Since(start)
 	t.Logf("sim pipeline: %d seeds in %v: %.2f seeds/s", ran, el.Round(time.Millisecond), float64(ran)/el.Seconds())
 	return failed, ran
@@ -83,7 +105,7 @@ func runPipe(t *testing.T, budget time.Duration, open func(t *testing.T) *sim.Pi
 
 // TestSimPipeline runs the pipeline family on the model outbox.
 func TestSimPipeline(t *testing.T) {
-	if failed, _ := runPipe(t, pipeBudget, func(*testing.T) *sim.PipeBackend { return modelBackend() }); failed != nil {
+	if failed, _ := runPipe(t, pipeSeeds, func(*testing.T) *sim.PipeBackend { return modelBackend() }); failed != nil {
 		t.Logf("sim: found a violation at seed %d (rules: %v)", failed.Scenario.Seed, failed.Rules())
 		t.Fatal(failed.Report())
 	}
@@ -92,7 +114,7 @@ func TestSimPipeline(t *testing.T) {
 // TestSimPipelineSQLite runs the pipeline family on SQLite's outbox.
 func TestSimPipelineSQLite(t *testing.T) {
 	dir := t.TempDir()
-	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
+	if failed, _ := runPipe(t, pipeSQLSeeds, func(t *testing.T) *sim.PipeBackend {
 		db, err := sql.Open("sqlite", filepath.Join(dir, rand.Text()+".db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +130,7 @@ func TestSimPipelineSQLite(t *testing.T) {
 // TestSimPipelinePostgres runs the pipeline family on PostgreSQL's outbox.
 func TestSimPipelinePostgres(t *testing.T) {
 	db := postgresPool(t)
-	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
+	if failed, _ := runPipe(t, pipeSQLSeeds, func(t *testing.T) *sim.PipeBackend {
 		return sqlPipeBackend(t, "PostgreSQL", db, sqlstore.PostgreSQL)
 	}); failed != nil {
 		t.Fatal(failed.Report())

@@ -63,7 +63,7 @@ func skewedClocks(skew time.Duration) [2]func() time.Time {
 // (the emulator), completed by two processes with skewed clocks.
 func TestSimPipelineDatastore(t *testing.T) {
 	client := datastoreClient(t)
-	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
+	if failed, _ := runPipe(t, pipeGoogleSeeds, func(t *testing.T) *sim.PipeBackend {
 		return datastoreBackend(t, client, googleSkew)
 	}); failed != nil {
 		t.Fatal(failed.Report())
@@ -74,7 +74,7 @@ func TestSimPipelineDatastore(t *testing.T) {
 // (the emulator), completed by two processes with skewed clocks.
 func TestSimPipelineFirestore(t *testing.T) {
 	client := firestoreClient(t)
-	if failed, _ := runPipe(t, pipeBudget/2, func(t *testing.T) *sim.PipeBackend {
+	if failed, _ := runPipe(t, pipeGoogleSeeds, func(t *testing.T) *sim.PipeBackend {
 		return firestoreBackend(t, client, googleSkew)
 	}); failed != nil {
 		t.Fatal(failed.Report())
@@ -138,7 +138,7 @@ func datastoreBackend(t *testing.T, client *datastore.Client, skew time.Duration
 		return err
 	}
 	return &sim.PipeBackend{Name: "Datastore", Test: "TestSimPipelineDatastore", Store: sts[0], Complete: complete,
-		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true}
+		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true, NoBurst: true}
 }
 
 // firestoreBackend is two Firestore stores on a fresh collection, the
@@ -170,5 +170,5 @@ func firestoreBackend(t *testing.T, client *firestore.Client, skew time.Duration
 		return err
 	}
 	return &sim.PipeBackend{Name: "Firestore", Test: "TestSimPipelineFirestore", Store: sts[0], Complete: complete,
-		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true}
+		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true, NoBurst: true}
 }

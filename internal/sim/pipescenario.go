@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,14 @@ type PipeScenario struct {
 	Batch int
 	// ReleaseDead is the relays' Options.ReleaseDead.
 	ReleaseDead bool
+	// Latency is how long each publish request takes on its way, in relay
+	// leases, its client worker busy meanwhile: a slow Pub/Sub, behind
+	// which the client's requests queue for workers.
+	Latency float64
+	// Burst: the scenario has a slow Pub/Sub's burst (drawPipeReaches);
+	// unburst is its Batch without it.
+	Burst   bool
+	unburst int
 }
 
 // PipeParent is one stage A message: a body that completes its claim of
@@ -39,6 +48,8 @@ type PipeParent struct {
 	// same child keys).
 	Forget      bool
 	ForgetAfter float64
+	// Burst: one of the parents of a slow Pub/Sub's burst.
+	Burst bool
 }
 
 // bodyFault is what a stage A attempt does instead of committing.
@@ -159,46 +170,120 @@ func NewPipeScenario(seed uint64) *PipeScenario {
 		s.Parents = append(s.Parents, p)
 	}
 	if refusing {
-		// The first parent's first message goes to the refusing topic,
-		// ordered, early; the other messages of its ordering key go there
-		// too, so that they queue behind it (one order key: the topic's
-		// ID and the ordering key), enough of them to fill a Take's
-		// window while messages of other keys wait after them.
-		p := s.Parents[0]
-		p.At = 0
-		p.Msgs[0].Topic, p.Msgs[0].OrderingKey = pipeTopicGone, "k0"
-		behind := 0
-		for _, q := range s.Parents {
-			for _, m := range q.Msgs {
-				if m.OrderingKey == "k0" {
-					m.Topic = strings.Replace(m.Topic, pipeTopicA, pipeTopicGone, 1)
-					m.Topic = strings.Replace(m.Topic, pipeTopicB, pipeTopicGone, 1)
-					m.ErrTries, m.Unavailable, m.Stall = 0, 0, 0
-					behind++
-				}
-			}
-		}
-		for ; behind <= s.Batch; behind++ {
-			p.Msgs = append(p.Msgs, &PipeMsg{Name: fmt.Sprintf("m%d", len(p.Msgs)), Topic: pipeTopicGone, OrderingKey: "k0"})
-		}
+		s.refuse(s.Batch + 1)
 	}
 	if big {
 		s.Parents[r.IntN(n)].Msgs[0].Big = true
 	}
-
+	drawPipeReaches(s, r)
 	return s
 }
+
+// refuse sends the first parent's first message to the refusing topic,
+// ordered, early; the other messages of its ordering key go there too,
+// so that they queue behind it (one order key: the topic's ID and the
+// ordering key), at least behind of them, to fill a Take's window while
+// messages of other keys wait after them.
+func (s *PipeScenario) refuse(behind int) {
+	p := s.Parents[0]
+	p.At = 0
+	p.Msgs[0].Topic, p.Msgs[0].OrderingKey = pipeTopicGone, "k0"
+	n := 0
+	for _, q := range s.Parents {
+		for _, m := range q.Msgs {
+			if m.OrderingKey == "k0" {
+				m.Topic = strings.Replace(m.Topic, pipeTopicA, pipeTopicGone, 1)
+				m.Topic = strings.Replace(m.Topic, pipeTopicB, pipeTopicGone, 1)
+				m.ErrTries, m.Unavailable, m.Stall = 0, 0, 0
+				n++
+			}
+		}
+	}
+	for ; n < behind; n++ {
+		p.Msgs = append(p.Msgs, &PipeMsg{Name: fmt.Sprintf("m%d", len(p.Msgs)), Topic: pipeTopicGone, OrderingKey: "k0"})
+	}
+}
+
+// drawPipeReaches draws, after every earlier draw so that those stay as
+// they were, what reaches the relay's and the outboxes' limits:
+//
+//   - a crowd: a dead message that holds its key, with more followers
+//     waiting behind it than a Take of the Google stores scans
+//     (outboxq.ScanPages times the batch), before other keys' messages;
+//   - a request refused whole: a clean message and, after it in its key
+//     and in the same request, one that Pub/Sub refuses past the
+//     relays' MaxAttempts;
+//   - a slow Pub/Sub: a burst of messages of many ordering keys, large
+//     batches, every request held by the server a while, and now and
+//     then a stall besides, so that the client's requests outnumber its
+//     workers (NumGoroutines) and queue.
+func drawPipeReaches(s *PipeScenario, r *rand.Rand) {
+	if r.IntN(3) == 0 {
+		s.ReleaseDead = false
+		s.refuse(pipeScanPages*s.Batch + 1 + r.IntN(8))
+	}
+	if r.IntN(3) == 0 {
+		s.Batch = max(s.Batch, 2)
+		topic := []string{pipeTopicA, pipeTopicB}[r.IntN(2)]
+		s.Parents = append(s.Parents, &PipeParent{Index: len(s.Parents), Key: fmt.Sprintf("parent-%d", len(s.Parents)),
+			At: float64(r.IntN(20)) / 10, Msgs: []*PipeMsg{
+				{Name: "m0", Topic: topic, OrderingKey: "kr"},
+				{Name: "m1", Topic: topic, OrderingKey: "kr", ErrTries: pipeMaxAttempts + r.IntN(2)},
+			}})
+	}
+	if r.IntN(4) == 0 {
+		s.Burst, s.unburst = true, s.Batch
+		s.Batch = 24 + r.IntN(25)
+		s.Latency = 0.3 + float64(r.IntN(5))/20
+		msgs, at := 120+r.IntN(100), float64(r.IntN(5))/10
+		for i := 0; i < msgs; i += pipeBurstParent {
+			p := &PipeParent{Index: len(s.Parents), Key: fmt.Sprintf("parent-%d", len(s.Parents)), At: at + float64(i)/997, Burst: true}
+			for j := i; j < min(i+pipeBurstParent, msgs); j++ {
+				p.Msgs = append(p.Msgs, &PipeMsg{Name: fmt.Sprintf("m%d", j-i), Topic: pipeTopicA, OrderingKey: fmt.Sprintf("b%d", j)})
+			}
+			s.Parents = append(s.Parents, p)
+		}
+		if r.IntN(2) == 0 {
+			// The server stalls as the burst begins: the requests pile
+			// up behind the client's workers, generations deep.
+			s.Parents[len(s.Parents)-(msgs+pipeBurstParent-1)/pipeBurstParent].Msgs[0].Stall = 2 + float64(r.IntN(6))/10
+		}
+	}
+}
+
+// withoutBurst returns s without its burst, for a backend too slow for
+// one (PipeBackend.NoBurst).
+func (s *PipeScenario) withoutBurst() *PipeScenario {
+	if !s.Burst {
+		return s
+	}
+	c := *s
+	c.Burst, c.Batch, c.Latency = false, s.unburst, 0
+	c.Parents = slices.DeleteFunc(slices.Clone(s.Parents), func(p *PipeParent) bool { return p.Burst })
+	return &c
+}
+
+// pipeScanPages is outboxq.ScanPages: a Take of the Google stores scans
+// at most that many times its limit of due messages.
+const pipeScanPages = 4
+
+// pipeBurstParent is how many of a burst's messages one parent commits.
+const pipeBurstParent = 25
 
 // String sums the scenario up, a line per parent.
 func (s *PipeScenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pipeline seed %d: %d relays (batch %d, release_dead=%v)", s.Seed, len(s.Relays), s.Batch, s.ReleaseDead)
+	fmt.Fprintf(&b, "pipeline seed %d: %d relays (batch %d, release_dead=%v), Pub/Sub latency %.2f leases a request", s.Seed, len(s.Relays), s.Batch, s.ReleaseDead, s.Latency)
 	for i, rl := range s.Relays {
 		fmt.Fprintf(&b, "\n  relay %d: crash at settle %d, shutdown at take %d (+%.1f leases), skew %.2f leases", i, rl.CrashAt, rl.ShutdownAt, rl.ShutdownAfter, rl.Skew)
 	}
 	for _, p := range s.Parents {
 		fmt.Fprintf(&b, "\n  %s at %.2f leases, faults %v, forget=%v", p.Key, p.At, p.Faults, p.Forget)
-		for _, m := range p.Msgs {
+		for i, m := range p.Msgs {
+			if i == 4 && len(p.Msgs) > 8 {
+				fmt.Fprintf(&b, "\n    … and %d more (%s to %s)", len(p.Msgs)-4, m.Name, p.Msgs[len(p.Msgs)-1].Name)
+				break
+			}
 			fmt.Fprintf(&b, "\n    %s: topic %s, ordering key %q, err tries %d, unavailable %d, stall %.1f, big=%v", m.Name, m.Topic, m.OrderingKey, m.ErrTries, m.Unavailable, m.Stall, m.Big)
 		}
 	}

@@ -186,6 +186,14 @@ type delivery struct {
 	poisoned, gaveUp, metFailed bool
 	claimAt                     time.Time
 	retriesAtClaim              int
+	// failedFP is the fingerprint of the FAILED record its Claim met;
+	// contended, its body's Mutex or nested Lock met a live holder;
+	// stopFail, its body stopped with Receive. outcome is the last
+	// outcome the guard logged for it.
+	failedFP  []byte
+	contended bool
+	stopFail  bool
+	outcome   string
 }
 
 // fire reports whether a once-only fault of o fires now: the first call.
