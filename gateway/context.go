@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/idemgate/idemgate/store"
 )
@@ -11,15 +12,39 @@ import (
 type claimCtx struct {
 	context.Context
 	claim store.Claim
+	// contended says that a Lock or Mutex called with this context met
+	// another caller's hold on a key.
+	contended atomic.Bool
 }
 
-type claimKey struct{}
+type (
+	claimKey struct{}
+	bodyKey  struct{}
+)
 
 func (c *claimCtx) Value(key any) any {
-	if key == (claimKey{}) {
+	switch key {
+	case claimKey{}:
 		return &c.claim
+	case bodyKey{}:
+		return c
 	}
 	return c.Context.Value(key)
+}
+
+// markContended notes, on the guarded body whose context ctx is (if any),
+// that one of its Locks or Mutexes met a live holder: the body's failure
+// is then contention, which a handler may have answered with any status.
+func markContended(ctx context.Context) {
+	if b, ok := ctx.Value(bodyKey{}).(*claimCtx); ok {
+		b.contended.Store(true)
+	}
+}
+
+// contended reports whether markContended marked the body of ctx.
+func contended(ctx context.Context) bool {
+	b, ok := ctx.Value(bodyKey{}).(*claimCtx)
+	return ok && b.contended.Load()
 }
 
 func withClaim(ctx context.Context, c store.Claim) context.Context {

@@ -93,14 +93,17 @@ var errPanicked = errors.New("the work panicked (its value and stack are in the 
 // counts). A failure is not the message's when the claim was lost while
 // the work ran (lost is the renewal's cause: another holder has the key),
 // when the work's transaction was fenced out, when the work met another
-// caller's hold on a key (contention), or when the consumer stopping
-// cancelled it (a pull Receive shutting down): those are only released. A
+// caller's hold on a key (contention, seen in err or marked on body), or
+// when the consumer stopping cancelled it (a pull Receive shutting down):
+// those are only released. A
 // failure because the caller's context ended otherwise counts: a push
 // whose ack deadline passed, a message whose work outlasts every request,
 // is as poison as one that fails.
-func (g *Gateway) failing(ctx context.Context, key string, err, lost error, sc scope) (count bool, final string) {
+func (g *Gateway) failing(ctx, body context.Context, key string, err, lost error, sc scope) (count bool, final string) {
 	switch {
 	case err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) || contention(err):
+		return false, ""
+	case contended(body):
 		return false, ""
 	case ctx.Err() != nil && sc.d != nil && sc.d.CancelIsShutdown:
 		return false, ""
@@ -117,7 +120,9 @@ func (g *Gateway) failing(ctx context.Context, key string, err, lost error, sc s
 // contention says that err is another caller's hold on a key, not a
 // failure of the work: the work's Mutex, or a Lock on another key, met a
 // live holder (ErrInProgress), or a handler answered busy (503 or 429).
-// Retried, it succeeds once the holder lets go; it never counts.
+// Retried, it succeeds once the holder lets go; it never counts. Nor does
+// a failure of work (body is its context) whose own Lock or Mutex met a
+// live holder, whatever error or status the work made of it.
 func contention(err error) bool {
 	if errors.Is(err, ErrInProgress) {
 		return true

@@ -390,6 +390,19 @@ func TestContentionNotCounted(t *testing.T) {
 			t.Fatalf("delivery %d while the account is held = %v, want its Mutex's ErrInProgress", i+1, err)
 		}
 	}
+	// A handler that answers 500 for any error, its Mutex's included:
+	// the gateway saw the contention itself.
+	lazy := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f.g.Mutex(r.Context(), "account:7", func(context.Context) error { return nil }); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}))
+	for range 3 {
+		wantStatus(t, deliver(t, lazy, push("m-lazy", nil, "x")), http.StatusInternalServerError, "a handler answering 500 for its Mutex's contention")
+	}
+	if r, _, _ := f.st.Inspect(t.Context(), "m-lazy"); r.State == store.Failed || r.Attempts != 0 {
+		t.Errorf("a key whose handler answered 500 for its Mutex's contention = %v with %d attempts, want none counted", r.State, r.Attempts)
+	}
 	close(hold)
 	<-freed
 	if err := f.g.Lock(t.Context(), "payment-1", pay); err != nil {

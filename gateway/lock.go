@@ -124,6 +124,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		g.duplicate(ctx, key, sc)
 		return OutcomeDuplicate, fence, by, ErrDuplicate
 	case store.HeldByOther:
+		markContended(ctx)
 		return OutcomeInProgress, fence, by, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, HeldBy: c.Origin}
 	}
 	// The body's context carries the claim, and not the route's
@@ -135,6 +136,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	}
 	r := g.renew(bctx, c, claimedAt, sc)
 	defer r.end() // after Complete
+	body := r.bodyCtx(bctx, c)
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
@@ -143,7 +145,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			// too: under a budget the attempt counts. The panic's value
 			// and stack are in the guard's line, not in the reason.
 			settled := false
-			if count, final := g.failing(ctx, key, errPanicked, r.lost(), sc); count {
+			if count, final := g.failing(ctx, body, key, errPanicked, r.lost(), sc); count {
 				_, settled = g.fail(ctx, c, errPanicked, final, sc)
 			}
 			if !settled {
@@ -151,10 +153,13 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			}
 		}
 	}()
-	err = fn(r.bodyCtx(bctx, c))
+	err = fn(body)
 	returned = true
+	if err != nil && contended(body) {
+		markContended(ctx) // the contention of fn's own Mutex or Lock
+	}
 	r.settling()
-	if count, final := g.failing(ctx, key, err, r.lost(), sc); count {
+	if count, final := g.failing(ctx, body, key, err, r.lost(), sc); count {
 		// The failure is counted in the record, which goes FAILED when
 		// it is final or spends the budget; otherwise Fail released it.
 		r.end()

@@ -51,13 +51,17 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 	fence = c.Fence
 	if c.Status != store.Won {
 		outcome = OutcomeInProgress
+		markContended(ctx)
 		return g.hideKey(key, &InProgressError{Key: key, LeaseUntil: c.LeaseUntil, Done: c.Status == store.AlreadyDone || c.Status == store.AlreadyFailed, HeldBy: c.Origin})
 	}
 	defer g.release(ctx, c, "mutex", sc)
 	r := g.renew(ctx, c, claimedAt, sc)
 	defer r.end() // before the release
-	if err = fn(r.bodyCtx(ctx, c)); err == nil {
+	body := r.bodyCtx(ctx, c)
+	if err = fn(body); err == nil {
 		err = r.lost()
+	} else if contended(body) {
+		markContended(ctx) // the contention of fn's own Mutex or Lock
 	}
 	switch {
 	case err != nil:

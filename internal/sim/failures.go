@@ -361,8 +361,8 @@ func (w *world) checkFailedConflict(d *delivery, acked bool, how string) {
 	w.mu.Lock()
 	stored, outcome := d.failedFP, d.outcome
 	w.mu.Unlock()
-	if d.ms.fp == nil || len(stored) == 0 || bytes.Equal(stored, d.ms.fp) {
-		return
+	if d.ms.fp == nil || len(stored) == 0 || bytes.Equal(stored, d.ms.fp) || outcome == "store_error" || outcome == "cancelled" {
+		return // no conflict, or the gateway never had the Claim's answer (a lost reply, a late one)
 	}
 	ok := outcome == "conflict" || outcome == "in_progress" && w.sc.AcceptConflicts
 	switch {
