@@ -151,9 +151,9 @@
 // 48, each publish request taking a third of a lease or more on its way
 // (its client worker busy meanwhile), often behind a server stall, so
 // that the client's requests outnumber its workers (NumGoroutines) and
-// wait for one, their Timeout not yet started. The emulators' runs leave
-// the burst out (PipeBackend.NoBurst): their Takes of such batches are
-// too slow for the lease.
+// wait for one, their Timeout not yet started. Only the model outbox runs
+// the burst (PipeBackend.Burst): a database's Takes of such batches, six
+// runs at once, are too slow for the lease.
 //
 // The rules of the pipeline family:
 //

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,8 +30,8 @@ const pipeLease = 400 * time.Millisecond
 // pipeSeeds is how many seeds go test runs on the model outbox; the
 // stores' outboxes run fewer (pipeSQLSeeds, pipeGoogleSeeds).
 const (
-	pipeSeeds       = 60
-	pipeSQLSeeds    = 20
+	pipeSeeds       = 40
+	pipeSQLSeeds    = 12
 	pipeGoogleSeeds = 10
 )
 
@@ -40,14 +41,15 @@ const pipeParallel = 6
 // modelBackend is the model outbox over a memstore.
 func modelBackend() *sim.PipeBackend {
 	m := sim.NewModelOutbox(time.Hour)
-	return &sim.PipeBackend{Name: "model outbox", Test: "TestSimPipeline$", Store: m.Store(), Complete: m.CompleteTx, Source: m, Lease: pipeLease}
+	return &sim.PipeBackend{Name: "model outbox", Test: "TestSimPipeline$", Store: m.Store(), Complete: m.CompleteTx, Source: m, Lease: pipeLease, Burst: true}
 }
 
 // runPipe runs n pipeline seeds (or those of -sim.seeds / -sim.seed) on
 // backends made by open, pipeParallel at a time, until one fails; it
 // returns the failure of the lowest seed that failed, and how
 // many seeds ran. With -sim.survey it runs every seed and logs, for each
-// rule broken, how many seeds broke it and the lowest.
+// rule broken, how many seeds broke it and the lowest (and, with
+// -sim.reports, that seed's report).
 func runPipe(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend) (*sim.Result, int) {
 	return runPipeFor(t, n, open, (*sim.Result).Failed)
 }
@@ -62,6 +64,7 @@ func runPipeFor(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend, f
 		ran    int
 		wg     sync.WaitGroup
 		broke  = map[string][]uint64{}
+		first  = map[string]*sim.Result{}
 	)
 	type job struct {
 		seed uint64
@@ -76,6 +79,9 @@ func runPipeFor(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend, f
 				ran++
 				for _, r := range res.Rules() {
 					broke[r] = append(broke[r], j.seed)
+					if first[r] == nil || j.seed < first[r].Scenario.Seed {
+						first[r] = res
+					}
 				}
 				if found(res) && (failed == nil || j.seed < failed.Scenario.Seed) {
 					failed = res
@@ -97,6 +103,9 @@ func runPipeFor(t *testing.T, n int, open func(t *testing.T) *sim.PipeBackend, f
 	wg.Wait()
 	for _, r := range slices.Sorted(maps.Keys(broke)) {
 		t.Logf("rule %s broken by %d seeds, lowest %d", r, len(broke[r]), slices.Min(broke[r]))
+		if *verboseFlag {
+			t.Log(first[r].Report())
+		}
 	}
 	el := time.Since(start)
 	t.Logf("sim pipeline: %d seeds in %v: %.2f seeds/s", ran, el.Round(time.Millisecond), float64(ran)/el.Seconds())
@@ -195,7 +204,7 @@ func sqlPipeBackend(t *testing.T, name string, db *sql.DB, d sqlstore.Dialect) *
 		}
 		return tx.Commit()
 	}
-	return &sim.PipeBackend{Name: name, Test: "TestSimPipeline" + name, Store: st, Complete: complete, Source: st.Outbox(), Lease: pipeLease,
+	return &sim.PipeBackend{Name: name, Test: "TestSimPipeline" + strings.Replace(name, "PostgreSQL", "Postgres", 1) + "$", Store: st, Complete: complete, Source: st.Outbox(), Lease: pipeLease,
 		// One connection (SQLite), shared by every stage A transaction and
 		// Take, under -race: seconds of queueing, no starvation.
 		DelayBound: 15}

@@ -138,7 +138,7 @@ func datastoreBackend(t *testing.T, client *datastore.Client, skew time.Duration
 		return err
 	}
 	return &sim.PipeBackend{Name: "Datastore", Test: "TestSimPipelineDatastore", Store: sts[0], Complete: complete,
-		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true, NoBurst: true}
+		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true}
 }
 
 // firestoreBackend is two Firestore stores on a fresh collection, the
@@ -170,5 +170,5 @@ func firestoreBackend(t *testing.T, client *firestore.Client, skew time.Duration
 		return err
 	}
 	return &sim.PipeBackend{Name: "Firestore", Test: "TestSimPipelineFirestore", Store: sts[0], Complete: complete,
-		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true, NoBurst: true}
+		Source: sts[0].Outbox(), Lease: googleLease, DelayBound: 12, Replaces: true}
 }

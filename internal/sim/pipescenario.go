@@ -251,8 +251,8 @@ func drawPipeReaches(s *PipeScenario, r *rand.Rand) {
 	}
 }
 
-// withoutBurst returns s without its burst, for a backend too slow for
-// one (PipeBackend.NoBurst).
+// withoutBurst returns s without its burst, for a backend that runs none
+// (PipeBackend.Burst).
 func (s *PipeScenario) withoutBurst() *PipeScenario {
 	if !s.Burst {
 		return s
