@@ -279,13 +279,7 @@ func (p *Planner) Hints(seqs map[string]*Seq, heads map[string]*Msg, took []*Msg
 // SettleKeys returns the order keys of acts, whose sequences a Settle
 // reads with the messages.
 func SettleKeys(acts []Action) []string {
-	var out []string
-	for _, a := range acts {
-		if a.OrderKey != "" && !slices.Contains(out, a.OrderKey) {
-			out = append(out, a.OrderKey)
-		}
-	}
-	return out
+	return distinctKeys(acts, func(a Action) string { return a.OrderKey })
 }
 
 // Settle applies acts at now to msgs, the messages stored under their

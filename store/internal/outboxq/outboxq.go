@@ -127,10 +127,16 @@ func Queued(ps []outbox.Pending, now time.Time) []Stored {
 // OrderKeys returns the distinct order keys of ms, in the order they first
 // come: the sequences a transaction reads before it enqueues ms.
 func OrderKeys(ms []Stored) []string {
+	return distinctKeys(ms, func(m Stored) string { return m.OrderKey })
+}
+
+// distinctKeys returns the distinct non-empty order keys of xs, as key
+// reads them, in the order they first come.
+func distinctKeys[T any](xs []T, key func(T) string) []string {
 	var out []string
-	for _, m := range ms {
-		if m.OrderKey != "" && !slices.Contains(out, m.OrderKey) {
-			out = append(out, m.OrderKey)
+	for _, x := range xs {
+		if k := key(x); k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
 		}
 	}
 	return out
