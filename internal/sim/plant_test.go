@@ -91,12 +91,14 @@ func TestSimFindsPlants(t *testing.T) {
 type patchPlant struct {
 	name, backend string
 	rules         []string
+	rare          bool // Rare: yes, as pipePlant.rare
 }
 
 // patchFromEnv returns the patch plant of the environment, if any.
 func patchFromEnv() (patchPlant, bool) {
 	pp := patchPlant{name: os.Getenv("IDEMGATE_PLANT_PATCH"), backend: os.Getenv("IDEMGATE_PLANT_BACKEND"),
-		rules: strings.Fields(strings.ReplaceAll(os.Getenv("IDEMGATE_PLANT_RULES"), ",", " "))}
+		rules: strings.Fields(strings.ReplaceAll(os.Getenv("IDEMGATE_PLANT_RULES"), ",", " ")),
+		rare:  os.Getenv("IDEMGATE_PLANT_RARE") == "yes"}
 	return pp, pp.name != "" && len(pp.rules) > 0
 }
 
@@ -104,7 +106,7 @@ func patchFromEnv() (patchPlant, bool) {
 // Backend: line gives.
 var pipeBackends = map[string]func(t *testing.T) *sim.PipeBackend{
 	"model": pipeModel, "sqlite": pipeSQLite, "postgres": pipePostgres,
-	"datastore": pipeDatastore, "firestore": pipeFirestore,
+	"datastore": pipeDatastore, "firestore": pipeFirestore, "datastore-instep": pipeDatastoreInStep,
 }
 
 // pipePlant is a planted defect of issue 29 and how the pipeline family
@@ -179,7 +181,7 @@ func TestSimPipelineFindsPlants(t *testing.T) {
 		}
 	}
 	if pp, ok := patchFromEnv(); ok && pipeBackends[pp.backend] != nil {
-		plants = append(plants, planted{pp.name, pipePlant{rules: pp.rules, backend: pipeBackends[pp.backend], why: "the patch " + pp.name}})
+		plants = append(plants, planted{pp.name, pipePlant{rules: pp.rules, backend: pipeBackends[pp.backend], rare: pp.rare, why: "the patch " + pp.name}})
 	}
 	if len(plants) == 0 {
 		t.Skip("no pipeline plant in IDEMGATE_PLANT")
