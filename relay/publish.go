@@ -224,10 +224,18 @@ func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/
 // stopping): the publishes then unanswered are unknown. It calls flushed
 // once the publishes are sent, before it waits.
 func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}, flushed func()) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
-	// Send: each ordering key's share of the round in one request.
+	// Send: each ordering key's share of the round in one request; a
+	// suspect alone, and of its key only the first message.
 	msgs := make([]inflight, len(batch))
 	groups := make(map[orderKey]*group)
 	used := make(map[*pubsub.Publisher]bool)
+	suspect := r.suspects.take(batch)
+	suspectKey := make(map[orderKey]bool)
+	for _, p := range batch {
+		if suspect[p.ID] && p.OrderingKey != "" {
+			suspectKey[orderKey{pubs.fullName(p.Topic), p.OrderingKey}] = true
+		}
+	}
 	for i, p := range batch {
 		m := &msgs[i]
 		m.p, m.name = p, pubs.fullName(p.Topic)
@@ -237,6 +245,16 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 		if g == nil {
 			g = &group{}
 			groups[k] = g
+		}
+		if suspectKey[k] || suspect[p.ID] {
+			if g.full {
+				continue // untried, behind the first of its key
+			}
+			g.full = p.OrderingKey != ""
+			m.pub = m.alone
+			m.res = m.alone.Publish(ctx, pubsubMessage(p))
+			used[m.alone] = true
+			continue
 		}
 		if p.OrderingKey != "" {
 			size := outbox.PublishSize(p.Message)
@@ -333,12 +351,16 @@ func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned ti
 // ordering key, and the first of each key; it gives back untried the
 // later ones of a key, which wait behind their first, and all of them
 // when the client's answer could come after the lease of their Take,
-// started at taken, lapsed (as for a late Take) or Run is stopping.
+// started at taken, lapsed (as for a late Take) or Run is stopping: those
+// become suspects, which the next round publishes alone.
 func (r *Relay) sendAlone(ctx context.Context, msgs []inflight, taken time.Time, stopping bool) (sending []inflight, back []outbox.Failure) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	late := stopping || time.Since(taken) > r.lateTake()
+	if late {
+		r.suspects.mark(msgs)
+	}
 	first := make(map[orderKey]bool)
 	for _, m := range msgs {
 		k := orderKey{m.name, m.p.OrderingKey}

@@ -159,6 +159,8 @@ type Relay struct {
 	tel  *telemetry
 	// repeats thins out the lines of failures that repeat.
 	repeats *repeats
+	// suspects are messages to publish alone (see suspects).
+	suspects *suspects
 }
 
 // Defaults of Options.
@@ -238,7 +240,7 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{src: src, pub: pub, opts: o, tel: tel, repeats: newRepeats(o.MinBackoff, o.MaxBackoff)}, nil
+	return &Relay{src: src, pub: pub, opts: o, tel: tel, repeats: newRepeats(o.MinBackoff, o.MaxBackoff), suspects: newSuspects(o.Lease)}, nil
 }
 
 // Run relays until ctx ends, then returns ctx.Err(). Store errors and

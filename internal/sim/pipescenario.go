@@ -231,12 +231,7 @@ func drawPipeReaches(s *PipeScenario, r *rand.Rand) {
 				{Name: "m1", Topic: topic, OrderingKey: "kr", ErrTries: pipeMaxAttempts + r.IntN(2)},
 			}})
 	}
-	// The burst is drawn only where nothing is refused: behind a Pub/Sub
-	// slower than an eighth of the lease, a relay cannot single out the
-	// message of a request refused whole before its lease lapses, gives the
-	// request back untried, and a message Pub/Sub keeps refusing never
-	// dies (pipeline seed 14 with the burst; see docs/testing.md).
-	if burst := r.IntN(4) == 0; burst && !refuses(s) {
+	if r.IntN(4) == 0 {
 		s.Burst, s.unburst = true, s.Batch
 		s.Batch = 24 + r.IntN(25)
 		s.Latency = 0.3 + float64(r.IntN(5))/20
@@ -311,16 +306,3 @@ func pipeRelayOptions(s *PipeScenario, lease time.Duration) relay.Options {
 // ends, beside the time its Settles take meanwhile (each bounded by the
 // relay): its StopTimeout and a lease of slack for the scheduler.
 func stopBound(o relay.Options) time.Duration { return o.StopTimeout + o.Lease }
-
-// refuses reports whether a message of s is refused by Pub/Sub: sent to
-// the refusing topic, or refused on some tries.
-func refuses(s *PipeScenario) bool {
-	for _, p := range s.Parents {
-		for _, m := range p.Msgs {
-			if m.ErrTries > 0 || strings.Contains(m.Topic, pipeTopicGone) {
-				return true
-			}
-		}
-	}
-	return false
-}
