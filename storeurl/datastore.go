@@ -13,9 +13,7 @@ import (
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
-// openDatastore opens datastore://project[?database=…&namespace=…&kind=…].
-// An empty project (datastore://) is detected from the credentials, or
-// from DATASTORE_PROJECT_ID. The client honours DATASTORE_EMULATOR_HOST.
+// openDatastore opens datastore://[project][?database=…&namespace=…&kind=…].
 func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "namespace", "kind")
 	if err != nil {
@@ -42,8 +40,8 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
 }
 
-// googleAddr names a Google store's project and database, and the
-// emulator the client talks to when the variable emulator sets one.
+// googleAddr names a Google store's project and database, and the emulator
+// the variable emulator names.
 func googleAddr(scheme, project, database, emulator string) string {
 	if project == "" {
 		project = "(project from the credentials)"
@@ -59,7 +57,7 @@ func googleAddr(scheme, project, database, emulator string) string {
 }
 
 // googleURL splits scheme://project?param=… into the project and the
-// query parameters, which must be among known and appear once each.
+// parameters, each among known and given once.
 func googleURL(rawURL string, known ...string) (project string, params map[string]string, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -8,9 +8,7 @@ import (
 	"github.com/idemgate/idemgate/store/firestorestore"
 )
 
-// openFirestore opens firestore://project[?database=…&collection=…]. An
-// empty project (firestore://) is detected from the credentials. The
-// client honours FIRESTORE_EMULATOR_HOST.
+// openFirestore opens firestore://[project][?database=…&collection=…].
 func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "collection")
 	if err != nil {
