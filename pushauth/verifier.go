@@ -40,9 +40,7 @@ type Options struct {
 	ServiceAccountEmail string
 
 	// Validator checks signatures and expiry. Default: an
-	// idtoken.NewValidator, which fetches Google's public keys from
-	// https://www.googleapis.com/oauth2/v3/certs and caches them for as
-	// long as the response allows.
+	// idtoken.NewValidator, which fetches and caches Google's public keys.
 	Validator TokenValidator
 
 	// Logger receives one line per rejected request, without the token.

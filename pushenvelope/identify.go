@@ -20,20 +20,18 @@ func Identify(h http.Header, body []byte) *Message {
 	switch m.Form {
 	case Unwrapped:
 		m.ID, m.Subscription = h.Get(headerMessageID), h.Get(headerSubscription)
-	case CloudEventBinary:
-		m.ID, m.Source = h.Get(headerID), h.Get(headerSource)
-		var w looseWire
-		_ = json.Unmarshal(body, &w) // best effort: whatever was read is kept
-		w.fill(m)
 	case CloudEventStructured:
 		var ev struct {
 			ID     any       `json:"id"`
 			Source any       `json:"source"`
 			Data   looseWire `json:"data"`
 		}
-		_ = json.Unmarshal(body, &ev)
+		_ = json.Unmarshal(body, &ev) // best effort: whatever was read is kept
 		m.ID, m.Source = text(ev.ID), text(ev.Source)
 		ev.Data.fill(m)
+	case CloudEventBinary:
+		m.ID, m.Source = h.Get(headerID), h.Get(headerSource)
+		fallthrough
 	default:
 		var w looseWire
 		_ = json.Unmarshal(body, &w)

@@ -12,17 +12,10 @@ type Form uint8
 
 // The delivery forms Decode understands.
 const (
-	// Wrapped is the default push body: JSON {"message": {...}, "subscription": "..."}.
-	Wrapped Form = iota + 1
-	// Unwrapped is a push with payload unwrapping on: the body is the raw
-	// message data and metadata travels in x-goog-pubsub-* headers.
-	Unwrapped
-	// CloudEventBinary is a CloudEvent in binary mode (ce-* headers), as
-	// Eventarc delivers to Cloud Run and Cloud Functions gen2.
-	CloudEventBinary
-	// CloudEventStructured is a CloudEvent in structured mode
-	// (Content-Type: application/cloudevents+json).
-	CloudEventStructured
+	Wrapped              Form = iota + 1 // the default push body, {"message": {...}, "subscription": "..."}
+	Unwrapped                            // payload unwrapping: the data as the body, metadata in headers
+	CloudEventBinary                     // a CloudEvent in binary mode (ce-* headers), as Eventarc delivers
+	CloudEventStructured                 // a CloudEvent in structured mode (application/cloudevents+json)
 )
 
 // String returns "wrapped", "unwrapped", "cloudevent-binary" or "cloudevent-structured".
@@ -47,14 +40,12 @@ type Message struct {
 	ID string
 	// Data is the message payload, decoded from base64 where the form
 	// encodes it; nil when empty. It may share memory with the body.
-	Data         []byte
-	Attributes   map[string]string // never nil after a successful Decode
-	PublishTime  time.Time         // UTC; zero when absent
-	OrderingKey  string
-	Subscription string // the full subscription name, when the delivery says it
-	// DeliveryAttempt counts deliveries of this message when the
-	// subscription has a dead-letter policy; 0 means unknown.
-	DeliveryAttempt int
+	Data            []byte
+	Attributes      map[string]string // never nil after a successful Decode
+	PublishTime     time.Time         // UTC; zero when absent
+	OrderingKey     string
+	Subscription    string // the full subscription name, when the delivery says it
+	DeliveryAttempt int    // with a dead-letter policy; 0 means unknown
 	// Source is the CloudEvent source, //pubsub.googleapis.com/projects/P/topics/T;
 	// empty for plain push forms.
 	Source string

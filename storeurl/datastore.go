@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -19,11 +20,7 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	if err != nil {
 		return nil, badURL(err)
 	}
-	id := project
-	if id == "" {
-		id = datastore.DetectProjectID
-	}
-	client, err := datastore.NewClientWithDatabase(ctx, id, q["database"])
+	client, err := datastore.NewClientWithDatabase(ctx, cmp.Or(project, datastore.DetectProjectID), q["database"])
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +29,7 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 		client.Close()
 		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	kind := q["kind"]
-	if kind == "" {
-		kind = "IdemgateRecord" // datastorestore's default
-	}
+	kind := cmp.Or(q["kind"], "IdemgateRecord") // datastorestore's default
 	records := orDefault("kind "+kind, q["kind"] != "") + ", " + orDefault(fmt.Sprintf("namespace %q", q["namespace"]), q["namespace"] != "")
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
 }
@@ -43,10 +37,7 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 // googleAddr names a Google store's project and database, and the emulator
 // the variable emulator names.
 func googleAddr(scheme, project, database, emulator string) string {
-	if project == "" {
-		project = "(project from the credentials)"
-	}
-	a := scheme + "://" + project
+	a := scheme + "://" + cmp.Or(project, "(project from the credentials)")
 	if database != "" {
 		a += "?database=" + database
 	}

@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 
 	"cloud.google.com/go/firestore"
@@ -14,10 +15,7 @@ func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	if err != nil {
 		return nil, badURL(err)
 	}
-	id := project
-	if id == "" {
-		id = firestore.DetectProjectID
-	}
+	id := cmp.Or(project, firestore.DetectProjectID)
 	var client *firestore.Client
 	if db := q["database"]; db == "" || db == firestore.DefaultDatabaseID {
 		client, err = firestore.NewClient(ctx, id)
@@ -32,9 +30,6 @@ func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 		client.Close()
 		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	coll := q["collection"]
-	if coll == "" {
-		coll = "idemgate_records" // firestorestore's default
-	}
+	coll := cmp.Or(q["collection"], "idemgate_records") // firestorestore's default
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("firestore", project, q["database"], "FIRESTORE_EMULATOR_HOST"), Records: orDefault("collection "+coll, q["collection"] != "")}, nil
 }

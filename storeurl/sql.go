@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -45,10 +46,7 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
-	name := table
-	if name == "" {
-		name = defaultTable
-	}
+	name := cmp.Or(table, defaultTable)
 	o := &Opened{Store: st, close: db.Close, Addr: addr, Records: orDefault("table "+name, table != "")}
 	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
 		keys, err := findSuffix(ctx, db, scheme, name, suffix, n)
@@ -71,11 +69,9 @@ func findSuffix(ctx context.Context, db *sql.DB, scheme, table, suffix string, n
 	case "postgres", "postgresql":
 		param = "$1"
 	}
-	ref := table
+	ref := quote(table)
 	if schema, name, ok := strings.Cut(table, "."); ok {
 		ref = quote(schema) + "." + quote(name)
-	} else {
-		ref = quote(table)
 	}
 	pattern := "%" + strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(suffix)
 	q := fmt.Sprintf("SELECT key_text FROM %s WHERE key_text LIKE %s ESCAPE '!' ORDER BY key_text LIMIT %d", ref, param, n)
