@@ -1,12 +1,7 @@
 // Package pushauth verifies that a push request comes from your Pub/Sub
-// subscription.
-//
-// A push subscription configured with a service account sends each
-// delivery with an OIDC ID token in "Authorization: Bearer", signed by
-// Google. A [Verifier] checks it: signature and expiry with
-// google.golang.org/api/idtoken, then what idtoken leaves to the caller —
-// the issuer, the audience the subscription was configured with, and the
-// subscription's service account as the verified email. Its
+// subscription: a [Verifier] checks the OIDC token Pub/Sub sends in
+// "Authorization: Bearer" (signature and expiry by Google's keys, then
+// issuer, audience and the subscription's service account), and its
 // [Verifier.Middleware] goes in front of the gateway, so that requests it
 // rejects never reach the store:
 //
@@ -19,10 +14,6 @@
 //	}
 //	http.Handle("POST /", v.Middleware(g.Idempotent(orders)))
 //
-// On Cloud Run with authentication required, the platform already checks
-// the token and the invoker role before the request reaches the service;
-// this middleware is then defence in depth. It is the only check when the
-// service allows unauthenticated access, or when the request comes in
-// through a front door that does not check Google tokens. See
-// docs/security.md.
+// docs/security.md says when Cloud Run already checks the token and how to
+// deploy with this package.
 package pushauth

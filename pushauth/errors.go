@@ -8,41 +8,27 @@ import (
 // The reasons Verify rejects a request. Each error Verify returns wraps
 // exactly one of them; the Middleware answers with the status noted.
 var (
-	// ErrNoToken: the request has no Authorization header, or not one with
-	// the Bearer scheme. 401.
+	// ErrNoToken: no Authorization header with the Bearer scheme. 401.
 	ErrNoToken = errors.New("pushauth: no bearer token")
-
-	// ErrMalformedToken: the bearer token is not a JWT signed with RS256,
-	// the only algorithm Google signs ID tokens with. 401.
+	// ErrMalformedToken: not a JWT signed with RS256, the only algorithm
+	// Google signs ID tokens with. 401.
 	ErrMalformedToken = errors.New("pushauth: malformed token")
-
-	// ErrExpiredToken: the token has reached its expiry (exp), before which
-	// alone RFC 7519 lets it be accepted. 401.
+	// ErrExpiredToken: the token has reached its expiry (exp). 401.
 	ErrExpiredToken = errors.New("pushauth: token expired")
-
-	// ErrBadSignature: the token is not signed by one of Google's current
-	// keys. 401.
+	// ErrBadSignature: not signed by one of Google's current keys. 401.
 	ErrBadSignature = errors.New("pushauth: token signature not valid")
-
-	// ErrWrongIssuer: a valid token, but not issued by Google's accounts
-	// service. 403.
+	// ErrWrongIssuer: a valid token not issued by Google's accounts service. 403.
 	ErrWrongIssuer = errors.New("pushauth: token issuer not accepted")
-
 	// ErrWrongAudience: a valid token minted for another audience. 403.
 	ErrWrongAudience = errors.New("pushauth: token audience not accepted")
-
 	// ErrWrongEmail: a valid token of another identity than the push
 	// subscription's service account. 403.
 	ErrWrongEmail = errors.New("pushauth: token email not accepted")
-
-	// ErrEmailNotVerified: a valid token whose email claim Google does not
-	// vouch for. 403.
+	// ErrEmailNotVerified: a valid token whose email Google does not vouch for. 403.
 	ErrEmailNotVerified = errors.New("pushauth: token email not verified")
-
 	// ErrKeysUnavailable: Google's public keys could not be fetched, so the
-	// token could not be checked. Not the caller's fault. 503, which
-	// Pub/Sub retries. A custom TokenValidator wraps it to get the same
-	// treatment.
+	// token could not be checked. 503, which Pub/Sub retries. A custom
+	// TokenValidator wraps it to get the same treatment.
 	ErrKeysUnavailable = errors.New("pushauth: cannot verify tokens now: Google's signing keys are unavailable")
 )
 

@@ -1,7 +1,6 @@
 package pushauth_test
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/rand"
@@ -9,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/api/idtoken"
 
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushauth"
 )
 
@@ -96,20 +95,20 @@ func (rt rewrite) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // newVerifier returns a Verifier for testAudience and testEmail over
-// validator, logging into the returned buffer.
-func newVerifier(t testing.TB, validator pushauth.TokenValidator) (*pushauth.Verifier, *bytes.Buffer) {
+// validator, logging into the returned sink.
+func newVerifier(t testing.TB, validator pushauth.TokenValidator) (*pushauth.Verifier, *logtest.Sink) {
 	t.Helper()
-	var logs bytes.Buffer
+	logs := &logtest.Sink{}
 	v, err := pushauth.New(&pushauth.Options{
 		Audience:            testAudience,
 		ServiceAccountEmail: testEmail,
 		Validator:           validator,
-		Logger:              slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil)),
+		Logger:              logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v, &logs
+	return v, logs
 }
 
 // goodClaims are the claims of a token Pub/Sub sends, as the push
@@ -170,16 +169,4 @@ func with(m map[string]any, changes map[string]any) map[string]any {
 		}
 	}
 	return out
-}
-
-// lockedWriter serializes writes: handlers may log concurrently.
-type lockedWriter struct {
-	mu sync.Mutex // guards w
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

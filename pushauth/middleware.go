@@ -9,23 +9,13 @@ import (
 	"google.golang.org/api/idtoken"
 )
 
-// Middleware returns a handler that verifies each request with Verify and
-// passes it to next only when the token is accepted; next finds the verified
-// payload with FromContext. A rejected request gets a one-line reason and:
-//
-//	no token, another scheme, malformed   401, WWW-Authenticate: Bearer
-//	bad signature, expired                401, WWW-Authenticate: Bearer error="invalid_token"
-//	wrong issuer, audience or email,
-//	email not verified                    403
-//	Google's keys unavailable             503
-//
-// Pub/Sub treats each of them as a nack and retries the delivery, so a
-// misconfigured verifier delays messages (and dead-letters them
-// eventually) but loses none. Each rejection is logged, at WARN (ERROR for
-// 503), without the token.
-//
-// Put it in front of the gateway, so that requests it rejects never touch
-// the store: v.Middleware(g.Idempotent(h)).
+// Middleware returns a handler that passes a request to next only when
+// Verify accepts its token; next finds the payload with FromContext. A
+// rejected request gets a one-line reason without the token, is logged
+// (WARN, ERROR for 503), and is answered 401 with WWW-Authenticate for an
+// invalid token, 403 for a valid token not from the subscription, 503 when
+// Google's keys are unavailable. Pub/Sub retries each of them, so a
+// misconfigured verifier delays messages but loses none.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := v.Verify(r.Context(), r.Header)

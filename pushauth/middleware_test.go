@@ -1,6 +1,7 @@
 package pushauth_test
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,8 +72,8 @@ func TestMiddleware(t *testing.T) {
 				if !strings.EqualFold(got.email, testEmail) {
 					t.Errorf("next saw payload email %q, want the verified payload in the context", got.email)
 				}
-				if logs.Len() != 0 {
-					t.Errorf("an accepted request logged %q", logs)
+				if recs := logs.Records(); len(recs) != 0 {
+					t.Errorf("an accepted request logged:\n%s", recs)
 				}
 				return
 			}
@@ -85,10 +86,11 @@ func TestMiddleware(t *testing.T) {
 			if got.wwwAuth != tt.wwwAuth {
 				t.Errorf("WWW-Authenticate %q, want %q", got.wwwAuth, tt.wwwAuth)
 			}
-			line := logs.String()
-			if strings.Count(line, "\n") != 1 || !strings.Contains(line, "level="+tt.logLevel) {
-				t.Errorf("want one %s log line, got %q", tt.logLevel, line)
+			recs := logs.Records()
+			if len(recs) != 1 || recs[0].Level.String() != tt.logLevel {
+				t.Errorf("want one %s log line, got:\n%s", tt.logLevel, recs)
 			}
+			line := recs.String()
 			for _, a := range tt.auth {
 				assertNoToken(t, a, got.body, line)
 			}
@@ -122,10 +124,10 @@ func TestKeysUnavailable(t *testing.T) {
 			if got.code != http.StatusServiceUnavailable || got.body != pushauth.ErrKeysUnavailable.Error()+"\n" {
 				t.Errorf("got %d %q, want 503 %q", got.code, got.body, pushauth.ErrKeysUnavailable)
 			}
-			if !strings.Contains(logs.String(), "level=ERROR") {
-				t.Errorf("want an ERROR line, got %q", logs)
+			if len(logs.Records().Level(slog.LevelError)) != 1 {
+				t.Errorf("want an ERROR line, got:\n%s", logs.Records())
 			}
-			assertNoToken(t, token, got.body, logs.String())
+			assertNoToken(t, token, got.body, logs.Records().String())
 		})
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"google.golang.org/api/idtoken"
 )
 
-// maxTokenLen bounds the bearer tokens looked at. Google's ID tokens are
-// about a kilobyte.
+// maxTokenLen bounds the bearer tokens looked at (Google's are about 1 KiB).
 const maxTokenLen = 16 << 10
 
 // bearerToken returns the token of the one Authorization header in values,
@@ -38,26 +37,19 @@ func bearerToken(values []string) (string, error) {
 	return token, nil
 }
 
-// jwtHeader is the part of a JWT header that is checked before the
-// signature.
-type jwtHeader struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid"`
-}
-
-// inspect checks the shape of a JWT before its signature is verified: three
-// base64url parts, a header naming RS256 and a key, a payload that decodes
-// the way the validator decodes it, a signature. Only RS256 passes: Google
-// signs ID tokens with it, and refusing every other algorithm here keeps
-// tokens that claim "none", HS256 or ES256 away from the validator. It
-// returns the unverified payload, for its expiry. Error details never quote
-// the token.
+// inspect checks a JWT's shape before its signature is: three base64url
+// parts, a header naming RS256 (the only algorithm Google signs with, so
+// "none", HS256 and ES256 never reach the validator) and a key, a payload
+// that decodes, a signature. It returns the unverified payload.
 func inspect(token string) (*idtoken.Payload, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return nil, fmt.Errorf("%w: not three dot-separated parts", ErrMalformedToken)
 	}
-	var h jwtHeader
+	var h struct {
+		Alg string `json:"alg"`
+		Kid string `json:"kid"`
+	}
 	if err := decodePart(parts[0], &h); err != nil {
 		return nil, fmt.Errorf("%w: header %s", ErrMalformedToken, err)
 	}
@@ -78,8 +70,8 @@ func inspect(token string) (*idtoken.Payload, error) {
 	return &p, nil
 }
 
-// decodePart decodes one base64url JSON part of a JWT into v. Its errors
-// say what was wrong without quoting the input.
+// decodePart decodes one base64url JSON part of a JWT into v, with errors
+// that do not quote it.
 func decodePart(s string, v any) error {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {

@@ -35,16 +35,12 @@ type Options struct {
 	Audience string
 
 	// ServiceAccountEmail is the service account the push subscription
-	// signs its tokens as (--push-auth-service-account). Compared without
-	// regard to case. Required: any Google account can mint a Google-signed
-	// token for any audience, so the audience alone proves nothing about
-	// the caller.
+	// signs its tokens as (--push-auth-service-account), compared without
+	// regard to ASCII case. Required: the audience alone proves nothing.
 	ServiceAccountEmail string
 
 	// Validator checks signatures and expiry. Default: an
-	// idtoken.NewValidator, which fetches Google's public keys from
-	// https://www.googleapis.com/oauth2/v3/certs and caches them for as
-	// long as the response allows.
+	// idtoken.NewValidator, which fetches and caches Google's public keys.
 	Validator TokenValidator
 
 	// Logger receives one line per rejected request, without the token.
@@ -91,23 +87,14 @@ func New(opts *Options) (*Verifier, error) {
 	return v, nil
 }
 
-// Verify checks the bearer token in header (the request's headers) and
-// returns its verified payload. The checks run in this order, so that a
-// token says nothing about its claims until its signature holds:
-//
-//  1. exactly one Authorization header, scheme Bearer (ErrNoToken,
-//     ErrMalformedToken);
-//  2. the token is a JWT with an RS256 header and a key ID
-//     (ErrMalformedToken), not expired (ErrExpiredToken);
-//  3. its signature holds against Google's keys (ErrBadSignature, or
-//     ErrKeysUnavailable when the keys cannot be fetched);
-//  4. issuer accounts.google.com, with or without https:// (ErrWrongIssuer);
-//  5. audience Options.Audience (ErrWrongAudience);
-//  6. email Options.ServiceAccountEmail (ErrWrongEmail), and
-//     email_verified true (ErrEmailNotVerified).
-//
-// The audience is checked here rather than by the validator, which would
-// check it before the signature. Errors never contain the token.
+// Verify checks the bearer token in header and returns its verified
+// payload. It checks, in this order, so that no claim is read before the
+// signature holds: one Bearer Authorization header (ErrNoToken,
+// ErrMalformedToken); an RS256 JWT with a key ID (ErrMalformedToken), not
+// expired (ErrExpiredToken); Google's signature (ErrBadSignature,
+// ErrKeysUnavailable); issuer (ErrWrongIssuer); Options.Audience
+// (ErrWrongAudience); Options.ServiceAccountEmail (ErrWrongEmail) with
+// email_verified (ErrEmailNotVerified). Errors never contain the token.
 func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Payload, error) {
 	token, err := bearerToken(header.Values("Authorization"))
 	if err != nil {
@@ -120,7 +107,9 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 	if time.Now().Unix() >= unverified.Expires { // RFC 7519: now must be before exp
 		return nil, ErrExpiredToken
 	}
-	p, err := v.validator.Validate(ctx, token, "") // audience: see above
+	// The audience is checked below: the validator would check it before
+	// the signature.
+	p, err := v.validator.Validate(ctx, token, "")
 	if err != nil {
 		return nil, classify(err, token)
 	}

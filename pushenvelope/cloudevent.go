@@ -9,20 +9,17 @@ import (
 // type this package decodes.
 const MessagePublishedType = "google.cloud.pubsub.topic.v1.messagePublished"
 
-// The binary-mode attribute headers read once the form is known (canonical
-// form); Ce-Specversion, which selects the form, is in decode.go.
+// The binary-mode attribute headers besides Ce-Specversion.
 const (
 	headerType   = "Ce-Type"
 	headerID     = "Ce-Id"
 	headerSource = "Ce-Source"
 )
 
-// FromMessagePublishedData decodes the data of a CloudEvent of type
-// [MessagePublishedType] whose attributes were read elsewhere (for example
-// by a CloudEvents SDK). id and source are the event's; the message's own
-// messageId wins over id when the data carries one. The Message's Form is
-// CloudEventBinary; a caller that knows the event arrived structured may set
-// it. Errors wrap ErrNotPush.
+// FromMessagePublishedData decodes the data of a [MessagePublishedType]
+// CloudEvent whose attributes were read elsewhere (by a CloudEvents SDK).
+// id and source are the event's; the data's messageId wins over id. Form is
+// CloudEventBinary. Errors wrap ErrNotPush.
 func FromMessagePublishedData(id, source string, data []byte) (*Message, error) {
 	m, err := readPublished(data, "CloudEvent data")
 	if err != nil {
@@ -31,10 +28,8 @@ func FromMessagePublishedData(id, source string, data []byte) (*Message, error) 
 	return fromEvent(m, CloudEventBinary, id, source), nil
 }
 
-// checkEvent refuses an event without the attributes the CloudEvents spec
-// requires (specversion, id, source, type), as functions-framework's SDK
-// does before a function runs, or of a type other than messagePublished.
-// Spec versions 1.0 and 0.3, the two the SDK reads, require the same four.
+// checkEvent refuses an event that is not messagePublished or lacks an
+// attribute the CloudEvents spec requires, as functions-framework's SDK does.
 func checkEvent(spec, id, source, typ string) error {
 	switch {
 	case spec == "":
@@ -51,8 +46,6 @@ func checkEvent(spec, id, source, typ string) error {
 	return nil
 }
 
-// parseBinaryEvent decodes a binary-mode CloudEvent: attributes in ce-*
-// headers, the messagePublished data as the body.
 func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
 	if err := checkEvent(h.Get(headerSpecVersion), h.Get(headerID), h.Get(headerSource), h.Get(headerType)); err != nil {
 		return nil, err
@@ -60,8 +53,8 @@ func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
 	return FromMessagePublishedData(h.Get(headerID), h.Get(headerSource), body)
 }
 
-// structuredEvent is a structured-mode CloudEvent (JSON event format). The
-// data is decoded in the same encoding/json pass as the envelope.
+// structuredEvent is a structured-mode CloudEvent, its data decoded in the
+// same encoding/json pass.
 type structuredEvent struct {
 	SpecVersion string    `json:"specversion"`
 	Type        string    `json:"type"`
@@ -71,8 +64,6 @@ type structuredEvent struct {
 	DataBase64  *string   `json:"data_base64"`
 }
 
-// parseStructuredEvent decodes a structured-mode CloudEvent whose data is the
-// messagePublished object, either inline ("data") or base64 ("data_base64").
 func parseStructuredEvent(body []byte) (*Message, error) {
 	var ev structuredEvent
 	if err := decodeJSON(body, &ev, "CloudEvent"); err != nil {
@@ -81,15 +72,13 @@ func parseStructuredEvent(body []byte) (*Message, error) {
 	if err := checkEvent(ev.SpecVersion, ev.ID, ev.Source, ev.Type); err != nil {
 		return nil, err
 	}
-	switch {
-	case ev.Data != nil && ev.DataBase64 != nil:
-		return nil, notPush("CloudEvent has both data and data_base64")
-	}
 	var (
 		m   *Message
 		err error
 	)
 	switch {
+	case ev.Data != nil && ev.DataBase64 != nil:
+		return nil, notPush("CloudEvent has both data and data_base64")
 	case ev.Data != nil:
 		m, err = ev.Data.message(body, "CloudEvent data", "data.")
 	case ev.DataBase64 != nil:
@@ -107,10 +96,8 @@ func parseStructuredEvent(body []byte) (*Message, error) {
 	return fromEvent(m, CloudEventStructured, ev.ID, ev.Source), nil
 }
 
-// fromEvent completes a Message read from messagePublished data with the
-// event's attributes: the message's own messageId wins when present
-// (Pub/Sub sets the event id to it, so they match in practice) and the
-// event id stands in when the data carries none.
+// fromEvent completes m with the event's attributes; the event id stands in
+// for a messageId the data lacks.
 func fromEvent(m *Message, form Form, id, source string) *Message {
 	if m.ID == "" {
 		m.ID = id

@@ -7,27 +7,24 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strings"
 )
 
 // DefaultMaxBytes is the body size limit used when Decode is given 0 (or less).
 const DefaultMaxBytes = 16 << 20
 
-// preallocMax caps the buffer Decode sizes from Content-Length before any
-// byte has arrived, so that a request announcing a large body it never sends
-// cannot make each connection hold the whole limit.
+// preallocMax caps the buffer sized from Content-Length before any byte has
+// arrived: a request announcing a body it never sends holds no more.
 const preallocMax = 1 << 20
 
 // Decode reads r's body (at most maxBytes; 0 or less means DefaultMaxBytes),
-// decodes it into a Message and restores r.Body so the next handler can read
-// the same bytes. Errors wrap ErrNotPush, or are a *TooLargeError, or come from
-// reading the body.
+// decodes it with Parse and restores r.Body so the next handler reads the
+// same bytes. Errors wrap ErrNotPush, are a *TooLargeError (also for an
+// http.MaxBytesReader in front), or come from reading the body.
 func Decode(r *http.Request, maxBytes int64) (*Message, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
 	maxBytes = min(maxBytes, math.MaxInt64-1) // readBody reads maxBytes+1
-	// A declared length over the limit fails before reading anything.
 	if r.ContentLength > maxBytes {
 		return nil, &TooLargeError{Limit: maxBytes}
 	}
@@ -45,15 +42,13 @@ func Decode(r *http.Request, maxBytes int64) (*Message, error) {
 	return Parse(r.Header, body)
 }
 
-// restoredBody is the body Decode puts back: the bytes it read, readable
-// again from the start (one allocation where io.NopCloser(bytes.NewReader)
-// takes two).
+// restoredBody is the body Decode puts back (one allocation where
+// io.NopCloser(bytes.NewReader) takes two).
 type restoredBody struct {
 	bytes.Reader
 	data []byte
 }
 
-// Close does nothing: the bytes are in memory.
 func (*restoredBody) Close() error { return nil }
 
 // again is the request's GetBody: a fresh reader over the same bytes.
@@ -61,9 +56,8 @@ func (b *restoredBody) again() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
 
-// readBody reads all of rd, failing with *TooLargeError past limit bytes.
-// It reads at most limit+1 bytes, the one extra telling "exactly limit" from
-// "more". hint is the Content-Length (-1 when unknown).
+// readBody reads all of rd, failing with *TooLargeError past limit bytes
+// (it reads limit+1 to tell). hint is the Content-Length, -1 if unknown.
 func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 	size := int64(512)
 	if hint >= 0 {
@@ -86,7 +80,6 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
-			// An http.MaxBytesReader put in front by the caller is a limit too.
 			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 				return nil, &TooLargeError{Limit: mbe.Limit}
 			}
@@ -95,53 +88,28 @@ func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 	}
 }
 
-// The headers and media type that select a form (canonical header names,
-// as net/http stores them).
+// The headers and media type that select a form, in canonical form.
 const (
-	// headerMessageID is Pub/Sub's write-metadata header on an unwrapped push.
-	headerMessageID = "X-Goog-Pubsub-Message-Id"
-	// headerSpecVersion marks a binary-mode CloudEvent.
-	headerSpecVersion = "Ce-Specversion"
-	// structuredMediaType is the Content-Type of a structured-mode CloudEvent.
+	headerMessageID     = "X-Goog-Pubsub-Message-Id" // an unwrapped push
+	headerSpecVersion   = "Ce-Specversion"           // a binary CloudEvent
 	structuredMediaType = "application/cloudevents+json"
 )
 
-// Parse decodes a delivery from its headers and body. It never panics.
-// The returned Message's Data may share memory with body.
-//
-// The form is chosen from the headers first and the body second; the package
-// documentation lists the rules. Errors wrap ErrNotPush and say in one line
-// why the request is not a delivery.
+// Parse decodes a delivery from its headers and body, choosing the form by
+// the rules of the package documentation. It never panics. The Message's
+// Data may share memory with body. Errors wrap ErrNotPush.
 func Parse(h http.Header, body []byte) (*Message, error) {
-	// The one place the form is decided; each form's file (wrapped.go,
-	// unwrapped.go, cloudevent.go) then decodes it. The numbers are the
-	// rules of the package documentation, which says why they come in this
-	// order.
-	// 1. Unwrapped push: Pub/Sub's message id header, even next to
-	// CloudEvents headers (attributes of an unwrapped message); its body is
-	// the raw data, unless it is the wrapped envelope of that very message.
-	if ids, ok := h[headerMessageID]; ok {
-		id := ""
-		if len(ids) > 0 {
-			id = ids[0]
-		}
+	switch formOf(h) {
+	case Unwrapped:
+		id := h.Get(headerMessageID)
 		if m := wrappedEnvelope(body, id); m != nil {
 			return m, nil
 		}
 		return parseUnwrapped(h, id, body)
-	}
-	// 2. Binary CloudEvent: its attributes travel as ce-* headers.
-	if _, ok := h[headerSpecVersion]; ok {
+	case CloudEventBinary:
 		return parseBinaryEvent(h, body)
-	}
-	// 3. Structured CloudEvent: its media type, parameters ignored.
-	ct := h.Get("Content-Type")
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	if strings.EqualFold(strings.TrimSpace(ct), structuredMediaType) {
+	case CloudEventStructured:
 		return parseStructuredEvent(body)
 	}
-	// 4. Wrapped push: a JSON object with a message object.
 	return parseWrapped(body)
 }

@@ -7,28 +7,19 @@ import (
 	"unicode/utf8"
 )
 
-// maxIdentity bounds each string Identify returns, so that a refused
-// request cannot put a megabyte into a log line.
+// maxIdentity bounds each string Identify returns.
 const maxIdentity = 256
 
-// Identify returns what a log line may say about a request that Decode
-// refused: the Form that Parse's rules choose from the headers (Wrapped
-// when none applies, as Parse decides), and the message id, subscription
-// and CloudEvent source where the headers or body still carry them. It
-// never fails and never panics; fields it cannot read stay empty, and each
-// is valid UTF-8, cut after 256 bytes. body may be nil (a body over the size
-// limit is never read). The Message is for logs only: its Data and
-// Attributes are nil.
+// Identify returns what a log line may say about a request Decode refused:
+// the Form Parse chooses from the headers, and the message id, subscription
+// and CloudEvent source where headers or body still carry them. It never
+// fails or panics; what it cannot read stays empty, and each field is valid
+// UTF-8 of at most 256 bytes. body may be nil. Data and Attributes are nil.
 func Identify(h http.Header, body []byte) *Message {
 	m := &Message{Form: formOf(h)}
 	switch m.Form {
 	case Unwrapped:
 		m.ID, m.Subscription = h.Get(headerMessageID), h.Get(headerSubscription)
-	case CloudEventBinary:
-		m.ID, m.Source = h.Get(headerID), h.Get(headerSource)
-		var w looseWire
-		_ = json.Unmarshal(body, &w) // best effort: whatever was read is kept
-		w.fill(m)
 	case CloudEventStructured:
 		var ev struct {
 			ID     any       `json:"id"`
@@ -38,16 +29,20 @@ func Identify(h http.Header, body []byte) *Message {
 		_ = json.Unmarshal(body, &ev) // best effort: whatever was read is kept
 		m.ID, m.Source = text(ev.ID), text(ev.Source)
 		ev.Data.fill(m)
+	case CloudEventBinary:
+		m.ID, m.Source = h.Get(headerID), h.Get(headerSource)
+		fallthrough
 	default:
 		var w looseWire
-		_ = json.Unmarshal(body, &w) // best effort, as above
+		_ = json.Unmarshal(body, &w)
 		w.fill(m)
 	}
 	m.ID, m.Subscription, m.Source = bounded(m.ID), bounded(m.Subscription), bounded(m.Source)
 	return m
 }
 
-// formOf is the form Parse's rules choose from the headers alone.
+// formOf is the form Parse's rules choose from the headers alone; a
+// wrapped-looking body under a message id header is Parse's to see.
 func formOf(h http.Header) Form {
 	if _, ok := h[headerMessageID]; ok {
 		return Unwrapped
@@ -62,8 +57,8 @@ func formOf(h http.Header) Form {
 	return Wrapped
 }
 
-// looseWire is a wrapped body read for its identity only: fields of any
-// JSON type, so that one of the wrong type spoils none of the others.
+// looseWire is a wrapped body read for its identity only, fields of any
+// JSON type so that one of the wrong type spoils none of the others.
 type looseWire struct {
 	Message *struct {
 		MessageID      any `json:"messageId"`
@@ -72,8 +67,7 @@ type looseWire struct {
 	Subscription any `json:"subscription"`
 }
 
-// fill sets m's ID (unless the event's already stands) and Subscription
-// from w.
+// fill sets m's ID and Subscription from w, where w has them.
 func (w *looseWire) fill(m *Message) {
 	if w.Message != nil {
 		if id := text(w.Message.MessageID); id != "" {
@@ -93,8 +87,7 @@ func text(v any) string {
 	return s
 }
 
-// bounded cuts s to maxIdentity bytes, at a rune boundary, with invalid
-// UTF-8 replaced.
+// bounded makes s valid UTF-8 and cuts it at a rune boundary.
 func bounded(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= maxIdentity {

@@ -12,17 +12,10 @@ type Form uint8
 
 // The delivery forms Decode understands.
 const (
-	// Wrapped is the default push body: JSON {"message": {...}, "subscription": "..."}.
-	Wrapped Form = iota + 1
-	// Unwrapped is a push with payload unwrapping on: the body is the raw
-	// message data and metadata travels in x-goog-pubsub-* headers.
-	Unwrapped
-	// CloudEventBinary is a CloudEvent in binary mode (ce-* headers), as
-	// Eventarc delivers to Cloud Run and Cloud Functions gen2.
-	CloudEventBinary
-	// CloudEventStructured is a CloudEvent in structured mode
-	// (Content-Type: application/cloudevents+json).
-	CloudEventStructured
+	Wrapped              Form = iota + 1 // the default push body, {"message": {...}, "subscription": "..."}
+	Unwrapped                            // payload unwrapping: the data as the body, metadata in headers
+	CloudEventBinary                     // a CloudEvent in binary mode (ce-* headers), as Eventarc delivers
+	CloudEventStructured                 // a CloudEvent in structured mode (application/cloudevents+json)
 )
 
 // String returns "wrapped", "unwrapped", "cloudevent-binary" or "cloudevent-structured".
@@ -42,28 +35,21 @@ func (f Form) String() string {
 
 // Message is one decoded Pub/Sub delivery, whatever form it came in.
 type Message struct {
-	// ID is the Pub/Sub messageId. For CloudEvents the event id stands in
-	// when the data carries none (Pub/Sub sets the event id to the
-	// messageId). Empty when the delivery carried none.
+	// ID is the Pub/Sub messageId (for a CloudEvent without one, the event
+	// id); empty when the delivery carried none.
 	ID string
 	// Data is the message payload, decoded from base64 where the form
 	// encodes it; nil when empty. It may share memory with the body.
-	Data        []byte
-	Attributes  map[string]string // never nil after a successful Decode
-	PublishTime time.Time         // UTC; zero when absent
-	OrderingKey string
-	// Subscription is the full subscription name when the delivery says it
-	// (wrapped bodies and CloudEvent data do; the unwrapped form sends it
-	// in a header).
-	Subscription string
-	// DeliveryAttempt counts deliveries of this message when the
-	// subscription has a dead-letter policy; 0 means unknown.
-	DeliveryAttempt int
-	// Source is the CloudEvent source (//pubsub.googleapis.com/projects/P/topics/T);
+	Data            []byte
+	Attributes      map[string]string // never nil after a successful Decode
+	PublishTime     time.Time         // UTC; zero when absent
+	OrderingKey     string
+	Subscription    string // the full subscription name, when the delivery says it
+	DeliveryAttempt int    // with a dead-letter policy; 0 means unknown
+	// Source is the CloudEvent source, //pubsub.googleapis.com/projects/P/topics/T;
 	// empty for plain push forms.
 	Source string
-	// Form is the shape the delivery arrived in.
-	Form Form
+	Form   Form
 }
 
 // ErrNotPush is wrapped by the error Decode returns when the request is not a
@@ -80,7 +66,6 @@ type TooLargeError struct {
 	Limit int64 // bytes
 }
 
-// Error says what the limit was.
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("pushenvelope: body larger than %d bytes", e.Limit)
 }

@@ -17,22 +17,19 @@ type PubsubMessage struct {
 	OrderingKey string            `json:"orderingKey,omitempty"`
 }
 
-// MessagePublishedData is the data of a CloudEvent of type
-// [MessagePublishedType], {"message": {...}, "subscription": "projects/P/subscriptions/S"}.
-// It is also the body of a wrapped push, which may add deliveryAttempt.
-// Unmarshalling accepts the same spellings as [PubsubMessage] (and
+// MessagePublishedData is the data of a [MessagePublishedType] CloudEvent,
+// and the body of a wrapped push (which may add deliveryAttempt), for
+// callers that write such bodies or read them with encoding/json.
+// Unmarshalling accepts the spellings [PubsubMessage] does (and
 // delivery_attempt) and requires a message object.
-//
-// Parse does not go through this type: it is for callers that write such
-// bodies (relays, tests) or read them with encoding/json.
 type MessagePublishedData struct {
 	Message         PubsubMessage `json:"message"`
 	Subscription    string        `json:"subscription,omitempty"`
 	DeliveryAttempt int           `json:"deliveryAttempt,omitempty"`
 }
 
-// UnmarshalJSON decodes either spelling of each field, as Parse reads a
-// wrapped body. Errors wrap ErrNotPush.
+// UnmarshalJSON decodes either spelling of each field, as Parse does.
+// Errors wrap ErrNotPush.
 func (d *MessagePublishedData) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
@@ -62,7 +59,6 @@ func (p *PubsubMessage) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// pubsubMessage returns the message fields of m.
 func pubsubMessage(m *Message) PubsubMessage {
 	return PubsubMessage{Data: m.Data, Attributes: m.Attributes, MessageID: m.ID, PublishTime: m.PublishTime, OrderingKey: m.OrderingKey}
 }

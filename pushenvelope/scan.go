@@ -5,17 +5,11 @@ import (
 	"unicode/utf8"
 )
 
-// scanWire reads a wrapped push body (or messagePublished data) written the
-// way Pub/Sub writes it, in one pass and without reflection: a JSON object
-// of known keys, each at most once, whose strings have no escapes and whose
-// deliveryAttempt is a plain non-negative integer. For such a body it fills
-// w exactly as encoding/json would (FuzzScanWire compares the two) and
-// returns true. For anything else it returns false, whatever it has
-// written, and readWire decodes the body with encoding/json, which
-// accepts what JSON allows (escapes, other keys, keys in any case) and
-// explains what it refuses. Decoding is about half of what a guarded
-// delivery costs in process; this path takes most of it off
-// (docs/benchmarks.md).
+// scanWire reads a wrapped body written the way Pub/Sub writes it (known
+// keys, each once, strings without escapes, a plain deliveryAttempt) in one
+// pass without reflection, filling w exactly as encoding/json would
+// (FuzzScanWire compares them). For any other body it returns false,
+// whatever it has written. docs/design.md says why it exists.
 func scanWire(b []byte, w *wirePush) bool {
 	s := scanner{b: b}
 	var seen keys
@@ -39,7 +33,7 @@ func scanWire(b []byte, w *wirePush) bool {
 // keys records which keys of an object have been read, a bit each.
 type keys uint
 
-// once reports whether the key of bit appears for the first time.
+// once reports whether bit's key is new.
 func (k *keys) once(bit keys) bool {
 	if *k&bit != 0 {
 		return false
@@ -98,9 +92,8 @@ func (s *scanner) attributes(out *map[string]string) bool {
 	return ok
 }
 
-// object reads an object, calling field with each key once the scanner is
-// past its colon; field reads the value. It fails at the first malformed
-// byte or when field does.
+// object reads an object, calling field, which reads the value, with each
+// key once the scanner is past its colon.
 func (s *scanner) object(field func(key []byte) bool) bool {
 	if !s.skip('{') {
 		return false
@@ -132,9 +125,7 @@ func (s *scanner) raw() ([]byte, bool) {
 		case c == '"':
 			v := s.b[s.i:j]
 			s.i = j + 1
-			// encoding/json turns invalid UTF-8 into U+FFFD; leave that
-			// to it.
-			return v, utf8.Valid(v)
+			return v, utf8.Valid(v) // encoding/json replaces invalid UTF-8
 		case c == '\\' || c < 0x20: // an escape, or a byte JSON forbids
 			return nil, false
 		}
@@ -149,8 +140,8 @@ func (s *scanner) str(out *string) bool {
 	return ok
 }
 
-// base64 reads message.data as base64Data.UnmarshalJSON does; a string
-// that is not base64 is left to encoding/json, which names the error.
+// base64 reads message.data as base64Data.UnmarshalJSON does, leaving a
+// bad value to encoding/json, which names the error.
 func (s *scanner) base64(out *base64Data) bool {
 	v, ok := s.raw()
 	if !ok {
@@ -182,7 +173,7 @@ func (s *scanner) count(out *int) bool {
 	return true
 }
 
-// skip reads c after optional white space.
+// skip reads c after white space.
 func (s *scanner) skip(c byte) bool {
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == c {

@@ -7,12 +7,8 @@ import (
 	"time"
 )
 
-// The headers a push subscription with payload unwrapping and write metadata
-// adds besides the message id, which selects the form (decode.go), in the
-// canonical form net/http stores them in. The subscription, publish time and
-// ordering key are Pub/Sub's; the ordering key is also read under the
-// shorter name, second; Pub/Sub documents no delivery attempt header for
-// this form, and the one here is the name relays use.
+// The write-metadata headers besides the message id. Pub/Sub documents no
+// delivery attempt header for this form; this is the name relays use.
 const (
 	headerSubscription     = "X-Goog-Pubsub-Subscription-Name"
 	headerPublishTime      = "X-Goog-Pubsub-Publish-Time"
@@ -21,8 +17,6 @@ const (
 	headerDeliveryAttempt  = "X-Goog-Pubsub-Delivery-Attempt"
 )
 
-// parseUnwrapped builds a Message from the metadata headers; the body is the
-// message data as published.
 func parseUnwrapped(h http.Header, id string, body []byte) (*Message, error) {
 	m := &Message{
 		ID:           id,
@@ -55,12 +49,8 @@ func parseUnwrapped(h http.Header, id string, body []byte) (*Message, error) {
 	return m, nil
 }
 
-// headerAttributes recovers the message attributes, which write metadata
-// sends as one header each, named after the attribute. HTTP cannot tell them
-// from the request's own headers, so this keeps every header except the
-// transport, tracing and Google infrastructure ones, under its lowercased
-// name (header names are case-insensitive, so the attribute's case is lost),
-// with its first value.
+// headerAttributes recovers the message attributes, one header each: every
+// header but transportHeader's, lowercased, with its first value.
 func headerAttributes(h http.Header) map[string]string {
 	attrs := make(map[string]string)
 	for k, vs := range h {
@@ -74,13 +64,9 @@ func headerAttributes(h http.Header) map[string]string {
 }
 
 // transportHeader reports whether a lowercased header name belongs to HTTP,
-// to a proxy, load balancer or CDN on the way, to tracing, or to Google's
-// front ends and Pub/Sub's own metadata, rather than to a message
-// attribute. Authorization is among them, so a bearer token never ends up
-// in Attributes (and in logs that print them). Ce-* names are not: on an
-// unwrapped push only attributes can carry them. No list can know every
-// header a proxy invents, which is why gateway.FingerprintPayload does not
-// count this form's attributes.
+// a proxy or CDN, tracing, or Google's front ends rather than to an
+// attribute. Authorization is one, so a token never reaches Attributes;
+// Ce-* names are not: on this form only attributes carry them.
 func transportHeader(name string) bool {
 	for _, p := range transportPrefixes {
 		if strings.HasPrefix(name, p) {
@@ -102,7 +88,6 @@ func transportHeader(name string) bool {
 	return false
 }
 
-// transportPrefixes are the name prefixes transportHeader leaves out.
 var transportPrefixes = [...]string{
 	"accept-", "content-", "proxy-", // HTTP's own
 	"x-goog-", "x-google-", "x-cloud-", "x-appengine-", "x-serverless-", // Google

@@ -9,7 +9,6 @@ import (
 	"time"
 )
 
-// parseWrapped decodes a wrapped push body.
 func parseWrapped(body []byte) (*Message, error) {
 	m, err := readPublished(body, "body")
 	if err != nil {
@@ -19,10 +18,8 @@ func parseWrapped(body []byte) (*Message, error) {
 	return m, nil
 }
 
-// wrappedEnvelope returns the wrapped Message in body if body is a valid
-// wrapped envelope whose messageId is id, and nil otherwise (Parse's rule
-// 1). Raw data that is not a JSON object is not parsed, and a miss costs at
-// most one parse.
+// wrappedEnvelope returns the Message in body if body is a wrapped envelope
+// whose messageId is id, and nil otherwise; a miss costs at most one parse.
 func wrappedEnvelope(body []byte, id string) *Message {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil
@@ -39,10 +36,9 @@ func wrappedEnvelope(body []byte, id string) *Message {
 	return m
 }
 
-// wirePush is a wrapped body (and messagePublished data, the same JSON) as
-// it is on the wire, the one representation both readers fill: scanWire on
-// the fast path, encoding/json otherwise. It has a field for each spelling,
-// so one pass reads either; message then checks that twins agree.
+// wirePush is a wrapped body (or messagePublished data) as on the wire, the
+// one representation scanWire and encoding/json fill, with a field for each
+// spelling; message checks that twins agree.
 type wirePush struct {
 	Message              *wireMessage `json:"message"` // nil when absent or null
 	Subscription         string       `json:"subscription"`
@@ -63,8 +59,7 @@ type wireMessage struct {
 }
 
 // readPublished decodes a wrapped body or messagePublished data into a
-// Message whose Form the caller sets; what names the document in reasons
-// ("body").
+// Message whose Form the caller sets; what names doc in reasons ("body").
 func readPublished(doc []byte, what string) (*Message, error) {
 	var w wirePush
 	if err := readWire(doc, &w, what); err != nil {
@@ -73,9 +68,8 @@ func readPublished(doc []byte, what string) (*Message, error) {
 	return w.message(doc, what, "")
 }
 
-// readWire decodes a wrapped body into w: in one pass when the body is
-// written the way Pub/Sub writes it, with encoding/json otherwise. This is
-// the one place the fast path is taken.
+// readWire decodes b into w, by scanWire when it can, the one place the fast
+// path is taken.
 func readWire(b []byte, w *wirePush, what string) error {
 	if scanWire(b, w) {
 		return nil
@@ -85,8 +79,7 @@ func readWire(b []byte, w *wirePush, what string) error {
 }
 
 // message validates w, decoded from doc, and returns its Message. path is
-// w's JSON path in doc ("data." in a structured CloudEvent), so reasons name
-// fields as the sender wrote them.
+// w's JSON path in doc ("data." in a structured CloudEvent) for reasons.
 func (w *wirePush) message(doc []byte, what, path string) (*Message, error) {
 	if w.Message == nil {
 		return nil, noMessage(doc, what, path)
@@ -106,8 +99,8 @@ func (w *wirePush) message(doc []byte, what, path string) (*Message, error) {
 	return m, nil
 }
 
-// noMessage tells a null message from a missing one. It runs on the error
-// path only, so that the common path parses the body once.
+// noMessage tells a null message from a missing one, on the error path
+// only, so that the common path parses the body once.
 func noMessage(doc []byte, what, path string) error {
 	var probe struct {
 		Message json.RawMessage `json:"message"`
@@ -126,9 +119,8 @@ func noMessage(doc []byte, what, path string) error {
 	return notPush("%s has no message object", what)
 }
 
-// fold merges the twin spellings into m's message fields and parses the
-// publish time. Data is nil when empty and Attributes never nil, as Message
-// promises. path prefixes field names in reasons ("message.").
+// fold merges the twin spellings into m, Data nil when empty and
+// Attributes never nil. path prefixes field names in reasons.
 func (w *wireMessage) fold(m *Message, path string) error {
 	id, err := twin(w.MessageID, w.MessageIDSnake, path, "messageId", "message_id")
 	if err != nil {
@@ -160,8 +152,7 @@ func (w *wireMessage) fold(m *Message, path string) error {
 }
 
 // twin returns whichever of the camelCase and snake_case values is set, and
-// an error if both are set and differ: guessing which one the sender meant
-// could give two different messages one idempotency key.
+// an error if both are set and differ.
 func twin[T comparable](camel, snake T, path, camelName, snakeName string) (T, error) {
 	var zero T
 	switch {
@@ -173,19 +164,15 @@ func twin[T comparable](camel, snake T, path, camelName, snakeName string) (T, e
 	return zero, notPush("%s%s and %s%s disagree", path, camelName, path, snakeName)
 }
 
-// base64Data is message.data: standard base64 with padding, as Pub/Sub
-// writes it. Decoding it here rather than as a plain []byte lets a bad value
-// fail with its JSON path (encoding/json adds the path to an
-// *UnmarshalTypeError, not to a base64 error).
+// base64Data is message.data, standard base64, decoded by its own type so
+// that a bad value fails with its JSON path (an *UnmarshalTypeError).
 type base64Data []byte
 
 var base64DataType = reflect.TypeFor[base64Data]()
 
-// notBase64 is the UnmarshalTypeError.Value that marks a string that is not
-// base64, as opposed to a value that is not a string.
+// notBase64 is the UnmarshalTypeError.Value of a string that is not base64.
 const notBase64 = "string that is not base64"
 
-// UnmarshalJSON decodes a JSON string of base64; null leaves p unchanged.
 func (p *base64Data) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
@@ -225,8 +212,8 @@ func jsonKind(b []byte) string {
 	return "number"
 }
 
-// decodeJSON unmarshals b into v with encoding/json and turns failures into
-// one-line ErrNotPush reasons; what names the document ("body").
+// decodeJSON unmarshals b into v, turning failures into one-line ErrNotPush
+// reasons; what names the document ("body").
 func decodeJSON(b []byte, v any, what string) error {
 	if len(b) == 0 {
 		return notPush("empty %s", what)

@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -13,19 +14,13 @@ import (
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
-// openDatastore opens datastore://project[?database=…&namespace=…&kind=…].
-// An empty project (datastore://) is detected from the credentials, or
-// from DATASTORE_PROJECT_ID. The client honours DATASTORE_EMULATOR_HOST.
+// openDatastore opens datastore://[project][?database=…&namespace=…&kind=…].
 func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "namespace", "kind")
 	if err != nil {
 		return nil, badURL(err)
 	}
-	id := project
-	if id == "" {
-		id = datastore.DetectProjectID
-	}
-	client, err := datastore.NewClientWithDatabase(ctx, id, q["database"])
+	client, err := datastore.NewClientWithDatabase(ctx, cmp.Or(project, datastore.DetectProjectID), q["database"])
 	if err != nil {
 		return nil, err
 	}
@@ -34,21 +29,15 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 		client.Close()
 		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	kind := q["kind"]
-	if kind == "" {
-		kind = "IdemgateRecord" // datastorestore's default
-	}
+	kind := cmp.Or(q["kind"], "IdemgateRecord") // datastorestore's default
 	records := orDefault("kind "+kind, q["kind"] != "") + ", " + orDefault(fmt.Sprintf("namespace %q", q["namespace"]), q["namespace"] != "")
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
 }
 
-// googleAddr names a Google store's project and database, and the
-// emulator the client talks to when the variable emulator sets one.
+// googleAddr names a Google store's project and database, and the emulator
+// the variable emulator names.
 func googleAddr(scheme, project, database, emulator string) string {
-	if project == "" {
-		project = "(project from the credentials)"
-	}
-	a := scheme + "://" + project
+	a := scheme + "://" + cmp.Or(project, "(project from the credentials)")
 	if database != "" {
 		a += "?database=" + database
 	}
@@ -59,7 +48,7 @@ func googleAddr(scheme, project, database, emulator string) string {
 }
 
 // googleURL splits scheme://project?param=… into the project and the
-// query parameters, which must be among known and appear once each.
+// parameters, each among known and given once.
 func googleURL(rawURL string, known ...string) (project string, params map[string]string, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

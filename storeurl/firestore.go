@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 
 	"cloud.google.com/go/firestore"
@@ -8,18 +9,13 @@ import (
 	"github.com/idemgate/idemgate/store/firestorestore"
 )
 
-// openFirestore opens firestore://project[?database=…&collection=…]. An
-// empty project (firestore://) is detected from the credentials. The
-// client honours FIRESTORE_EMULATOR_HOST.
+// openFirestore opens firestore://[project][?database=…&collection=…].
 func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 	project, q, err := googleURL(rawURL, "database", "collection")
 	if err != nil {
 		return nil, badURL(err)
 	}
-	id := project
-	if id == "" {
-		id = firestore.DetectProjectID
-	}
+	id := cmp.Or(project, firestore.DetectProjectID)
 	var client *firestore.Client
 	if db := q["database"]; db == "" || db == firestore.DefaultDatabaseID {
 		client, err = firestore.NewClient(ctx, id)
@@ -34,9 +30,6 @@ func openFirestore(ctx context.Context, rawURL string) (*Opened, error) {
 		client.Close()
 		return nil, badURL(err) // New does no I/O: its parameters are the URL's
 	}
-	coll := q["collection"]
-	if coll == "" {
-		coll = "idemgate_records" // firestorestore's default
-	}
+	coll := cmp.Or(q["collection"], "idemgate_records") // firestorestore's default
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("firestore", project, q["database"], "FIRESTORE_EMULATOR_HOST"), Records: orDefault("collection "+coll, q["collection"] != "")}, nil
 }

@@ -7,10 +7,9 @@ import (
 	"strings"
 )
 
-// RedisLogger writes go-redis's own log lines (its connection pool's, for
-// one) to a slog.Logger, at one level, instead of go-redis's default of
-// plain text on stderr. Install it with redis.SetLogger, once, in main:
-// go-redis has one logger per process.
+// RedisLogger writes go-redis's own log lines to a slog.Logger at Level,
+// instead of plain text on stderr. Install it once, in main, with
+// redis.SetLogger: go-redis has one logger per process.
 type RedisLogger struct {
 	Logger *slog.Logger
 	Level  slog.Level

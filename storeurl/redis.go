@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,86 +17,57 @@ import (
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
-// redisCheckTimeout bounds the checks at open: the ping, then the
-// maxmemory-policy of every master.
+// redisCheckTimeout bounds the checks at open (the ping, the eviction
+// policy) when ctx does not.
 const redisCheckTimeout = 10 * time.Second
 
-// openRedis opens
-//
-//	redis://[user:pass@]host:port[/db][?param=…]              one server (rediss:// for TLS)
-//	redis+cluster://[user:pass@]host:port,host:port…[?param=…] Redis Cluster (rediss+cluster://)
-//
-// The parameters prefix (key namespace), ttl (a Go duration) and
-// allow_eviction (a boolean, redisstore.Options.AllowEviction) configure the
-// store; every other parameter is a go-redis client option, such as
-// dial_timeout or pool_size, as redis.ParseURL and redis.ParseClusterURL
-// accept them. The server is pinged, and then redisstore.New checks its
-// maxmemory-policy, before the store is returned. Every command honours
-// its context's deadline; if bounded is set and ctx has a deadline, that
-// deadline replaces go-redis's default dial, read and write timeouts, and
-// the checks at open, for a tool whose -timeout bounds it all.
+// openRedis opens redis://[user:pass@]host:port[/db][?…] or
+// redis+cluster://[user:pass@]host:port,host:port…[?…] (rediss for TLS).
+// With bounded, ctx's deadline alone bounds the client (boundBy).
 func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error) {
 	shown := redactURL(rawURL)
+	fail := func(err error) (*Opened, error) { return nil, badURL(fmt.Errorf("%s: %w", shown, err)) }
 	scheme, rest, _ := strings.Cut(rawURL, "://")
 	base, cluster := strings.CutSuffix(scheme, "+cluster")
-	var seeds []string // the cluster's further seed nodes
+	var seeds []string // the cluster's further seed nodes, as go-redis "addr" parameters
 	if cluster {
-		// net/url cannot parse a list of hosts: keep the first as the URL's
-		// host and pass the others as go-redis "addr" parameters.
-		end := strings.IndexAny(rest, "/?#")
-		if end < 0 {
-			end = len(rest)
-		}
-		authority := rest[:end]
+		// net/url cannot parse a list of hosts: the URL keeps the first.
+		authority, tail := splitAuthority(rest)
 		at := strings.LastIndex(authority, "@") + 1
 		hosts := strings.Split(authority[at:], ",")
-		rest = authority[:at] + hosts[0] + rest[end:]
-		seeds = hosts[1:]
+		rest, seeds = authority[:at]+hosts[0]+tail, hosts[1:]
 	}
 	u, err := url.Parse(base + "://" + rest)
 	if err != nil {
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			err = ue.Err // without the URL, which may hold a password
-		}
-		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+		return fail(withoutURL(err))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+		return fail(err)
 	}
 	opts, err := redisStoreOptions(q)
 	if err != nil {
-		return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+		return fail(err)
 	}
-	addr := base + "://" + strings.Join(append([]string{u.Host}, seeds...), ",")
-	if cluster {
-		addr = base + "+cluster://" + strings.Join(append([]string{u.Host}, seeds...), ",")
-	} else if db := strings.TrimPrefix(u.Path, "/"); db != "" {
-		addr += "/" + db
-	} else {
-		addr += "/0"
-	}
-	prefix := opts.Prefix
-	if prefix == "" {
-		prefix = defaultRedisPrefix
-	}
+	hosts := strings.Join(append([]string{u.Host}, seeds...), ",")
+	addr := base + "://" + hosts + "/" + cmp.Or(strings.TrimPrefix(u.Path, "/"), "0")
 	for _, s := range seeds {
 		q.Add("addr", s)
 	}
 	u.RawQuery = q.Encode()
 
+	// ContextTimeoutEnabled: every command honours its context's deadline,
+	// not only go-redis's read and write timeouts.
 	var client redis.UniversalClient
 	if cluster {
 		if u.Path != "" && u.Path != "/" {
-			return nil, badURL(fmt.Errorf("%s: a cluster URL takes no database number (a cluster has only database 0)", shown))
+			return fail(errors.New("a cluster URL takes no database number (a cluster has only database 0)"))
 		}
-		u.Path = ""
+		addr, u.Path = base+"+cluster://"+hosts, ""
 		o, err := redis.ParseClusterURL(u.String())
 		if err != nil {
-			return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+			return fail(err)
 		}
-		// Every command is bounded by its context's deadline, not only by
-		// the read and write timeouts: a caller's timeout is honoured.
 		o.ContextTimeoutEnabled = true
 		if bounded {
 			boundBy(ctx, q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
@@ -104,7 +76,7 @@ func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error
 	} else {
 		o, err := redis.ParseURL(u.String())
 		if err != nil {
-			return nil, badURL(fmt.Errorf("%s: %w", shown, err))
+			return fail(err)
 		}
 		o.ContextTimeoutEnabled = true
 		if bounded {
@@ -128,6 +100,7 @@ func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error
 		// Past the ping, New can fail only in its eviction check.
 		return nil, fmt.Errorf("%w (allow_eviction=true in the store URL skips this check)", err)
 	}
+	prefix := cmp.Or(opts.Prefix, defaultRedisPrefix)
 	o := &Opened{Store: st, close: client.Close, Addr: addr, Records: orDefault(fmt.Sprintf("key prefix %q", prefix), opts.Prefix != "")}
 	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
 		return scanSuffix(ctx, client, prefix, suffix, n)
@@ -195,9 +168,7 @@ func scanSuffix(ctx context.Context, client redis.UniversalClient, prefix, suffi
 }
 
 // boundBy makes ctx's deadline, if it has one, the only bound on dialing
-// (dial), reading and writing (rw), where the URL's query q sets none: a
-// caller that gives a deadline (an operator's -timeout) gets it, neither
-// cut short by go-redis's defaults (5 s to dial, 3 s to read) nor stretched.
+// and on reading and writing (rw), where the URL's query q sets none.
 func boundBy(ctx context.Context, q url.Values, dial *time.Duration, rw ...*time.Duration) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -215,34 +186,38 @@ func boundBy(ctx context.Context, q url.Values, dial *time.Duration, rw ...*time
 
 // redisStoreOptions takes the store's own parameters out of q.
 func redisStoreOptions(q url.Values) (*redisstore.Options, error) {
-	o := &redisstore.Options{}
-	for name, vs := range q {
-		if (name == "prefix" || name == "ttl" || name == "allow_eviction") && len(vs) != 1 {
+	names := []string{"prefix", "ttl", "allow_eviction"}
+	for _, name := range names {
+		if vs, ok := q[name]; ok && len(vs) != 1 {
 			return nil, fmt.Errorf("parameter %q given %d times", name, len(vs))
 		}
 	}
-	if q.Has("prefix") {
-		o.Prefix = q.Get("prefix")
-		q.Del("prefix")
-	}
-	if q.Has("ttl") {
-		ttl, err := time.ParseDuration(q.Get("ttl"))
-		if err != nil {
-			return nil, fmt.Errorf("parameter ttl: %w", err)
+	o := &redisstore.Options{}
+	for _, name := range names {
+		if !q.Has(name) {
+			continue
 		}
-		if ttl <= 0 {
-			return nil, errors.New("parameter ttl: must be positive")
+		v := q.Get(name)
+		q.Del(name)
+		switch name {
+		case "prefix":
+			o.Prefix = v
+		case "ttl":
+			ttl, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("parameter ttl: %w", err)
+			}
+			if ttl <= 0 {
+				return nil, errors.New("parameter ttl: must be positive")
+			}
+			o.TTL = ttl
+		case "allow_eviction":
+			allow, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("parameter allow_eviction: %q is not a boolean", v)
+			}
+			o.AllowEviction = allow
 		}
-		o.TTL = ttl
-		q.Del("ttl")
-	}
-	if q.Has("allow_eviction") {
-		allow, err := strconv.ParseBool(q.Get("allow_eviction"))
-		if err != nil {
-			return nil, fmt.Errorf("parameter allow_eviction: %q is not a boolean", q.Get("allow_eviction"))
-		}
-		o.AllowEviction = allow
-		q.Del("allow_eviction")
 	}
 	return o, nil
 }
@@ -254,11 +229,8 @@ func redactURL(rawURL string) string {
 	if !ok {
 		return rawURL
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
+	authority, _ := splitAuthority(rest)
+	at := strings.LastIndex(authority, "@")
 	if at < 0 {
 		return rawURL
 	}
@@ -267,4 +239,23 @@ func redactURL(rawURL string) string {
 		return rawURL
 	}
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// splitAuthority splits what follows "scheme://" into the authority and
+// the path, query and fragment after it.
+func splitAuthority(rest string) (authority, tail string) {
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return rest[:end], rest[end:]
+}
+
+// withoutURL returns a *url.Error's cause without the URL, which may hold a
+// password.
+func withoutURL(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }

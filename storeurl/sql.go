@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,21 +24,10 @@ import (
 // sqlPingTimeout bounds the connection check at open.
 const sqlPingTimeout = 10 * time.Second
 
-// openSQL opens
-//
-//	postgres://user:pass@host:port/db[?param=…]   PostgreSQL through pgx (postgresql:// too)
-//	mysql://user:pass@host:port/db[?param=…]      MySQL or MariaDB through go-sql-driver/mysql
-//	mysql://user:pass@tcp(host:port)/db[?param=…] (the driver's DSN after mysql://, also)
-//	sqlite:///absolute/path/file.db[?param=…]     SQLite through modernc.org/sqlite
-//
-// The parameter table names the store's table ("name" or "schema.name",
-// default idemgate_records); every other parameter goes to the driver. The
-// table is created when it is missing, if create is set; if it is not, a
-// missing SQLite file is an error. MySQL connections interpolate
-// parameters unless the URL sets interpolateParams (one round trip per
-// statement instead of two), and MariaDB 10.5 or later gets the MariaDB
-// dialect. SQLite gets WAL mode and a 5s busy timeout unless the URL sets
-// its own _pragma parameters, and one connection.
+// openSQL opens a postgres, mysql or sqlite URL (the forms in the package
+// documentation). The table parameter names the table; every other
+// parameter goes to the driver. With create, a missing table is created;
+// without, a missing SQLite file is an error.
 func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, error) {
 	shown := redactURL(rawURL)
 	dsn, table, err := cutTableParam(scheme, rawURL)
@@ -56,10 +46,7 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
-	name := table
-	if name == "" {
-		name = defaultTable
-	}
+	name := cmp.Or(table, defaultTable)
 	o := &Opened{Store: st, close: db.Close, Addr: addr, Records: orDefault("table "+name, table != "")}
 	o.FindSuffix = func(ctx context.Context, suffix string, n int) ([]string, bool, error) {
 		keys, err := findSuffix(ctx, db, scheme, name, suffix, n)
@@ -68,13 +55,11 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 	return o, nil
 }
 
-// defaultTable is sqlstore's default table, which a URL without a table
-// parameter reads.
+// defaultTable is sqlstore's default table.
 const defaultTable = "idemgate_records"
 
 // findSuffix lists up to n keys of table's records that end with suffix,
-// in key order. The table keeps each key's text beside its hash, so one
-// bounded query finds them; it reads the whole table when fewer match.
+// in key order, with one query over the key_text column.
 func findSuffix(ctx context.Context, db *sql.DB, scheme, table, suffix string, n int) ([]string, error) {
 	quote := func(s string) string { return `"` + s + `"` }
 	param := "?"
@@ -84,11 +69,9 @@ func findSuffix(ctx context.Context, db *sql.DB, scheme, table, suffix string, n
 	case "postgres", "postgresql":
 		param = "$1"
 	}
-	ref := table
+	ref := quote(table)
 	if schema, name, ok := strings.Cut(table, "."); ok {
 		ref = quote(schema) + "." + quote(name)
-	} else {
-		ref = quote(table)
 	}
 	pattern := "%" + strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(suffix)
 	q := fmt.Sprintf("SELECT key_text FROM %s WHERE key_text LIKE %s ESCAPE '!' ORDER BY key_text LIMIT %d", ref, param, n)
@@ -108,9 +91,8 @@ func findSuffix(ctx context.Context, db *sql.DB, scheme, table, suffix string, n
 	return keys, rows.Err()
 }
 
-// openDB returns a pool for dsn, and the database's address without
-// credentials; it does no I/O, except that without create a missing SQLite
-// file is an error rather than a new, empty database.
+// openDB returns a pool for dsn and the database's address without
+// credentials. It does no I/O but look for a SQLite file, without create.
 func openDB(scheme, dsn string, create bool) (*sql.DB, string, error) {
 	switch scheme {
 	case "postgres", "postgresql":
@@ -140,8 +122,7 @@ func openDB(scheme, dsn string, create bool) (*sql.DB, string, error) {
 			return nil, "", badURL(errors.New("no database file (want sqlite:///path/to/file.db)"))
 		}
 		if !create {
-			// SQLite creates a missing file: a typo in the path would read an
-			// empty database and answer "absent" for every key.
+			// SQLite would create it: a typo would read an empty database.
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				return nil, "", fmt.Errorf("no database file %s (the service creates it; this opening does not)", path)
 			} else if err != nil {
@@ -156,19 +137,17 @@ func openDB(scheme, dsn string, create bool) (*sql.DB, string, error) {
 			return nil, "", badURL(err)
 		}
 		db := sql.OpenDB(c)
-		// Every operation of the store writes and SQLite has one writer at
-		// a time: one connection makes callers queue in database/sql rather
-		// than poll in SQLite's busy handler.
+		// One writer at a time: callers queue in database/sql, not in
+		// SQLite's busy handler.
 		db.SetMaxOpenConns(1)
 		return db, "sqlite://" + path, nil
 	}
 	return nil, "", fmt.Errorf("not a SQL scheme: %q", scheme)
 }
 
-// mysqlConfig reads a MySQL URL after its scheme: either the driver's DSN
-// (user:pass@tcp(host:port)/db?param=…) or the URL form most tools take
-// (user:pass@host:port/db?param=…, port 3306 by default). Connections
-// interpolate parameters unless the URL sets interpolateParams.
+// mysqlConfig reads a MySQL URL after its scheme, the driver's DSN
+// (user:pass@tcp(host:port)/db?…) or the URL form (user:pass@host:port/db?…,
+// port 3306 by default), interpolating parameters unless it says otherwise.
 func mysqlConfig(dsn string) (*mysql.Config, error) {
 	slash := strings.LastIndex(dsn, "/")
 	if slash < 0 {
@@ -190,13 +169,9 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	} else {
 		u, err := url.Parse("mysql://" + dsn)
 		if err != nil {
-			if ue := (*url.Error)(nil); errors.As(err, &ue) {
-				err = ue.Err // without the URL, which may hold a password
-			}
-			return nil, err
+			return nil, withoutURL(err)
 		}
-		// The parameters are the driver's: parse them with a DSN that has
-		// the address and database, then set the user apart, since a
+		// The driver parses the parameters; the user is set apart, as a
 		// password may hold any character.
 		addr := u.Host
 		if u.Port() == "" {
@@ -218,8 +193,8 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// openSQLStore pings db, picks the dialect and, if create is set, makes
-// sure the table exists.
+// openSQLStore pings db, picks the dialect and, with create, makes sure
+// the table exists.
 func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string, create bool) (*sqlstore.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, sqlPingTimeout)
 	defer cancel()
@@ -241,17 +216,16 @@ func openSQLStore(ctx context.Context, db *sql.DB, scheme, table string, create 
 	if err != nil {
 		return nil, badURL(err) // the table parameter
 	}
-	if !create {
-		return st, nil
-	}
-	if err := st.CreateTable(ctx); err != nil {
-		return nil, err
+	if create {
+		if err := st.CreateTable(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
 
-// mysqlDialect picks MariaDB, whose INSERT … RETURNING (10.5) saves a
-// statement per Claim, or MySQL, from the server's VERSION().
+// mysqlDialect picks MariaDB from 10.5 (its INSERT … RETURNING saves a
+// statement per Claim), else MySQL, from the server's VERSION().
 func mysqlDialect(version string) sqlstore.Dialect {
 	if !strings.Contains(version, "MariaDB") {
 		return sqlstore.MySQL
@@ -266,9 +240,8 @@ func mysqlDialect(version string) sqlstore.Dialect {
 	return sqlstore.MariaDB
 }
 
-// cutTableParam removes the table parameter from rawURL's query and
-// returns it. A MySQL DSN's query follows the last '/', as go-sql-driver
-// reads it (the password may hold a '?'); a URL's follows the first '?'.
+// cutTableParam removes the table parameter from rawURL's query and returns
+// it. A MySQL DSN's query follows the last '/' (a password may hold a '?').
 func cutTableParam(scheme, rawURL string) (dsn, table string, err error) {
 	start := strings.Index(rawURL, "?")
 	if scheme == "mysql" {

@@ -1,58 +1,24 @@
 // Package storeurl opens any idemgate store from one URL, so that a
-// service can take its store from configuration (the examples read
-// IDEMGATE_STORE) and an operator's tool can point at the same records:
+// service takes its store from configuration and an operator's tool can
+// point at the same records:
 //
 //	o, err := storeurl.Open(ctx, os.Getenv("IDEMGATE_STORE"))
 //	if err != nil { … }
 //	defer o.Close()
 //	g, err := gateway.New(o.Store, nil)
 //
-// The URL forms, by scheme:
+// The schemes are memory, redis, rediss, redis+cluster, rediss+cluster,
+// postgres (postgresql), mysql, sqlite, datastore and firestore; the store's
+// own parameters (prefix, ttl, allow_eviction for Redis; table for SQL;
+// database, namespace, kind or collection for the Google stores) are read,
+// and every other parameter goes to the driver (a Google URL refuses one).
+// docs/stores/README.md ("Store URLs") lists every form and parameter.
 //
-//	memory://                                        memstore, this process only (Open's default for "")
-//	redis://[user:pass@]host:port[/db][?…]           one Redis server or Memorystore (rediss:// for TLS)
-//	redis+cluster://[user:pass@]host:port,host:port[?…]
-//	                                                 Redis Cluster (rediss+cluster:// for TLS)
-//	postgres://user:pass@host:port/db[?…]            PostgreSQL through pgx (postgresql:// too)
-//	mysql://user:pass@host:port/db[?…]               MySQL or MariaDB (port 3306 by default)
-//	mysql://user:pass@tcp(host:port)/db[?…]          the same, in go-sql-driver/mysql's DSN form
-//	sqlite:///absolute/path/file.db[?…]              SQLite through modernc.org/sqlite
-//	datastore://[project][?…]                        Firestore in Datastore mode
-//	firestore://[project][?…]                        Firestore native mode
-//
-// The query parameters:
-//
-//   - Redis: prefix (the key namespace, redisstore.Options.Prefix), ttl (a
-//     Go duration such as 24h, redisstore.Options.TTL) and allow_eviction
-//     (a boolean, redisstore.Options.AllowEviction). Every other parameter
-//     is a go-redis client option as redis.ParseURL and
-//     redis.ParseClusterURL read it: dial_timeout, read_timeout,
-//     write_timeout, pool_size, protocol, …
-//   - SQL (postgres, mysql, sqlite): table ("name" or "schema.name",
-//     sqlstore.Options.Table, default idemgate_records). Every other
-//     parameter goes to the driver: pgx's connection parameters
-//     (sslmode, …), go-sql-driver/mysql's DSN parameters (tls, …; a MySQL
-//     URL interpolates parameters unless it sets interpolateParams, which
-//     saves a round trip per statement) and modernc.org/sqlite's _pragma
-//     (without one, SQLite gets busy_timeout(5000), journal_mode(WAL) and
-//     synchronous(NORMAL)). A mysql URL gets sqlstore.MariaDB on MariaDB
-//     10.5 or later and sqlstore.MySQL otherwise; SQLite gets one
-//     connection.
-//   - datastore: database (a named database; the default one when
-//     omitted), namespace and kind (datastorestore.Options). An empty
-//     project is detected from the credentials or DATASTORE_PROJECT_ID.
-//   - firestore: database and collection (firestorestore.Options). An
-//     empty project is detected from the credentials.
-//
-// The Google stores honour DATASTORE_EMULATOR_HOST and
-// FIRESTORE_EMULATOR_HOST. A Google URL refuses a parameter it does not
-// know; a store's own parameter given twice is refused everywhere.
-//
-// Open pings a Redis or SQL server (and checks Redis's maxmemory-policy,
-// as redisstore.New does) before it returns, and creates a missing SQL
-// table; the Google clients connect on their first call.
-// OpenExisting, for tools, creates nothing. A URL that cannot be opened as
-// written is a *URLError; passwords never appear in errors.
+// Open pings a Redis or SQL server (and checks Redis's maxmemory-policy)
+// before it returns, and creates a missing SQL table; the Google clients
+// connect on their first call and honour the emulator host variables. A
+// URL that cannot be opened as written is a *URLError; passwords never
+// appear in errors.
 package storeurl
 
 import (
@@ -65,7 +31,7 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// Opened is a store and what it is. Close releases its connections.
+// Opened is a store and what it is.
 type Opened struct {
 	// Store is the store's own type, *memstore.Store, *redisstore.Store,
 	// *sqlstore.Store, *datastorestore.Store or *firestorestore.Store, for
@@ -90,8 +56,7 @@ type Opened struct {
 }
 
 // Close releases the connections Open made for the store (its Redis or SQL
-// pool, its Google client). It returns nil for a store that holds none
-// (memory://). Close the Opened after the last use of its Store.
+// pool, its Google client), after the last use of its Store.
 func (o *Opened) Close() error {
 	if o.close == nil {
 		return nil
@@ -107,15 +72,13 @@ func (o *Opened) Where() string {
 	return o.Records + " of " + o.Addr
 }
 
-// URLError reports a store URL that cannot be opened as written: unknown
-// scheme, malformed, or a bad parameter. It is the caller's to fix, unlike
-// a store that cannot be reached.
+// URLError reports a store URL that cannot be opened as written (unknown
+// scheme, malformed, a bad parameter), unlike a store that cannot be reached.
 type URLError struct{ Err error }
 
 func (e *URLError) Error() string { return e.Err.Error() }
 func (e *URLError) Unwrap() error { return e.Err }
 
-// badURL wraps err as a URLError.
 func badURL(err error) error { return &URLError{Err: err} }
 
 // Open opens the store named by rawURL. An empty URL means memory://. A
@@ -124,18 +87,16 @@ func Open(ctx context.Context, rawURL string) (*Opened, error) {
 	return open(ctx, rawURL, true)
 }
 
-// OpenExisting opens the store named by rawURL as Open does, but never
-// creates anything: a missing SQL table stays missing and a missing SQLite
-// file is an error, for a tool that must report them (cmd/idemgate) rather
-// than create them. It does not open memory://, the store of one process,
-// which no other process can read. When ctx has a deadline, a Redis
-// store's client is bounded by it alone: dialing, each command (whatever
-// go-redis's own timeouts) and the checks at open.
+// OpenExisting opens rawURL as Open does but creates nothing, for a tool
+// that reports what is missing: a missing SQL table stays missing, a missing
+// SQLite file is an error, and memory:// is refused (no other process can
+// read it). When ctx has a deadline, it alone bounds a Redis client:
+// dialing, each command and the checks at open.
 func OpenExisting(ctx context.Context, rawURL string) (*Opened, error) {
 	return open(ctx, rawURL, false)
 }
 
-// open opens rawURL; create says whether a missing SQL table is created.
+// open opens rawURL; create is Open's, not OpenExisting's.
 func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 	if rawURL == "" && create {
 		rawURL = "memory://"
