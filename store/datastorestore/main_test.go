@@ -16,7 +16,7 @@ import (
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
+	"github.com/idemgate/idemgate/internal/googletest"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
+	"github.com/idemgate/idemgate/internal/googletest"
 )
 
 // wired returns a fresh store whose client's RPCs go through a new Wire.

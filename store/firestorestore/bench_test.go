@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
+	"github.com/idemgate/idemgate/internal/googletest"
 )
 
 // The benchmarks run against the emulator, whose speed says little about

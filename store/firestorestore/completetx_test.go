@@ -14,7 +14,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
+	"github.com/idemgate/idemgate/internal/googletest"
 )
 
 // TestCompleteTxAfterWrite: a Firestore transaction reads before it

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
+	"github.com/idemgate/idemgate/internal/googletest"
 )
 
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then
