@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -21,114 +22,41 @@ import (
 // "IdemgateRecordOutbox", in the same namespace.
 const outboxSuffix = "Outbox"
 
-// The properties of an outbox entity. Only due, enqueued, orderKey, seq
-// and died are indexed: the relay finds due unordered messages by orderKey
-// and due (then enqueued), the first messages of an order key by orderKey
-// and seq, and the dead ones by died, which only they have.
-const (
-	obTopic    = "topic"
-	obData     = "data"
-	obAttrs    = "attributes" // JSON object of strings
-	obOrdering = "orderingKey"
-	obOrderKey = "orderKey" // outbox.OrderKey; "" when unordered
-	obSeq      = "seq"      // its place in its order key, from the key's sequence entity
-	obVersion  = "version"  // written at enqueue: the version a Take hands out
-	obEnqueued = "enqueued" // when the transaction queued it, plus its index in the transaction (µs)
-	obDue      = "due"      // when a relay may take it: enqueued, the end of a lease or a backoff; outboxq.Never when dead
-	obToken    = "token"    // the Take that holds it ("" before any, and once given back)
-	obName     = "name"     // the name its child key was derived from
-	obAttempts = "attempts" // failed publishes since the enqueue or the last revival
-	obReason   = "reason"   // the last failure's reason
-	obDied     = "died"     // when a relay gave it up; only dead messages have it
-	obHolds    = "holds"    // dead and holding its order key's later messages
-)
-
-// outboxEntity is an outgoing message as Datastore loads and saves it. Its
+// outboxEntity is an outgoing message as Datastore loads and saves it, in
+// layout.Message with the attributes as a JSON object of strings. Its
 // entity name is the message's child key, so a message has one entity
 // however often its transaction is tried.
 type outboxEntity outboxq.Stored
 
 // Save implements datastore.PropertyLoadSaver.
 func (e *outboxEntity) Save() ([]datastore.Property, error) {
-	attrs, err := json.Marshal(e.Attributes)
-	if err != nil {
-		return nil, err
-	}
-	ps := []datastore.Property{
-		{Name: obTopic, Value: e.Topic, NoIndex: true},
-		{Name: obData, Value: e.Data, NoIndex: true},
-		{Name: obAttrs, Value: string(attrs), NoIndex: true},
-		{Name: obOrdering, Value: e.OrderingKey, NoIndex: true},
-		{Name: obOrderKey, Value: e.OrderKey},
-		{Name: obSeq, Value: e.Seq},
-		{Name: obVersion, Value: e.Version, NoIndex: true},
-		{Name: obEnqueued, Value: e.Enqueued},
-		{Name: obDue, Value: e.Due},
-		{Name: obToken, Value: e.Token, NoIndex: true},
-		{Name: obName, Value: e.Name, NoIndex: true},
-		{Name: obAttempts, Value: e.Attempts, NoIndex: true},
-		{Name: obReason, Value: e.Reason, NoIndex: true},
-	}
-	if !e.Died.IsZero() {
-		ps = append(ps, datastore.Property{Name: obDied, Value: e.Died}, datastore.Property{Name: obHolds, Value: e.Holds, NoIndex: true})
-	}
-	return ps, nil
+	return save(layout.Message, (*outboxq.Stored)(e), func(name string, v any) (any, error) {
+		if name != layout.Attributes {
+			return v, nil
+		}
+		b, err := json.Marshal(v)
+		return string(b), err
+	})
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
 // ignored; a known one of the wrong type is an error.
 func (e *outboxEntity) Load(ps []datastore.Property) error {
 	*e = outboxEntity{}
-	for _, p := range ps {
-		ok := true
-		switch p.Name {
-		case obTopic:
-			e.Topic, ok = p.Value.(string)
-		case obData:
-			e.Data, ok = p.Value.([]byte)
-			if p.Value == nil {
-				ok = true
-			}
-		case obAttrs:
-			var s string
-			if s, ok = p.Value.(string); ok {
-				if err := json.Unmarshal([]byte(s), &e.Attributes); err != nil {
-					return fmt.Errorf("property %q: %w", p.Name, err)
-				}
-			}
-		case obOrdering:
-			e.OrderingKey, ok = p.Value.(string)
-		case obOrderKey:
-			e.OrderKey, ok = p.Value.(string)
-		case obSeq:
-			e.Seq, ok = p.Value.(int64)
-		case obVersion:
-			e.Version, ok = p.Value.(string)
-		case obEnqueued:
-			e.Enqueued, ok = p.Value.(time.Time)
-		case obDue:
-			e.Due, ok = p.Value.(time.Time)
-		case obToken:
-			e.Token, ok = p.Value.(string)
-		case obName:
-			e.Name, ok = p.Value.(string)
-		case obAttempts:
-			e.Attempts, ok = p.Value.(int64)
-		case obReason:
-			e.Reason, ok = p.Value.(string)
-		case obDied:
-			e.Died, ok = p.Value.(time.Time)
-		case obHolds:
-			e.Holds, ok = p.Value.(bool)
+	err := load(layout.Message, (*outboxq.Stored)(e), ps, func(name string, v any) (any, error) {
+		switch s, ok := v.(string); {
+		case name == layout.Data && v == nil:
+			return []byte(nil), nil
+		case name == layout.Attributes && ok:
+			var m map[string]string
+			return m, json.Unmarshal([]byte(s), &m)
 		}
-		if !ok {
-			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
-		}
+		return v, nil
+	})
+	if err != nil {
+		return err
 	}
-	if e.Topic == "" {
-		return fmt.Errorf("property %q is missing", obTopic)
-	}
-	return nil
+	return layout.CheckMessage((*outboxq.Stored)(e), "property")
 }
 
 // seqEntity is an order key's sequence (outboxq.Seq): the last place
@@ -246,11 +174,11 @@ func (d db) query() *datastore.Query {
 }
 
 func (d db) Free(ctx context.Context, now time.Time, limit int) ([]outboxq.Head, error) {
-	return d.heads(ctx, d.query().FilterField(obOrderKey, "=", "").FilterField(obDue, "<=", now).Order(obDue).Order(obEnqueued).Limit(limit))
+	return d.heads(ctx, d.query().FilterField(layout.OrderKey, "=", "").FilterField(layout.Due, "<=", now).Order(layout.Due).Order(layout.Enqueued).Limit(limit))
 }
 
 func (d db) First(ctx context.Context, orderKey string, limit int) ([]outboxq.Head, error) {
-	return d.heads(ctx, d.query().FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit))
+	return d.heads(ctx, d.query().FilterField(layout.OrderKey, "=", orderKey).Order(layout.Seq).Limit(limit))
 }
 
 // heads runs q, a query of outbox entities, for a Take.
@@ -267,7 +195,7 @@ func (d db) heads(ctx context.Context, q *datastore.Query) ([]outboxq.Head, erro
 func (d db) DueKeys(ctx context.Context, now time.Time, limit int) ([]outboxq.Key, error) {
 	var ents []*seqEntity
 	names, err := d.s.client.GetAll(ctx, datastore.NewQuery(d.s.kind+seqSuffix).Namespace(d.s.namespace).
-		FilterField(obDue, "<=", now).Order(obDue).Limit(limit), &ents)
+		FilterField(layout.Due, "<=", now).Order(layout.Due).Limit(limit), &ents)
 	if err != nil {
 		return nil, err
 	}
@@ -283,12 +211,12 @@ func (d db) Count(ctx context.Context, dead bool) (int64, error) {
 	if dead {
 		op = ">="
 	}
-	n, err := d.s.client.Count(ctx, d.query().FilterField(obDue, op, outboxq.Never))
+	n, err := d.s.client.Count(ctx, d.query().FilterField(layout.Due, op, outboxq.Never))
 	return int64(n), err
 }
 
 func (d db) Enqueued(ctx context.Context, n int, each func(*outboxq.Stored) bool) error {
-	it := d.s.client.Run(ctx, d.query().Order(obEnqueued).Limit(n))
+	it := d.s.client.Run(ctx, d.query().Order(layout.Enqueued).Limit(n))
 	for {
 		var e outboxEntity
 		_, err := it.Next(&e)
@@ -303,7 +231,7 @@ func (d db) Enqueued(ctx context.Context, n int, each func(*outboxq.Stored) bool
 
 func (d db) Dead(ctx context.Context, n int) ([]string, []*outboxq.Stored, error) {
 	var ents []*outboxEntity
-	keys, err := d.s.client.GetAll(ctx, d.query().Order(obDied).Limit(n), &ents)
+	keys, err := d.s.client.GetAll(ctx, d.query().Order(layout.Died).Limit(n), &ents)
 	if err != nil {
 		return nil, nil, err
 	}

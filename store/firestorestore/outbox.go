@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -21,135 +22,66 @@ import (
 // "idemgate_records_outbox", a sibling collection.
 const outboxSuffix = "_outbox"
 
-// The fields of an outbox document.
-const (
-	obTopic    = "topic"
-	obData     = "data"
-	obAttrs    = "attributes"  // map of strings
-	obOrdering = "orderingKey" // "" for none
-	obOrderKey = "orderKey"    // outbox.OrderKey; "" when unordered, or dead and released
-	obSeq      = "seq"         // its place in its order key, from the key's sequence document
-	obVersion  = "version"     // written at enqueue: the version a Take hands out
-	obEnqueued = "enqueued"    // when the transaction queued it, plus its index in the transaction (µs)
-	obDue      = "due"         // when a relay may take it: enqueued, the end of a lease or a backoff; outboxq.Never when dead
-	obToken    = "token"       // the Take that holds it ("" before any, and once given back)
-	obName     = "name"        // the name its child key was derived from
-	obAttempts = "attempts"    // failed publishes since the enqueue or the last revival
-	obReason   = "reason"      // the last failure's reason
-	obDied     = "died"        // when a relay gave it up; only dead messages have it
-	obHolds    = "holds"       // dead and holding its order key's later messages
-)
-
-// outboxDoc is an outgoing message as stored. Its document ID is the
-// message's child key, so a message has one document however often its
-// transaction is tried.
+// outboxDoc is an outgoing message as stored, in layout.Message with the
+// attributes as a map. Its document ID is the message's child key, so a
+// message has one document however often its transaction is tried.
 type outboxDoc outboxq.Stored
 
 // fields returns the document of d.
 func (d *outboxDoc) fields() map[string]any {
-	attrs := make(map[string]any, len(d.Attributes))
-	for k, v := range d.Attributes {
-		attrs[k] = v
-	}
-	data := d.Data
-	if data == nil {
-		data = []byte{}
-	}
-	f := map[string]any{
-		obTopic:    d.Topic,
-		obData:     data,
-		obAttrs:    attrs,
-		obOrdering: d.OrderingKey,
-		obOrderKey: d.OrderKey,
-		obSeq:      d.Seq,
-		obVersion:  d.Version,
-		obEnqueued: d.Enqueued,
-		obDue:      d.Due,
-		obToken:    d.Token,
-		obName:     d.Name,
-		obAttempts: d.Attempts,
-		obReason:   d.Reason,
-	}
-	if !d.Died.IsZero() {
-		f[obDied], f[obHolds] = d.Died, d.Holds
-	}
-	return f
+	return encode(layout.Message, (*outboxq.Stored)(d), encodeMessage)
 }
 
-// state returns the updates that write the fields of d that a Settle or a
-// Revive changes, so that the payload is not written again.
+// state returns the updates that write the fields of d that a Take, a
+// Settle or a Revive changes, so that the payload is not written again.
 func (d *outboxDoc) state() []firestore.Update {
-	var died, holds any = firestore.Delete, firestore.Delete
-	if !d.Died.IsZero() {
-		died, holds = d.Died, d.Holds
+	return changes(layout.Message, (*outboxq.Stored)(d), layout.Changed, encodeMessage)
+}
+
+// encodeMessage stores the attributes as a map of strings, and no data as
+// empty bytes.
+func encodeMessage(name string, v any) any {
+	switch v := v.(type) {
+	case map[string]string:
+		m := make(map[string]any, len(v))
+		for k, s := range v {
+			m[k] = s
+		}
+		return m
+	case []byte:
+		if v == nil {
+			return []byte{}
+		}
 	}
-	return []firestore.Update{
-		{Path: obDue, Value: d.Due},
-		{Path: obToken, Value: d.Token},
-		{Path: obAttempts, Value: d.Attempts},
-		{Path: obReason, Value: d.Reason},
-		{Path: obDied, Value: died},
-		{Path: obHolds, Value: holds},
-		{Path: obOrderKey, Value: d.OrderKey}, // cleared while dead and released
-	}
+	return v
 }
 
 // parseOutbox reads an outbox document. Unknown fields are ignored; a known
 // one of the wrong type is an error.
 func parseOutbox(data map[string]any) (outboxDoc, error) {
-	var d outboxDoc
-	for name, v := range data {
-		ok := true
-		switch name {
-		case obTopic:
-			d.Topic, ok = v.(string)
-		case obData:
-			d.Data, ok = v.([]byte)
-		case obAttrs:
-			var m map[string]any
-			if m, ok = v.(map[string]any); ok {
-				d.Attributes = make(map[string]string, len(m))
-				for k, av := range m {
-					s, isStr := av.(string)
-					if !isStr {
-						return outboxDoc{}, fmt.Errorf("field %s.%s holds a %T", obAttrs, k, av)
-					}
-					d.Attributes[k] = s
-				}
+	var m outboxq.Stored
+	err := decode(layout.Message, &m, data, func(name string, v any) (any, error) {
+		av, ok := v.(map[string]any)
+		if name != layout.Attributes || !ok {
+			return v, nil
+		}
+		attrs := make(map[string]string, len(av))
+		for k, x := range av {
+			s, isStr := x.(string)
+			if !isStr {
+				return nil, fmt.Errorf("field %s.%s holds a %T", layout.Attributes, k, x)
 			}
-		case obOrdering:
-			d.OrderingKey, ok = v.(string)
-		case obOrderKey:
-			d.OrderKey, ok = v.(string)
-		case obSeq:
-			d.Seq, ok = v.(int64)
-		case obVersion:
-			d.Version, ok = v.(string)
-		case obEnqueued:
-			d.Enqueued, ok = v.(time.Time)
-		case obDue:
-			d.Due, ok = v.(time.Time)
-		case obToken:
-			d.Token, ok = v.(string)
-		case obName:
-			d.Name, ok = v.(string)
-		case obAttempts:
-			d.Attempts, ok = v.(int64)
-		case obReason:
-			d.Reason, ok = v.(string)
-		case obDied:
-			d.Died, ok = v.(time.Time)
-		case obHolds:
-			d.Holds, ok = v.(bool)
+			attrs[k] = s
 		}
-		if !ok {
-			return outboxDoc{}, fmt.Errorf("field %q holds a %T", name, v)
-		}
+		return attrs, nil
+	})
+	if err == nil {
+		err = layout.CheckMessage(&m, "field")
 	}
-	if d.Topic == "" {
-		return outboxDoc{}, fmt.Errorf("field %q is missing", obTopic)
+	if err != nil {
+		return outboxDoc{}, err
 	}
-	return d, nil
+	return outboxDoc(m), nil
 }
 
 // The fields of an order key's sequence document (outboxq.Seq), whose ID
@@ -293,12 +225,12 @@ type db struct{ s *Store }
 func (d db) Now() time.Time { return d.s.now() }
 
 func (d db) Free(ctx context.Context, now time.Time, limit int) ([]outboxq.Head, error) {
-	return heads(ctx, d.s.outbox().Where(obOrderKey, "==", "").Where(obDue, "<=", now).
-		OrderBy(obDue, firestore.Asc).OrderBy(obEnqueued, firestore.Asc).Limit(limit))
+	return heads(ctx, d.s.outbox().Where(layout.OrderKey, "==", "").Where(layout.Due, "<=", now).
+		OrderBy(layout.Due, firestore.Asc).OrderBy(layout.Enqueued, firestore.Asc).Limit(limit))
 }
 
 func (d db) First(ctx context.Context, orderKey string, limit int) ([]outboxq.Head, error) {
-	return heads(ctx, d.s.outbox().Where(obOrderKey, "==", orderKey).OrderBy(obSeq, firestore.Asc).Limit(limit))
+	return heads(ctx, d.s.outbox().Where(layout.OrderKey, "==", orderKey).OrderBy(layout.Seq, firestore.Asc).Limit(limit))
 }
 
 // heads runs q, a query of outbox documents, for a Take.
@@ -353,7 +285,7 @@ func (d db) Count(ctx context.Context, dead bool) (int64, error) {
 	if dead {
 		op = ">="
 	}
-	q := d.s.outbox().Where(obDue, op, outboxq.Never)
+	q := d.s.outbox().Where(layout.Due, op, outboxq.Never)
 	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
 	if err != nil {
 		return 0, err
@@ -370,7 +302,7 @@ func (d db) Count(ctx context.Context, dead bool) (int64, error) {
 }
 
 func (d db) Enqueued(ctx context.Context, n int, each func(*outboxq.Stored) bool) error {
-	it := d.s.outbox().OrderBy(obEnqueued, firestore.Asc).Limit(n).Documents(ctx)
+	it := d.s.outbox().OrderBy(layout.Enqueued, firestore.Asc).Limit(n).Documents(ctx)
 	defer it.Stop()
 	for {
 		snap, err := it.Next()
@@ -391,7 +323,7 @@ func (d db) Enqueued(ctx context.Context, n int, each func(*outboxq.Stored) bool
 }
 
 func (d db) Dead(ctx context.Context, n int) ([]string, []*outboxq.Stored, error) {
-	return getAll(ctx, d.s.outbox().OrderBy(obDied, firestore.Asc).Limit(n))
+	return getAll(ctx, d.s.outbox().OrderBy(layout.Died, firestore.Asc).Limit(n))
 }
 
 func (d db) Run(ctx context.Context, once bool, fn func(outboxq.Tx) error) error {
