@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -158,9 +157,6 @@ func Number(ms []Stored, seqs map[string]*Seq) {
 		s := seqs[m.OrderKey]
 		s.Last++
 		m.Seq = s.Last
-		if plant.On(294) {
-			m.Seq = m.Enqueued.UnixMicro() // the completing process's clock orders the key
-		}
 		if s.Due.IsZero() {
 			s.Due = m.Due
 		}
@@ -265,7 +261,7 @@ func Actions(sent []outbox.Pending, failed []outbox.Failure) ([]Action, error) {
 // the version taken, or no longer held by the Take that failed it.
 func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	if a.Sent {
-		return m.Version == a.Version || plant.On(296), false // 296: by name, whatever was written since
+		return m.Version == a.Version, false
 	}
 	if m.Version != a.Version || m.Token != a.Token || !m.Died.IsZero() {
 		return false, false
