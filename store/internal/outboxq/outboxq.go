@@ -1,8 +1,9 @@
-// Package outboxq holds the rules the Google stores' outboxes share: how a
-// message is stored, which messages a Take reads again in its
-// transaction and which of those it takes, how a Settle applies, and what
-// one message costs in the database. The stores keep the queries and the
-// transactions.
+// Package outboxq is the outbox of the Google stores, written once: the
+// algorithm ([Outbox]: Take, Settle, Stats, Dead, Revive) over a [DB] each
+// store implements with its queries and transactions, and the rules it
+// follows: how a message is stored, which messages a Take reads again in
+// its transaction and which of those it takes, how a Settle applies, and
+// what one message costs in the database.
 package outboxq
 
 import (
