@@ -17,15 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	_ "modernc.org/sqlite"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/store"
@@ -77,16 +74,7 @@ func emitted(t *testing.T, want func(map[string]instrument) bool) map[string]ins
 	// one message is published (lag), one goes to a missing topic and is
 	// given up on its first failure (failures, dead); the backlog gauge is
 	// read on each collection while it runs.
-	srv := pstest.NewServer()
-	t.Cleanup(func() { srv.Close() })
-	client, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/out"}); err != nil {
-		t.Fatal(err)
-	}
+	_, client := fakepubsub.New(t) // topic projects/p/topics/out
 	st := outboxStore(t)
 	c, err := st.Claim(ctx, "order-1", time.Minute)
 	if err != nil || c.Status != store.Won {

@@ -32,8 +32,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/idemgate/idemgate/internal/plant"
 )
 
 // ChildKeyAttribute is the Pub/Sub attribute that carries a message's
@@ -227,7 +225,7 @@ func Prepare(parent string, msgs []Message) ([]Pending, error) {
 		}
 		attrs[ChildKeyAttribute] = ck
 		m.Attributes = attrs
-		if n, limit := PublishSize(m), publishLimit(m.Topic); n > limit && !plant.On(291) || plant.On(291) && len(m.Data) > 10<<20 {
+		if n, limit := PublishSize(m), publishLimit(m.Topic); n > limit {
 			return nil, fmt.Errorf("outbox: message %d (%.80q): %d bytes as the Pub/Sub client counts it (data, attributes with the child key, ordering key), over the %d it publishes to topic %.80q", i, m.Name, n, limit, m.Topic)
 		}
 		out[i] = Pending{Message: m, ChildKey: ck}
@@ -328,9 +326,6 @@ func OrderKey(topic, orderingKey string) string {
 		return ""
 	}
 	id := TopicID(topic)
-	if plant.On(295) {
-		id = topic
-	}
 	h := sha256.New()
 	h.Write([]byte("idemgate order key v1\x00"))
 	h.Write([]byte(strconv.Itoa(len(id))))

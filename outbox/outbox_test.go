@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/pstest"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -121,14 +120,8 @@ func TestPrepareAcceptsPubSubsLimits(t *testing.T) {
 // body's transaction instead of blocking its ordering key in the outbox.
 func TestPrepareRefusesWhatTheClientRefuses(t *testing.T) {
 	ctx := t.Context()
-	srv := pstest.NewServer()
-	t.Cleanup(func() { srv.Close() })
 	const project = "a-project-id-of-thirty-chars-x" // the longest a project ID is
-	client, err := pubsub.NewClient(ctx, project, testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	_, client := fakepubsub.NewProject(t, project)
 	if outbox.MaxPublishRequestBytes != pubsub.MaxPublishRequestBytes {
 		t.Fatalf("outbox.MaxPublishRequestBytes = %d, the client's is %d", outbox.MaxPublishRequestBytes, int(pubsub.MaxPublishRequestBytes))
 	}

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/pstest"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -20,13 +19,7 @@ import (
 func TestRequestLimitIsTheClients(t *testing.T) {
 	t.Parallel() // it waits out real time: a lease, or the client's publish timeout
 	ctx := t.Context()
-	srv := pstest.NewServer()
-	t.Cleanup(func() { srv.Close() })
-	c, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	_, c := fakepubsub.NewProject(t, "p")
 	const name = "projects/p/topics/orders"
 	limit := requestLimit(name)
 	buf := make([]byte, pubsub.MaxPublishRequestBytes)

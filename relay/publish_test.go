@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 )
@@ -38,24 +38,11 @@ func onPublish(f reactor) pstest.ServerReactorOption {
 }
 
 // outTopic is the topic fakePubSub creates.
-const outTopic = "projects/p/topics/out"
+const outTopic = fakepubsub.Topic
 
 // fakePubSub returns a client of a pstest server, in project p, with the
 // topic outTopic.
-func fakePubSub(t testing.TB, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
-	t.Helper()
-	srv := pstest.NewServer(reactors...)
-	t.Cleanup(func() { srv.Close() })
-	c, err := pubsub.NewClient(t.Context(), "p", testenv.PubSubClientOptions(srv.Addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: outTopic}); err != nil {
-		t.Fatal(err)
-	}
-	return srv, c
-}
+var fakePubSub = fakepubsub.New
 
 // published counts the publishes of the message of child key ck.
 func published(srv *pstest.Server, ck string) int {

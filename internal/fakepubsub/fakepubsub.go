@@ -1,5 +1,5 @@
 // Package fakepubsub starts the in-process Pub/Sub fake (pstest) for the
-// relay's benchmarks and tests, with a client and a topic. It is its own
+// tests and benchmarks, with a client and a topic. It is its own
 // package so that test binaries that do not need Pub/Sub do not link the
 // client (and the goroutines its dependencies start at init).
 package fakepubsub
@@ -22,15 +22,22 @@ const Topic = "projects/p/topics/out"
 // ends.
 func New(tb testing.TB, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
 	tb.Helper()
+	srv, c := NewProject(tb, "p", reactors...)
+	if _, err := c.TopicAdminClient.CreateTopic(tb.Context(), &pubsubpb.Topic{Name: Topic}); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, c
+}
+
+// NewProject is New with a client of project, and no topic created.
+func NewProject(tb testing.TB, project string, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
+	tb.Helper()
 	srv := pstest.NewServer(reactors...)
 	tb.Cleanup(func() { srv.Close() })
-	c, err := pubsub.NewClient(tb.Context(), "p", testenv.PubSubClientOptions(srv.Addr)...)
+	c, err := pubsub.NewClient(tb.Context(), project, testenv.PubSubClientOptions(srv.Addr)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	if _, err := c.TopicAdminClient.CreateTopic(tb.Context(), &pubsubpb.Topic{Name: Topic}); err != nil {
-		tb.Fatal(err)
-	}
 	return srv, c
 }

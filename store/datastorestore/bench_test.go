@@ -3,8 +3,8 @@ package datastorestore_test
 import (
 	"testing"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // The benchmarks run against the emulator, whose speed says little about

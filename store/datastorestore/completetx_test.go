@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestCompleteTxOtherDatabase: a transaction on another database (here

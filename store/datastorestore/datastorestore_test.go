@@ -7,8 +7,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 func TestConformance(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"time"
-
+	
+	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/datastore"
@@ -39,102 +39,53 @@ func (s *Store) entityKey(key string) (*datastore.Key, bool) {
 	return k, hashed
 }
 
-// The property names.
-const (
-	propState      = "state"
-	propFence      = "fence"
-	propToken      = "token"
-	propLeaseUntil = "leaseUntil"
-	propExpiresAt  = "expiresAt"
-	propKey        = "key"
-	propFP         = "fingerprint"
-	propOrigin     = "origin"
-	propAttempts   = "attempts"
-	propReason     = "reason"
-	propFirstFail  = "firstFailure"
-)
-
-// entity is a record as Datastore loads and saves it.
+// entity is a record as Datastore loads and saves it, in layout.Record.
 type entity record.Record
 
-// Save implements datastore.PropertyLoadSaver. No property is indexed.
-// The optional properties are left out when they hold nothing, so that a
-// record that never failed costs the bytes it cost before failures were
-// kept.
+// Save implements datastore.PropertyLoadSaver.
 func (r *entity) Save() ([]datastore.Property, error) {
-	ps := []datastore.Property{
-		{Name: propState, Value: r.State, NoIndex: true},
-		{Name: propFence, Value: r.Fence, NoIndex: true},
-		{Name: propToken, Value: r.Token, NoIndex: true},
-		{Name: propLeaseUntil, Value: r.LeaseUntil, NoIndex: true},
-		{Name: propExpiresAt, Value: r.ExpiresAt, NoIndex: true},
-	}
-	if r.Key != "" {
-		ps = append(ps, datastore.Property{Name: propKey, Value: r.Key, NoIndex: true})
-	}
-	if len(r.Fingerprint) > 0 {
-		ps = append(ps, datastore.Property{Name: propFP, Value: r.Fingerprint, NoIndex: true})
-	}
-	if r.Origin != "" {
-		ps = append(ps, datastore.Property{Name: propOrigin, Value: r.Origin, NoIndex: true})
-	}
-	if r.Attempts != 0 {
-		ps = append(ps, datastore.Property{Name: propAttempts, Value: int64(r.Attempts), NoIndex: true})
-	}
-	if r.Reason != "" {
-		ps = append(ps, datastore.Property{Name: propReason, Value: r.Reason, NoIndex: true})
-	}
-	if !r.FirstFailure.IsZero() {
-		ps = append(ps, datastore.Property{Name: propFirstFail, Value: r.FirstFailure, NoIndex: true})
-	}
-	return ps, nil
+	return save(layout.Record, (*record.Record)(r), nil)
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
-// ignored, so that operators may annotate entities; a known property of the
-// wrong type, or a state other than CLAIMED, DONE and FAILED, is an error.
-// An entity without a fingerprint, an origin or failures (one written
-// before there were any) keeps none.
+// ignored; a known one of the wrong type, or a state other than CLAIMED,
+// DONE and FAILED, is an error.
 func (r *entity) Load(ps []datastore.Property) error {
 	*r = entity{}
-	for _, p := range ps {
-		var ok bool
-		switch p.Name {
-		case propState:
-			r.State, ok = p.Value.(string)
-		case propFence:
-			r.Fence, ok = p.Value.(int64)
-		case propToken:
-			r.Token, ok = p.Value.(string)
-		case propLeaseUntil:
-			r.LeaseUntil, ok = p.Value.(time.Time)
-		case propExpiresAt:
-			r.ExpiresAt, ok = p.Value.(time.Time)
-		case propKey:
-			r.Key, ok = p.Value.(string)
-		case propFP:
-			r.Fingerprint, ok = p.Value.([]byte)
-		case propOrigin:
-			r.Origin, ok = p.Value.(string)
-		case propAttempts:
-			var n int64
-			n, ok = p.Value.(int64)
-			r.Attempts = int(n)
-		case propReason:
-			r.Reason, ok = p.Value.(string)
-		case propFirstFail:
-			r.FirstFailure, ok = p.Value.(time.Time)
-		default:
-			ok = true
-		}
-		if !ok {
-			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
-		}
+	if err := load(layout.Record, (*record.Record)(r), ps, nil); err != nil {
+		return err
 	}
-	switch r.State {
-	case record.StateClaimed, record.StateDone, record.StateFailed:
-	default:
-		return fmt.Errorf("property %q is %q, want %q, %q or %q", propState, r.State, record.StateClaimed, record.StateDone, record.StateFailed)
+	return layout.CheckRecord((*record.Record)(r), "property")
+}
+
+// save returns the properties of t in layout fs; enc, when not nil,
+// converts a value Datastore stores otherwise.
+func save[T any](fs layout.Fields[T], t *T, enc func(name string, v any) (any, error)) ([]datastore.Property, error) {
+	var ps []datastore.Property
+	var err error
+	fs.Encode(t, func(f *layout.Field[T], v any) {
+		if enc != nil && err == nil {
+			v, err = enc(f.Name, v)
+		}
+		ps = append(ps, datastore.Property{Name: f.Name, Value: v, NoIndex: !f.Indexed})
+	})
+	return ps, err
+}
+
+// load sets t from ps in layout fs; dec, when not nil, converts a value
+// Datastore stores otherwise.
+func load[T any](fs layout.Fields[T], t *T, ps []datastore.Property, dec func(name string, v any) (any, error)) error {
+	for _, p := range ps {
+		v := p.Value
+		if dec != nil {
+			var err error
+			if v, err = dec(p.Name, v); err != nil {
+				return fmt.Errorf("property %q: %w", p.Name, err)
+			}
+		}
+		if err := fs.Decode(t, p.Name, v, "property"); err != nil {
+			return err
+		}
 	}
 	return nil
 }

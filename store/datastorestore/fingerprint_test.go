@@ -5,8 +5,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestUnfingerprintedEntities: entities written before the store kept

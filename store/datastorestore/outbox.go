@@ -2,11 +2,9 @@ package datastorestore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
@@ -23,114 +22,41 @@ import (
 // "IdemgateRecordOutbox", in the same namespace.
 const outboxSuffix = "Outbox"
 
-// The properties of an outbox entity. Only due, enqueued, orderKey, seq
-// and died are indexed: the relay finds due unordered messages by orderKey
-// and due (then enqueued), the first messages of an order key by orderKey
-// and seq, and the dead ones by died, which only they have.
-const (
-	obTopic    = "topic"
-	obData     = "data"
-	obAttrs    = "attributes" // JSON object of strings
-	obOrdering = "orderingKey"
-	obOrderKey = "orderKey" // outbox.OrderKey; "" when unordered
-	obSeq      = "seq"      // its place in its order key, from the key's sequence entity
-	obVersion  = "version"  // written at enqueue: the version a Take hands out
-	obEnqueued = "enqueued" // when the transaction queued it, plus its index in the transaction (µs)
-	obDue      = "due"      // when a relay may take it: enqueued, the end of a lease or a backoff; outboxq.Never when dead
-	obToken    = "token"    // the Take that holds it ("" before any, and once given back)
-	obName     = "name"     // the name its child key was derived from
-	obAttempts = "attempts" // failed publishes since the enqueue or the last revival
-	obReason   = "reason"   // the last failure's reason
-	obDied     = "died"     // when a relay gave it up; only dead messages have it
-	obHolds    = "holds"    // dead and holding its order key's later messages
-)
-
-// outboxEntity is an outgoing message as Datastore loads and saves it. Its
+// outboxEntity is an outgoing message as Datastore loads and saves it, in
+// layout.Message with the attributes as a JSON object of strings. Its
 // entity name is the message's child key, so a message has one entity
 // however often its transaction is tried.
 type outboxEntity outboxq.Stored
 
 // Save implements datastore.PropertyLoadSaver.
 func (e *outboxEntity) Save() ([]datastore.Property, error) {
-	attrs, err := json.Marshal(e.Attributes)
-	if err != nil {
-		return nil, err
-	}
-	ps := []datastore.Property{
-		{Name: obTopic, Value: e.Topic, NoIndex: true},
-		{Name: obData, Value: e.Data, NoIndex: true},
-		{Name: obAttrs, Value: string(attrs), NoIndex: true},
-		{Name: obOrdering, Value: e.OrderingKey, NoIndex: true},
-		{Name: obOrderKey, Value: e.OrderKey},
-		{Name: obSeq, Value: e.Seq},
-		{Name: obVersion, Value: e.Version, NoIndex: true},
-		{Name: obEnqueued, Value: e.Enqueued},
-		{Name: obDue, Value: e.Due},
-		{Name: obToken, Value: e.Token, NoIndex: true},
-		{Name: obName, Value: e.Name, NoIndex: true},
-		{Name: obAttempts, Value: e.Attempts, NoIndex: true},
-		{Name: obReason, Value: e.Reason, NoIndex: true},
-	}
-	if !e.Died.IsZero() {
-		ps = append(ps, datastore.Property{Name: obDied, Value: e.Died}, datastore.Property{Name: obHolds, Value: e.Holds, NoIndex: true})
-	}
-	return ps, nil
+	return save(layout.Message, (*outboxq.Stored)(e), func(name string, v any) (any, error) {
+		if name != layout.Attributes {
+			return v, nil
+		}
+		b, err := json.Marshal(v)
+		return string(b), err
+	})
 }
 
 // Load implements datastore.PropertyLoadSaver. Unknown properties are
 // ignored; a known one of the wrong type is an error.
 func (e *outboxEntity) Load(ps []datastore.Property) error {
 	*e = outboxEntity{}
-	for _, p := range ps {
-		ok := true
-		switch p.Name {
-		case obTopic:
-			e.Topic, ok = p.Value.(string)
-		case obData:
-			e.Data, ok = p.Value.([]byte)
-			if p.Value == nil {
-				ok = true
-			}
-		case obAttrs:
-			var s string
-			if s, ok = p.Value.(string); ok {
-				if err := json.Unmarshal([]byte(s), &e.Attributes); err != nil {
-					return fmt.Errorf("property %q: %w", p.Name, err)
-				}
-			}
-		case obOrdering:
-			e.OrderingKey, ok = p.Value.(string)
-		case obOrderKey:
-			e.OrderKey, ok = p.Value.(string)
-		case obSeq:
-			e.Seq, ok = p.Value.(int64)
-		case obVersion:
-			e.Version, ok = p.Value.(string)
-		case obEnqueued:
-			e.Enqueued, ok = p.Value.(time.Time)
-		case obDue:
-			e.Due, ok = p.Value.(time.Time)
-		case obToken:
-			e.Token, ok = p.Value.(string)
-		case obName:
-			e.Name, ok = p.Value.(string)
-		case obAttempts:
-			e.Attempts, ok = p.Value.(int64)
-		case obReason:
-			e.Reason, ok = p.Value.(string)
-		case obDied:
-			e.Died, ok = p.Value.(time.Time)
-		case obHolds:
-			e.Holds, ok = p.Value.(bool)
+	err := load(layout.Message, (*outboxq.Stored)(e), ps, func(name string, v any) (any, error) {
+		switch s, ok := v.(string); {
+		case name == layout.Data && v == nil:
+			return []byte(nil), nil
+		case name == layout.Attributes && ok:
+			var m map[string]string
+			return m, json.Unmarshal([]byte(s), &m)
 		}
-		if !ok {
-			return fmt.Errorf("property %q holds a %T", p.Name, p.Value)
-		}
+		return v, nil
+	})
+	if err != nil {
+		return err
 	}
-	if e.Topic == "" {
-		return fmt.Errorf("property %q is missing", obTopic)
-	}
-	return nil
+	return layout.CheckMessage((*outboxq.Stored)(e), "property")
 }
 
 // seqEntity is an order key's sequence (outboxq.Seq): the last place
@@ -198,48 +124,235 @@ const (
 
 // Backlog implements relay.Source: how many live messages are committed
 // and unsent, held or not; dead ones are not counted. One count query.
-func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
-	q := datastore.NewQuery(o.s.kind+outboxSuffix).Namespace(o.s.namespace).FilterField(obDue, "<", outboxq.Never)
-	n, err := o.s.client.Count(ctx, q)
+func (o *Outbox) Backlog(ctx context.Context) (int64, error) { return o.q().Backlog(ctx) }
+
+// Stats implements relay.Stater: two count queries (live and dead
+// messages) and one query of at most 100 messages in enqueue order, which
+// stops at the first live one.
+func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) { return o.q().Stats(ctx) }
+
+// Take implements relay.Source: it leases up to limit due messages for
+// lease and returns them in the order to publish them. A message of an
+// order key is taken only with every earlier message of that key, never
+// while one of those is held, backs off, or is dead and holds the key.
+// When another relay's transaction wins the race, Take returns none and
+// no error. See docs/stores/datastore.md for its queries.
+func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
+	return o.q().Take(ctx, limit, lease)
+}
+
+// Settle implements relay.Source in one transaction: it deletes each sent
+// message whose version is still the one taken, and applies each failure
+// to the message the same Take still holds: its attempts and reason, its
+// backoff on this store's clock, or its death.
+func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
+	return o.q().Settle(ctx, sent, failed)
+}
+
+// Dead implements relay.DeadLetters: up to n dead messages, oldest first.
+func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
+	return o.q().Dead(ctx, n)
+}
+
+// Revive implements relay.DeadLetters in one transaction: the dead
+// messages of ids are due at once, their attempts at zero and their reason
+// cleared, and their order keys due. An ID of a message that is not dead,
+// or that was written anew since it was listed, is skipped.
+func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
+	return o.q().Revive(ctx, ids...)
+}
+
+func (o *Outbox) q() outboxq.Outbox { return outboxq.Outbox{DB: db{o.s}} }
+
+// db is the outbox's [outboxq.DB].
+type db struct{ s *Store }
+
+func (d db) Now() time.Time { return d.s.now() }
+
+func (d db) query() *datastore.Query {
+	return datastore.NewQuery(d.s.kind + outboxSuffix).Namespace(d.s.namespace)
+}
+
+func (d db) Free(ctx context.Context, now time.Time, limit int) ([]outboxq.Head, error) {
+	return d.heads(ctx, d.query().FilterField(layout.OrderKey, "=", "").FilterField(layout.Due, "<=", now).Order(layout.Due).Order(layout.Enqueued).Limit(limit))
+}
+
+func (d db) First(ctx context.Context, orderKey string, limit int) ([]outboxq.Head, error) {
+	return d.heads(ctx, d.query().FilterField(layout.OrderKey, "=", orderKey).Order(layout.Seq).Limit(limit))
+}
+
+// heads runs q, a query of outbox entities, for a Take.
+func (d db) heads(ctx context.Context, q *datastore.Query) ([]outboxq.Head, error) {
+	var ents []*outboxEntity
+	keys, err := d.s.client.GetAll(ctx, q, &ents)
+	heads := make([]outboxq.Head, len(ents))
+	for i, e := range ents {
+		heads[i] = (*outboxq.Stored)(e).Head(keys[i].Name)
+	}
+	return heads, err
+}
+
+func (d db) DueKeys(ctx context.Context, now time.Time, limit int) ([]outboxq.Key, error) {
+	var ents []*seqEntity
+	names, err := d.s.client.GetAll(ctx, datastore.NewQuery(d.s.kind+seqSuffix).Namespace(d.s.namespace).
+		FilterField(layout.Due, "<=", now).Order(layout.Due).Limit(limit), &ents)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]outboxq.Key, len(ents))
+	for i, e := range ents {
+		keys[i] = outboxq.Key{OrderKey: names[i].Name, Seq: outboxq.Seq(*e)}
+	}
+	return keys, nil
+}
+
+func (d db) Count(ctx context.Context, dead bool) (int64, error) {
+	op := "<"
+	if dead {
+		op = ">="
+	}
+	n, err := d.s.client.Count(ctx, d.query().FilterField(layout.Due, op, outboxq.Never))
 	return int64(n), err
 }
 
-// Stats implements relay.Stater: two count queries (live and dead
-// messages) and one query of at most outboxq.StatsScan messages in enqueue
-// order (on its built-in index), which stops at the first live one.
-func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
-	s := o.s
-	var st outbox.Stats
-	var err error
-	if st.Unsent, err = o.Backlog(ctx); err != nil {
-		return outbox.Stats{}, err
-	}
-	n, err := s.client.Count(ctx, datastore.NewQuery(s.kind+outboxSuffix).Namespace(s.namespace).FilterField(obDue, ">=", outboxq.Never))
-	if err != nil {
-		return outbox.Stats{}, err
-	}
-	st.Dead = int64(n)
-	if st.Unsent == 0 {
-		return st, nil
-	}
-	var msgs []outboxq.Stored
-	it := s.client.Run(ctx, datastore.NewQuery(s.kind+outboxSuffix).Namespace(s.namespace).Order(obEnqueued).Limit(outboxq.StatsScan))
+func (d db) Enqueued(ctx context.Context, n int, each func(*outboxq.Stored) bool) error {
+	it := d.s.client.Run(ctx, d.query().Order(layout.Enqueued).Limit(n))
 	for {
 		var e outboxEntity
 		_, err := it.Next(&e)
 		if errors.Is(err, iterator.Done) {
-			break
+			return nil
 		}
-		if err != nil {
-			return outbox.Stats{}, err
-		}
-		msgs = append(msgs, outboxq.Stored(e))
-		if e.Died.IsZero() {
-			break
+		if err != nil || !each((*outboxq.Stored)(&e)) {
+			return err
 		}
 	}
-	st.Oldest = outboxq.Oldest(msgs, s.now())
-	return st, nil
+}
+
+func (d db) Dead(ctx context.Context, n int) ([]string, []*outboxq.Stored, error) {
+	var ents []*outboxEntity
+	keys, err := d.s.client.GetAll(ctx, d.query().Order(layout.Died).Limit(n), &ents)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Name
+	}
+	return names, stored(ents), nil
+}
+
+func (d db) Run(ctx context.Context, once bool, fn func(outboxq.Tx) error) error {
+	opts := []datastore.TransactionOption{datastore.BeginLater}
+	if once {
+		opts = append(opts, datastore.MaxAttempts(1))
+	}
+	_, err := d.s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		t := &txn{s: d.s, tx: tx}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.commit()
+	}, opts...)
+	if once && (errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted) {
+		return outboxq.ErrRace
+	}
+	return err
+}
+
+// txn is an [outboxq.Tx]: it gathers the writes, put in one call at the end.
+type txn struct {
+	s          *Store
+	tx         *datastore.Transaction
+	dels, puts []*datastore.Key
+	ents       []any
+}
+
+func (t *txn) Put(id string, m *outboxq.Stored) error {
+	t.puts, t.ents = append(t.puts, t.s.outboxKey(id)), append(t.ents, (*outboxEntity)(m))
+	return nil
+}
+
+func (t *txn) PutSeq(orderKey string, sq *outboxq.Seq) error {
+	t.puts, t.ents = append(t.puts, t.s.seqKey(orderKey)), append(t.ents, (*seqEntity)(sq))
+	return nil
+}
+
+func (t *txn) Delete(id string) error {
+	t.dels = append(t.dels, t.s.outboxKey(id))
+	return nil
+}
+
+func (t *txn) commit() error {
+	if len(t.dels) > 0 {
+		if err := t.tx.DeleteMulti(t.dels); err != nil {
+			return err
+		}
+	}
+	if len(t.puts) == 0 {
+		return nil
+	}
+	_, err := t.tx.PutMulti(t.puts, t.ents)
+	return err
+}
+
+// stored returns got as the messages outboxq handles.
+func stored(got []*outboxEntity) []*outboxq.Stored {
+	out := make([]*outboxq.Stored, len(got))
+	for i, e := range got {
+		out[i] = (*outboxq.Stored)(e)
+	}
+	return out
+}
+
+// Get reads the outbox entities of ids, nil for one that does not exist,
+// and the sequences of orderKeys that exist, in one lookup.
+func (t *txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outboxq.Seq, error) {
+	got := make([]*outboxEntity, len(ids))
+	all, dst := make([]*datastore.Key, 0, len(ids)+len(orderKeys)), make([]any, 0, len(ids)+len(orderKeys))
+	for i, id := range ids {
+		got[i] = new(outboxEntity)
+		all, dst = append(all, t.s.outboxKey(id)), append(dst, got[i])
+	}
+	for _, k := range orderKeys {
+		all, dst = append(all, t.s.seqKey(k)), append(dst, new(seqEntity))
+	}
+	if len(all) == 0 {
+		return stored(got), nil, nil
+	}
+	err := t.tx.GetMulti(all, dst)
+	var merr datastore.MultiError
+	if err != nil && !errors.As(err, &merr) {
+		return nil, nil, err
+	}
+	// missing reports whether entity i does not exist.
+	missing := func(i int) (bool, error) {
+		if merr == nil || merr[i] == nil {
+			return false, nil
+		}
+		if !errors.Is(merr[i], datastore.ErrNoSuchEntity) {
+			return false, merr[i]
+		}
+		return true, nil
+	}
+	for i := range got {
+		switch gone, err := missing(i); {
+		case err != nil:
+			return nil, nil, err
+		case gone:
+			got[i] = nil
+		}
+	}
+	seqs := make(map[string]*outboxq.Seq, len(orderKeys))
+	for i, k := range orderKeys {
+		switch gone, err := missing(len(ids) + i); {
+		case err != nil:
+			return nil, nil, err
+		case !gone:
+			seqs[k] = (*outboxq.Seq)(dst[len(ids)+i].(*seqEntity))
+		}
+	}
+	return stored(got), seqs, nil
 }
 
 // queued is what a CompleteTx enqueues: the messages, and the sequences
@@ -313,301 +426,4 @@ func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
 	}
 	_, err := tx.PutMulti(keys, ents)
 	return err
-}
-
-// Take implements relay.Source: it leases up to limit due messages to the
-// caller for lease and returns them in the order to publish them. A
-// message of an order key is taken only with every earlier message of
-// that key, and never while one of those is held by another Take, waits
-// out a backoff, or is dead and holds the key. Take queries the due
-// unordered messages and the due order keys (by their sequences' due),
-// at most limit of each, oldest first, and the first messages of each
-// key; a key's later messages are in neither query, so that however many
-// wait behind a held or dead one, they never keep another key's messages
-// from a Take. The messages are taken in one transaction, which also
-// moves on the due of the keys looked at: to the end of the lease, or to
-// when the message that blocks the key is due. When another relay's
-// transaction wins the race, Take returns none and no error, and the
-// relay polls again.
-func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
-	s := o.s
-	if limit <= 0 {
-		return nil, nil
-	}
-	kind := s.kind + outboxSuffix
-	now := s.now()
-	plan := outboxq.NewPlanner(limit, now, func(orderKey string) ([]outboxq.Head, error) {
-		q := datastore.NewQuery(kind).Namespace(s.namespace).
-			FilterField(obOrderKey, "=", orderKey).Order(obSeq).Limit(limit)
-		return s.heads(ctx, q)
-	})
-	free, err := s.heads(ctx, datastore.NewQuery(kind).Namespace(s.namespace).
-		FilterField(obOrderKey, "=", "").FilterField(obDue, "<=", now).Order(obDue).Order(obEnqueued).Limit(limit))
-	if err != nil {
-		return nil, err
-	}
-	var seqEnts []*seqEntity
-	seqKeys, err := s.client.GetAll(ctx, datastore.NewQuery(s.kind+seqSuffix).Namespace(s.namespace).
-		FilterField(obDue, "<=", now).Order(obDue).Limit(outboxq.KeyLimit(limit)), &seqEnts)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]outboxq.Key, len(seqEnts))
-	for i, e := range seqEnts {
-		keys[i] = outboxq.Key{OrderKey: seqKeys[i].Name, Seq: outboxq.Seq(*e)}
-	}
-	if err := plan.Plan(free, keys); err != nil {
-		return nil, err
-	}
-	names, heads := plan.IDs(), plan.Heads()
-	if len(names) == 0 && len(plan.Keys()) == 0 {
-		return nil, nil
-	}
-	var read []*datastore.Key
-	for _, n := range append(slices.Clip(names), heads...) {
-		read = append(read, s.outboxKey(n))
-	}
-	token := rand.Text()
-	var out []outbox.Pending
-	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		out = out[:0]
-		got, seqs, err := s.getOutbox(tx, read, plan.Keys())
-		if err != nil {
-			return err
-		}
-		msgs := make([]*outboxq.Msg, len(got))
-		for i, e := range got {
-			if e != nil { // else sent and deleted since the query
-				m := (*outboxq.Stored)(e).Msg()
-				msgs[i] = &m
-			}
-		}
-		blocking := map[string]*outboxq.Msg{}
-		for i, h := range heads {
-			blocking[h] = msgs[len(names)+i]
-		}
-		now := s.now()
-		var putKeys []*datastore.Key
-		var putEnts []any
-		var took []*outboxq.Msg
-		for _, i := range outboxq.Pick(msgs[:len(names)], now) {
-			e := got[i]
-			e.Due, e.Token = now.Add(lease), token
-			putKeys, putEnts = append(putKeys, read[i]), append(putEnts, e)
-			out = append(out, (*outboxq.Stored)(e).Pending(names[i], token, now))
-			took = append(took, msgs[i])
-		}
-		for _, k := range plan.Hints(seqs, blocking, took, now, lease) {
-			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
-		}
-		if len(putKeys) == 0 {
-			return nil
-		}
-		_, err = tx.PutMulti(putKeys, putEnts)
-		return err
-	}, datastore.BeginLater, datastore.MaxAttempts(1))
-	if errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted {
-		return nil, nil // another relay's transaction won: poll again
-	}
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// heads runs q, a query of outbox entities, for a Take.
-func (s *Store) heads(ctx context.Context, q *datastore.Query) ([]outboxq.Head, error) {
-	var ents []*outboxEntity
-	keys, err := s.client.GetAll(ctx, q, &ents)
-	heads := make([]outboxq.Head, len(ents))
-	for i, e := range ents {
-		heads[i] = (*outboxq.Stored)(e).Head(keys[i].Name)
-	}
-	return heads, err
-}
-
-// stored returns got as the messages outboxq handles.
-func stored(got []*outboxEntity) []*outboxq.Stored {
-	out := make([]*outboxq.Stored, len(got))
-	for i, e := range got {
-		out[i] = (*outboxq.Stored)(e)
-	}
-	return out
-}
-
-// getOutbox reads in tx the outbox entities of keys, nil for one that does
-// not exist, and the sequences of orderKeys that exist.
-func (s *Store) getOutbox(tx *datastore.Transaction, keys []*datastore.Key, orderKeys []string) ([]*outboxEntity, map[string]*outboxq.Seq, error) {
-	got := make([]*outboxEntity, len(keys))
-	all, dst := slices.Clip(keys), make([]any, len(keys), len(keys)+len(orderKeys))
-	for i := range got {
-		got[i] = new(outboxEntity)
-		dst[i] = got[i]
-	}
-	for _, k := range orderKeys {
-		all, dst = append(all, s.seqKey(k)), append(dst, new(seqEntity))
-	}
-	if len(all) == 0 {
-		return got, nil, nil
-	}
-	err := tx.GetMulti(all, dst)
-	var merr datastore.MultiError
-	if err != nil && !errors.As(err, &merr) {
-		return nil, nil, err
-	}
-	missing := func(i int) (bool, error) {
-		if merr == nil || merr[i] == nil {
-			return false, nil
-		}
-		if !errors.Is(merr[i], datastore.ErrNoSuchEntity) {
-			return false, merr[i]
-		}
-		return true, nil
-	}
-	for i := range got {
-		switch gone, err := missing(i); {
-		case err != nil:
-			return nil, nil, err
-		case gone:
-			got[i] = nil
-		}
-	}
-	seqs := make(map[string]*outboxq.Seq, len(orderKeys))
-	for i, k := range orderKeys {
-		switch gone, err := missing(len(keys) + i); {
-		case err != nil:
-			return nil, nil, err
-		case !gone:
-			seqs[k] = (*outboxq.Seq)(dst[len(keys)+i].(*seqEntity))
-		}
-	}
-	return got, seqs, nil
-}
-
-// Settle implements relay.Source in one transaction: a lookup of every
-// message given, then one commit. It deletes each sent message whose
-// version is still the one taken (a message written anew under its child
-// key since the Take stays), and applies each failure to the message the
-// same Take still holds: its attempts and reason, its backoff on this
-// store's clock, or its death. The lookup reads the sequences of the
-// messages' order keys too, and the commit makes a key due again (see
-// Take) when a message of it is deleted, released or given back.
-func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
-	acts, err := outboxq.Actions(sent, failed)
-	if err != nil || len(acts) == 0 {
-		return err
-	}
-	s := o.s
-	keys := make([]*datastore.Key, len(acts))
-	for i, a := range acts {
-		keys[i] = s.outboxKey(a.ChildKey)
-	}
-	orderKeys := outboxq.SettleKeys(acts)
-	_, err = s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		got, seqs, err := s.getOutbox(tx, keys, orderKeys)
-		if err != nil {
-			return err
-		}
-		del, write, changed := outboxq.Settle(acts, stored(got), seqs, s.now())
-		var dels, putKeys []*datastore.Key
-		var putEnts []any
-		for _, i := range del {
-			dels = append(dels, keys[i])
-		}
-		for _, i := range write {
-			putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, got[i])
-		}
-		for _, k := range changed {
-			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
-		}
-		if len(dels) > 0 {
-			if err := tx.DeleteMulti(dels); err != nil {
-				return err
-			}
-		}
-		if len(putKeys) > 0 {
-			_, err = tx.PutMulti(putKeys, putEnts)
-		}
-		return err
-	}, datastore.BeginLater)
-	return err
-}
-
-// Dead implements relay.DeadLetters: up to n dead messages, oldest first,
-// by a query on died, which only dead messages have.
-func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
-	s := o.s
-	if n <= 0 {
-		return nil, nil
-	}
-	q := datastore.NewQuery(s.kind + outboxSuffix).Namespace(s.namespace).Order(obDied).Limit(n)
-	var ents []*outboxEntity
-	keys, err := s.client.GetAll(ctx, q, &ents)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	out := make([]outbox.DeadMessage, len(ents))
-	for i, e := range ents {
-		out[i] = (*outboxq.Stored)(e).DeadMessage(keys[i].Name, now)
-	}
-	return out, nil
-}
-
-// Revive implements relay.DeadLetters in one transaction: the dead
-// messages of ids are due at once, their attempts at zero and their reason
-// cleared, and their order keys due. An ID of a message that is not dead,
-// or that was written anew since it was listed, is skipped.
-func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
-	s := o.s
-	var keys []*datastore.Key
-	var versions []string
-	for _, id := range ids {
-		ck, v, err := outboxq.ParseID(id)
-		if err != nil {
-			continue // names no message of ours
-		}
-		if slices.ContainsFunc(keys, func(k *datastore.Key) bool { return k.Name == ck }) {
-			continue
-		}
-		keys, versions = append(keys, s.outboxKey(ck)), append(versions, v)
-	}
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	var n int
-	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		n = 0
-		got, _, err := s.getOutbox(tx, keys, nil)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		var putKeys []*datastore.Key
-		var putEnts []any
-		var revived []outboxq.Stored
-		for i, e := range got {
-			if e != nil && outboxq.Revive((*outboxq.Stored)(e), versions[i], now) {
-				putKeys, putEnts = append(putKeys, keys[i]), append(putEnts, e)
-				revived = append(revived, outboxq.Stored(*e))
-			}
-		}
-		n = len(putKeys)
-		if n == 0 {
-			return nil
-		}
-		_, seqs, err := s.getOutbox(tx, nil, outboxq.OrderKeys(revived))
-		if err != nil {
-			return err
-		}
-		for _, k := range outboxq.Revived(revived, seqs, now) {
-			putKeys, putEnts = append(putKeys, s.seqKey(k)), append(putEnts, (*seqEntity)(seqs[k]))
-		}
-		_, err = tx.PutMulti(putKeys, putEnts)
-		return err
-	}, datastore.BeginLater)
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }

@@ -10,12 +10,12 @@ import (
 
 	"cloud.google.com/go/datastore"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 	"github.com/idemgate/idemgate/relay/relaytest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestOutbox: messages given to CompleteTx commit with it, and only then;

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // wired returns a fresh store whose client's RPCs go through a new Wire.

@@ -17,7 +17,7 @@ import (
 // renewed lease: each renewal would write the record the transaction has
 // read, and abort it. Once CompleteTx has entered the transaction
 // (store.EnterTx) the renewal ends, and a transaction three leases long
-// commits, once (issue 21, item 17).
+// commits, once.
 func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
 	client := newClient(t)
 	st := newStore(t, client, datastorestore.Options{})

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestCompleteTxAfterWrite: a Firestore transaction reads before it

@@ -3,11 +3,10 @@ package firestorestore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/record"
 
 	"cloud.google.com/go/firestore"
@@ -46,132 +45,76 @@ func (s *Store) docRef(key string) (*firestore.DocumentRef, bool) {
 	return s.coll.Doc(id), hashed
 }
 
-// The field names.
-const (
-	fieldState      = "state"
-	fieldFence      = "fence"
-	fieldToken      = "token"
-	fieldLeaseUntil = "leaseUntil"
-	fieldExpiresAt  = "expiresAt"
-	fieldKey        = "key"
-	fieldFP         = "fingerprint"
-	fieldOrigin     = "origin"
-	fieldAttempts   = "attempts"
-	fieldReason     = "reason"
-	fieldFirstFail  = "firstFailure"
-)
-
-// fields returns the document of a new record. The optional fields are
-// left out when they hold nothing, so that a record that never failed
-// costs the bytes it cost before failures were kept.
-func fields(r *record.Record) map[string]any {
-	m := map[string]any{
-		fieldState:      r.State,
-		fieldFence:      r.Fence,
-		fieldToken:      r.Token,
-		fieldLeaseUntil: r.LeaseUntil,
-		fieldExpiresAt:  r.ExpiresAt,
-	}
-	if r.Key != "" {
-		m[fieldKey] = r.Key
-	}
-	if len(r.Fingerprint) > 0 {
-		m[fieldFP] = r.Fingerprint
-	}
-	if r.Origin != "" {
-		m[fieldOrigin] = r.Origin
-	}
-	if r.Attempts != 0 {
-		m[fieldAttempts] = int64(r.Attempts)
-	}
-	if r.Reason != "" {
-		m[fieldReason] = r.Reason
-	}
-	if !r.FirstFailure.IsZero() {
-		m[fieldFirstFail] = r.FirstFailure
-	}
-	return m
-}
+// fields returns the document of a new record, in layout.Record.
+func fields(r *record.Record) map[string]any { return encode(layout.Record, r, nil) }
 
 // updates returns the changes that turn a stored record into r; the key
 // field never changes. An optional field that r does not hold (a
 // fingerprint, an origin, failures) is deleted in the same write.
 func updates(r *record.Record) []firestore.Update {
-	var fp, origin, attempts, reason, first any = firestore.Delete, firestore.Delete, firestore.Delete, firestore.Delete, firestore.Delete
-	if len(r.Fingerprint) > 0 {
-		fp = r.Fingerprint
-	}
-	if r.Origin != "" {
-		origin = r.Origin
-	}
-	if r.Attempts != 0 {
-		attempts = int64(r.Attempts)
-	}
-	if r.Reason != "" {
-		reason = r.Reason
-	}
-	if !r.FirstFailure.IsZero() {
-		first = r.FirstFailure
-	}
-	return []firestore.Update{
-		{Path: fieldState, Value: r.State},
-		{Path: fieldFence, Value: r.Fence},
-		{Path: fieldToken, Value: r.Token},
-		{Path: fieldLeaseUntil, Value: r.LeaseUntil},
-		{Path: fieldExpiresAt, Value: r.ExpiresAt},
-		{Path: fieldFP, Value: fp},
-		{Path: fieldOrigin, Value: origin},
-		{Path: fieldAttempts, Value: attempts},
-		{Path: fieldReason, Value: reason},
-		{Path: fieldFirstFail, Value: first},
-	}
+	return changes(layout.Record, r, func(name string) bool { return name != layout.Key }, nil)
 }
 
-// parse reads a record from a document's data. Unknown fields are ignored,
-// so that operators may annotate documents; a known field of the wrong type,
-// or a state other than CLAIMED, DONE and FAILED, is an error. A document
-// without a fingerprint, an origin or failures (one written before there
-// were any) keeps none.
+// parse reads a record from a document's data. Unknown fields are ignored;
+// a known field of the wrong type, or a state other than CLAIMED, DONE and
+// FAILED, is an error.
 func parse(data map[string]any) (record.Record, error) {
 	var r record.Record
-	for name, v := range data {
-		var ok bool
-		switch name {
-		case fieldState:
-			r.State, ok = v.(string)
-		case fieldFence:
-			r.Fence, ok = v.(int64)
-		case fieldToken:
-			r.Token, ok = v.(string)
-		case fieldLeaseUntil:
-			r.LeaseUntil, ok = v.(time.Time)
-		case fieldExpiresAt:
-			r.ExpiresAt, ok = v.(time.Time)
-		case fieldKey:
-			r.Key, ok = v.(string)
-		case fieldFP:
-			r.Fingerprint, ok = v.([]byte)
-		case fieldOrigin:
-			r.Origin, ok = v.(string)
-		case fieldAttempts:
-			var n int64
-			n, ok = v.(int64)
-			r.Attempts = int(n)
-		case fieldReason:
-			r.Reason, ok = v.(string)
-		case fieldFirstFail:
-			r.FirstFailure, ok = v.(time.Time)
-		default:
-			ok = true
-		}
-		if !ok {
-			return record.Record{}, fmt.Errorf("field %q holds a %T", name, v)
-		}
+	if err := decode(layout.Record, &r, data, nil); err != nil {
+		return record.Record{}, err
 	}
-	switch r.State {
-	case record.StateClaimed, record.StateDone, record.StateFailed:
-	default:
-		return record.Record{}, fmt.Errorf("field %q is %q, want %q, %q or %q", fieldState, r.State, record.StateClaimed, record.StateDone, record.StateFailed)
+	if err := layout.CheckRecord(&r, "field"); err != nil {
+		return record.Record{}, err
 	}
 	return r, nil
+}
+
+// encode returns the document of t in layout fs; enc, when not nil,
+// converts a value Firestore stores otherwise.
+func encode[T any](fs layout.Fields[T], t *T, enc func(name string, v any) any) map[string]any {
+	m := map[string]any{}
+	fs.Encode(t, func(f *layout.Field[T], v any) {
+		if enc != nil {
+			v = enc(f.Name, v)
+		}
+		m[f.Name] = v
+	})
+	return m
+}
+
+// changes returns the updates that write the fields of t in layout fs
+// that write reports, deleting those a write would leave out.
+func changes[T any](fs layout.Fields[T], t *T, write func(name string) bool, enc func(name string, v any) any) []firestore.Update {
+	var us []firestore.Update
+	for _, f := range fs {
+		if !write(f.Name) {
+			continue
+		}
+		var v any = firestore.Delete
+		if f.Omit == nil || !f.Omit(t) {
+			v = f.Get(t)
+			if enc != nil {
+				v = enc(f.Name, v)
+			}
+		}
+		us = append(us, firestore.Update{Path: f.Name, Value: v})
+	}
+	return us
+}
+
+// decode sets t from data in layout fs; dec, when not nil, converts a
+// value Firestore stores otherwise.
+func decode[T any](fs layout.Fields[T], t *T, data map[string]any, dec func(name string, v any) (any, error)) error {
+	for name, v := range data {
+		if dec != nil {
+			var err error
+			if v, err = dec(name, v); err != nil {
+				return err
+			}
+		}
+		if err := fs.Decode(t, name, v, "field"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

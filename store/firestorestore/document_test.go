@@ -70,14 +70,14 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("parse of a document without a fingerprint, an origin or failures = %v, %+v; want none", err, out)
 	}
 	for _, u := range updates(&in) {
-		if u.Path == fieldKey {
+		if u.Path == "key" {
 			t.Error("an update rewrites the key field, which never changes")
 		}
 	}
 	// An update to a record without a fingerprint, an origin or failures
 	// deletes those fields (a Retry or a Forget clears the failures); one
 	// that holds them writes them.
-	optional := map[string]bool{fieldFP: true, fieldOrigin: true, fieldAttempts: true, fieldReason: true, fieldFirstFail: true}
+	optional := map[string]bool{"fingerprint": true, "origin": true, "attempts": true, "reason": true, "firstFailure": true}
 	deletes := 0
 	for _, u := range updates(&short) {
 		if optional[u.Path] && u.Value == firestore.Delete {
@@ -87,7 +87,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if deletes != len(optional) {
 		t.Errorf("an update to a record without the optional fields deletes %d of them, want all %d", deletes, len(optional))
 	}
-	want := map[string]any{fieldOrigin: failed.Origin, fieldAttempts: int64(failed.Attempts), fieldReason: failed.Reason, fieldFirstFail: failed.FirstFailure}
+	want := map[string]any{"origin": failed.Origin, "attempts": int64(failed.Attempts), "reason": failed.Reason, "firstFailure": failed.FirstFailure}
 	for _, u := range updates(&failed) {
 		if w, ok := want[u.Path]; ok && u.Value != w {
 			t.Errorf("an update writes %s %v, want %v", u.Path, u.Value, w)

@@ -3,8 +3,8 @@ package firestorestore_test
 import (
 	"testing"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestUnfingerprintedDocuments: documents written before the store kept

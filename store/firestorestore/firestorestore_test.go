@@ -7,9 +7,9 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 func TestConformance(t *testing.T) {

@@ -16,8 +16,7 @@ import (
 // A body that completes inside its transaction must be able to outlive the
 // renewed lease: a renewal writes the record the transaction has read.
 // Once CompleteTx has entered the transaction (store.EnterTx) the renewal
-// ends, and a transaction three leases long commits, once (issue 21,
-// item 17).
+// ends, and a transaction three leases long commits, once.
 func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
 	client := newClient(t)
 	st := newStore(t, client, firestorestore.Options{})

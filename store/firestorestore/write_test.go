@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemgate/idemgate/internal/googletest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
-	"github.com/idemgate/idemgate/store/internal/googletest"
 )
 
 // TestRPCsPerMessage pins the round trips: a fresh message (Claim then

@@ -1,8 +1,9 @@
-// Package outboxq holds the rules the Google stores' outboxes share: how a
-// message is stored, which messages a Take reads again in its
-// transaction and which of those it takes, how a Settle applies, and what
-// one message costs in the database. The stores keep the queries and the
-// transactions.
+// Package outboxq is the outbox of the Google stores, written once: the
+// algorithm ([Outbox]: Take, Settle, Stats, Dead, Revive) over a [DB] each
+// store implements with its queries and transactions, and the rules it
+// follows: how a message is stored, which messages a Take reads again in
+// its transaction and which of those it takes, how a Settle applies, and
+// what one message costs in the database.
 package outboxq
 
 import (
@@ -15,7 +16,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -158,9 +158,6 @@ func Number(ms []Stored, seqs map[string]*Seq) {
 		s := seqs[m.OrderKey]
 		s.Last++
 		m.Seq = s.Last
-		if plant.On(294) {
-			m.Seq = m.Enqueued.UnixMicro() // the completing process's clock orders the key
-		}
 		if s.Due.IsZero() {
 			s.Due = m.Due
 		}
@@ -265,7 +262,7 @@ func Actions(sent []outbox.Pending, failed []outbox.Failure) ([]Action, error) {
 // the version taken, or no longer held by the Take that failed it.
 func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	if a.Sent {
-		return m.Version == a.Version || plant.On(296), false // 296: by name, whatever was written since
+		return m.Version == a.Version, false
 	}
 	if m.Version != a.Version || m.Token != a.Token || !m.Died.IsZero() {
 		return false, false
