@@ -11,7 +11,6 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -113,7 +112,7 @@ type wrapper struct {
 func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	// A Pub/Sub event: decode its message once, for the key and for fn.
 	// Any other event stands as a message of its own for the key function.
-	d := guard.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
+	d := gateway.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
 		Fingerprint: w.opts.Fingerprint, AcceptConflicts: w.opts.AcceptConflicts,
 		EventType: e.Type()}
 	if e.Type() == pushenvelope.MessagePublishedType {
@@ -132,7 +131,7 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 
 	// fn's own result goes back to the framework unchanged whenever fn ran.
 	var result error
-	res := guard.Run(w.g, ctx, &d, func(ctx context.Context) error {
+	res := w.g.Deliver(ctx, &d, func(ctx context.Context) error {
 		result = w.fn(ctx, e)
 		switch {
 		case acknowledged(result):
@@ -152,11 +151,11 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 // result functions-framework answers (nil or a 2xx result acks, anything
 // else nacks; on Eventarc Advanced, only 408, 409, 429, 500, 502, 503 and 504
 // are retried). result is fn's, when it ran.
-func reply(d *guard.Delivery, res *guard.Result, result error, p Platform) error {
+func reply(d *gateway.Delivery, res *gateway.Result, result error, p Platform) error {
 	if res.Panic != nil {
 		panic(res.Panic) // the claim is released; functions-framework answers 500
 	}
-	switch gateway.Outcome(res.Outcome) {
+	switch res.Outcome {
 	case gateway.OutcomeRejected:
 		return withStatus(http.StatusBadRequest, "idemgate: "+res.Err.Error(), res.Err)
 	case gateway.OutcomeDuplicate:

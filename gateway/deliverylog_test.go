@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -216,22 +215,22 @@ func TestDeliveryGroup(t *testing.T) {
 	full := &pushenvelope.Message{ID: "m-1", Source: "//pubsub.googleapis.com/projects/p/topics/t", Subscription: "projects/p/subscriptions/s", DeliveryAttempt: 3}
 	for _, tc := range []struct {
 		name string
-		d    guard.Delivery
+		d    gateway.Delivery
 		want map[string]string
 	}{
-		{"everything", guard.Delivery{Message: full, Form: "cloudevent", Path: "/orders", EventType: "google.cloud.pubsub.topic.v1.messagePublished"},
+		{"everything", gateway.Delivery{Message: full, Form: "cloudevent", Path: "/orders", EventType: "google.cloud.pubsub.topic.v1.messagePublished"},
 			map[string]string{"message_id": "m-1", "form": "cloudevent", "path": "/orders", "type": "google.cloud.pubsub.topic.v1.messagePublished",
 				"source": full.Source, "subscription": full.Subscription, "delivery_attempt": "3"}},
-		{"a message with no more than its id", guard.Delivery{Message: &pushenvelope.Message{ID: "m-2"}, Form: "pull"},
+		{"a message with no more than its id", gateway.Delivery{Message: &pushenvelope.Message{ID: "m-2"}, Form: "pull"},
 			map[string]string{"message_id": "m-2", "form": "pull"}},
-		{"no message", guard.Delivery{Form: "push-wrapped", Path: "/", Invalid: pushenvelope.ErrNotPush},
+		{"no message", gateway.Delivery{Form: "push-wrapped", Path: "/", Invalid: pushenvelope.ErrNotPush},
 			map[string]string{"form": "push-wrapped", "path": "/"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gateway.Options{})
 			d := tc.d
 			d.Key = "k"
-			guard.Run(f.g, t.Context(), &d, func(context.Context) error { return nil })
+			f.g.Deliver(t.Context(), &d, func(context.Context) error { return nil })
 			recs := f.logs.Records()
 			if len(recs) != 1 {
 				t.Fatalf("want one line, got:\n%s", recs)
@@ -254,8 +253,8 @@ func TestDeliveryGroup(t *testing.T) {
 // the adapter gave, however many.
 func TestAdapterLine(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	d := &guard.Delivery{Message: &pushenvelope.Message{ID: "m-1"}, Form: "pull", Key: "k"}
-	guard.Log(f.g, t.Context(), d, slog.LevelWarn, "ack failed",
+	d := &gateway.Delivery{Message: &pushenvelope.Message{ID: "m-1"}, Form: "pull", Key: "k"}
+	f.g.LogDelivery(t.Context(), d, slog.LevelWarn, "ack failed",
 		slog.String("a", "1"), slog.String("b", "2"), slog.String("c", "3"), slog.String("d", "4"), slog.String("e", "5"))
 	recs := f.logs.Records().Level(slog.LevelWarn).Containing("ack failed")
 	if len(recs) != 1 {

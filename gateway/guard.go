@@ -8,22 +8,11 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/store"
 )
 
-func init() {
-	guard.Run = func(g any, ctx context.Context, d *guard.Delivery, work func(context.Context) error) guard.Result {
-		return g.(*Gateway).guard(ctx, d, work)
-	}
-	guard.Log = func(g any, ctx context.Context, d *guard.Delivery, level slog.Level, msg string, attrs ...slog.Attr) {
-		gw := g.(*Gateway)
-		gw.logDelivery(ctx, gw.logFor(d), d, level, msg, "", attrs...)
-	}
-}
-
 // logFor is the logger of d's lines: its adapter's, or else the gateway's.
-func (g *Gateway) logFor(d *guard.Delivery) *slog.Logger {
+func (g *Gateway) logFor(d *Delivery) *slog.Logger {
 	if d.Logger != nil {
 		return d.Logger
 	}
@@ -32,7 +21,7 @@ func (g *Gateway) logFor(d *guard.Delivery) *slog.Logger {
 
 var errEmptyKey = errors.New("the key function returned an empty key")
 
-// guard runs one delivery of any surface (HTTP push, CloudEvents, pull)
+// deliver runs one delivery of any surface (HTTP push, CloudEvents, pull)
 // and returns what became of it. It owns the rules they share:
 //
 //   - A delivery the adapter could not decode (d.Invalid) is rejected.
@@ -53,7 +42,7 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 // unguarded, ERROR otherwise; Complete's failures are logged where they
 // happen) and counts the outcome. An Err of a work that did not run never
 // holds the key when HideKeys is set.
-func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(context.Context) error) (res guard.Result) {
+func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Context) error) (res Result) {
 	var start time.Time // for the duration of the won and duplicate lines only
 	lg := g.logFor(d)
 	if lg.Enabled(ctx, slog.LevelDebug) || lg.Enabled(ctx, g.opts.DuplicateLogLevel) {
@@ -72,7 +61,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	if d.Invalid != nil {
 		g.tel.outcome(ctx, OutcomeRejected)
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
-		return guard.Result{Outcome: string(OutcomeRejected), Err: d.Invalid}
+		return Result{Outcome: OutcomeRejected, Err: d.Invalid}
 	}
 	d.AckFailed = g.opts.AckFailed
 	keyErr := d.KeyErr
@@ -82,7 +71,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 	ran, returned := false, false
 	defer func() {
 		if p := recover(); p != nil {
-			res = guard.Result{Outcome: string(OutcomeFailed), Ran: ran, Panic: p}
+			res = Result{Outcome: OutcomeFailed, Ran: ran, Panic: p}
 			g.logDelivery(ctx, lg, d, slog.LevelError, "idemgate: handler panicked; the claim was released for a retry", OutcomeFailed,
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		} else if !returned {
@@ -123,7 +112,7 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 		outcome, fence, by, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}
 	returned = true
-	res = guard.Result{Outcome: string(outcome), Ran: ran, Err: err}
+	res = Result{Outcome: outcome, Ran: ran, Err: err}
 	g.logOutcome(ctx, lg, d, &res, fence, by, keyErr, start)
 	if !ran {
 		res.Err = g.hideKey(d.Key, err)
@@ -134,8 +123,8 @@ func (g *Gateway) guard(ctx context.Context, d *guard.Delivery, work func(contex
 // logOutcome writes the line of a delivery that returned. fence and by are
 // the fence and origin of the claim the delivery won or met (0 and "" when
 // none); cause is why no key was resolved, if none was.
-func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Delivery, res *guard.Result, fence int64, by string, cause error, start time.Time) {
-	outcome := Outcome(res.Outcome)
+func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *Delivery, res *Result, fence int64, by string, cause error, start time.Time) {
+	outcome := res.Outcome
 	switch {
 	case outcome == OutcomeWon || outcome == OutcomeDuplicate:
 		// The first question after an incident is "was X dropped as a
@@ -149,7 +138,7 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 			level, msg = g.opts.DuplicateLogLevel, "idemgate: duplicate delivery acknowledged"
 		}
 		if lg.Enabled(ctx, level) { // spares the attributes' cost when off
-			attrs := [3]slog.Attr{slog.Int64("fence", fence), guard.Millis("duration", time.Since(start))}
+			attrs := [3]slog.Attr{slog.Int64("fence", fence), millis("duration", time.Since(start))}
 			n := 2
 			if outcome == OutcomeDuplicate && by != "" {
 				attrs[n], n = slog.String("done_by", by), n+1
@@ -233,7 +222,7 @@ func (g *Gateway) logOutcome(ctx context.Context, lg *slog.Logger, d *guard.Deli
 // logDelivery writes one line about d with the fields every surface logs:
 // "outcome" (unless empty), "key" (or "key_digest"), and the "delivery"
 // group.
-func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Delivery, level slog.Level, msg string, outcome Outcome, extra ...slog.Attr) {
+func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *Delivery, level slog.Level, msg string, outcome Outcome, extra ...slog.Attr) {
 	if !lg.Enabled(ctx, level) {
 		return
 	}
@@ -253,7 +242,7 @@ func (g *Gateway) logDelivery(ctx context.Context, lg *slog.Logger, d *guard.Del
 // joins every line.
 type scope struct {
 	log *slog.Logger
-	d   *guard.Delivery
+	d   *Delivery
 }
 
 func (sc scope) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
@@ -267,7 +256,7 @@ func (sc scope) logAttrs(ctx context.Context, level slog.Level, msg string, attr
 }
 
 // deliveryAttr groups what identifies a delivery in a log line.
-func deliveryAttr(d *guard.Delivery) slog.Attr {
+func deliveryAttr(d *Delivery) slog.Attr {
 	m := d.Message
 	attrs := make([]slog.Attr, 0, 7)
 	if m != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/fakeclock"
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store"
@@ -21,7 +20,7 @@ import (
 )
 
 // TestGuardOutcomes drives the guard every surface shares through its one
-// entry point, guard.Run, once per outcome: the Result each adapter's table
+// entry point, Deliver, once per outcome: the Result each adapter's table
 // reads, the one log line, and the metric.
 func TestGuardOutcomes(t *testing.T) {
 	errWork := errors.New("supplier down")
@@ -36,30 +35,30 @@ func TestGuardOutcomes(t *testing.T) {
 		name     string
 		opts     gateway.Options
 		prepare  func(w *world) // before the delivery
-		delivery guard.Delivery
+		delivery gateway.Delivery
 		work     func(w *world) error
-		want     guard.Result // Outcome, Ran, Panic; Err is checked with wantErr
-		wantErr  error        // errors.Is target; nil: Err must be nil
-		wantLog  string       // "LEVEL message" of the one line carrying the outcome; "" for none
-		logCause string       // what that line's error attribute says, in part; "" unchecked
-		alsoLog  string       // "LEVEL outcome message" of the one line with another outcome; "" for none
+		want     gateway.Result // Outcome, Ran, Panic; Err is checked with wantErr
+		wantErr  error          // errors.Is target; nil: Err must be nil
+		wantLog  string         // "LEVEL message" of the one line carrying the outcome; "" for none
+		logCause string         // what that line's error attribute says, in part; "" unchecked
+		alsoLog  string         // "LEVEL outcome message" of the one line with another outcome; "" for none
 		wantRuns int
 	}{
-		{name: "won", delivery: guard.Delivery{Key: "k"},
-			want: guard.Result{Outcome: "won", Ran: true}, wantLog: "DEBUG idemgate: delivery processed", wantRuns: 1},
-		{name: "duplicate", delivery: guard.Delivery{Key: "k"},
+		{name: "won", delivery: gateway.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "won", Ran: true}, wantLog: "DEBUG idemgate: delivery processed", wantRuns: 1},
+		{name: "duplicate", delivery: gateway.Delivery{Key: "k"},
 			prepare: func(w *world) { done(t, w.mem, "k") },
-			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "in progress", delivery: guard.Delivery{Key: "k"},
+			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
+		{name: "in progress", delivery: gateway.Delivery{Key: "k"},
 			prepare: func(w *world) { w.mem.Claim(t.Context(), "k", time.Minute) },
-			want:    guard.Result{Outcome: "in_progress"}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: key held by another delivery; asking for a retry"},
-		{name: "failed", delivery: guard.Delivery{Key: "k"},
+			want:    gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: key held by another delivery; asking for a retry"},
+		{name: "failed", delivery: gateway.Delivery{Key: "k"},
 			work: func(*world) error { return errWork },
-			want: guard.Result{Outcome: "failed", Ran: true}, wantErr: errWork, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
-		{name: "panicked", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "failed", Ran: true}, wantErr: errWork, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
+		{name: "panicked", delivery: gateway.Delivery{Key: "k"},
 			work: func(*world) error { panic("boom") },
-			want: guard.Result{Outcome: "failed", Ran: true, Panic: "boom"}, wantLog: "ERROR idemgate: handler panicked; the claim was released for a retry", wantRuns: 1},
-		{name: "fenced out in the work's transaction", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "failed", Ran: true, Panic: "boom"}, wantLog: "ERROR idemgate: handler panicked; the claim was released for a retry", wantRuns: 1},
+		{name: "fenced out in the work's transaction", delivery: gateway.Delivery{Key: "k"},
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
 				if _, err := w.mem.Claim(context.Background(), "k", time.Minute); err != nil {
@@ -67,8 +66,8 @@ func TestGuardOutcomes(t *testing.T) {
 				}
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
-			want: guard.Result{Outcome: "in_progress", Ran: true}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry", wantRuns: 1},
-		{name: "fenced out on a record done already", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "in_progress", Ran: true}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry", wantRuns: 1},
+		{name: "fenced out on a record done already", delivery: gateway.Delivery{Key: "k"},
 			work: func(w *world) error {
 				c, _ := gateway.ClaimFromContext(w.ctx)
 				if _, err := w.mem.Complete(context.Background(), c); err != nil {
@@ -76,73 +75,73 @@ func TestGuardOutcomes(t *testing.T) {
 				}
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
-			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the work is done", wantRuns: 1},
-		{name: "fenced out with nobody else holding the key", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the work is done", wantRuns: 1},
+		{name: "fenced out with nobody else holding the key", delivery: gateway.Delivery{Key: "k"},
 			work: func(w *world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
-			want: guard.Result{Outcome: "failed", Ran: true}, wantErr: store.ErrFenced, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
-		{name: "fenced out after the lease", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "failed", Ran: true}, wantErr: store.ErrFenced, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
+		{name: "fenced out after the lease", delivery: gateway.Delivery{Key: "k"},
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
 				_, err := w.mem.Claim(context.Background(), "k", time.Minute)
 				return err
 			},
-			want: guard.Result{Outcome: "fenced_out", Ran: true}, wantLog: "ERROR idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it", wantRuns: 1},
-		{name: "complete error", delivery: guard.Delivery{Key: "k"},
+			want: gateway.Result{Outcome: "fenced_out", Ran: true}, wantLog: "ERROR idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it", wantRuns: 1},
+		{name: "complete error", delivery: gateway.Delivery{Key: "k"},
 			prepare: func(w *world) { w.st.failComplete.Store(true) },
-			want:    guard.Result{Outcome: "complete_error", Ran: true}, wantLog: "ERROR idemgate: work done but not recorded as done; a redelivery may repeat it", wantRuns: 1},
-		{name: "store error", delivery: guard.Delivery{Key: "k"},
+			want:    gateway.Result{Outcome: "complete_error", Ran: true}, wantLog: "ERROR idemgate: work done but not recorded as done; a redelivery may repeat it", wantRuns: 1},
+		{name: "store error", delivery: gateway.Delivery{Key: "k"},
 			prepare: func(w *world) { w.st.failClaim.Store(true) },
-			want:    guard.Result{Outcome: "store_error"}, wantErr: gateway.ErrStore, wantLog: "ERROR idemgate: store failed; asking for a retry"},
-		{name: "no key", delivery: guard.Delivery{KeyErr: errNoAttr},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+			want:    gateway.Result{Outcome: "store_error"}, wantErr: gateway.ErrStore, wantLog: "ERROR idemgate: store failed; asking for a retry"},
+		{name: "no key", delivery: gateway.Delivery{KeyErr: errNoAttr},
+			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: errNoAttr.Error()},
-		{name: "empty key", delivery: guard.Delivery{},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+		{name: "empty key", delivery: gateway.Delivery{},
+			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: "empty key"},
-		{name: "key the store refuses", delivery: guard.Delivery{Key: "k\x00"},
-			want: guard.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
+		{name: "key the store refuses", delivery: gateway.Delivery{Key: "k\x00"},
+			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: "NUL byte"},
-		{name: "empty key, AllowUnguarded", delivery: guard.Delivery{AllowUnguarded: true},
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+		{name: "empty key, AllowUnguarded", delivery: gateway.Delivery{AllowUnguarded: true},
+			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			logCause: "empty key"},
-		{name: "no key, AllowUnguarded", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+		{name: "no key, AllowUnguarded", delivery: gateway.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			logCause: errNoAttr.Error()},
-		{name: "no key, AllowUnguarded, work fails", delivery: guard.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+		{name: "no key, AllowUnguarded, work fails", delivery: gateway.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
 			work: func(*world) error { return errWork },
-			want: guard.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
+			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			alsoLog: "ERROR failed idemgate: handler failed; the claim was released for a retry"},
-		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: guard.Delivery{Key: "k"},
+		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: gateway.Delivery{Key: "k"},
 			prepare: func(w *world) { done(t, w.mem, "k") },
-			want:    guard.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
-		{name: "conflict with a done record", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			want:    gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
+		{name: "conflict with a done record", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
-			want:    guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
-		{name: "conflict with a holder", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			want:    gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
+		{name: "conflict with a holder", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) {
 				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
 			},
-			want: guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
-		{name: "conflict with a holder, AcceptConflicts", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+			want: gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
+		{name: "conflict with a holder, AcceptConflicts", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
 			prepare: func(w *world) {
 				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
 			},
-			want: guard.Result{Outcome: "in_progress"}, wantErr: gateway.ErrConflict, wantLog: "WARN idemgate: key reused for a different payload while the first is in progress; asking for a retry"},
-		{name: "conflict accepted", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+			want: gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrConflict, wantLog: "WARN idemgate: key reused for a different payload while the first is in progress; asking for a retry"},
+		{name: "conflict accepted", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
-			want:    guard.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"},
-		{name: "same payload is a duplicate", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order A")},
+			want:    gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"},
+		{name: "same payload is a duplicate", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order A")},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
-			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "a record without a fingerprint is a duplicate", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
+		{name: "a record without a fingerprint is a duplicate", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) { done(t, w.mem, "k") },
-			want:    guard.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "fingerprint fails", delivery: guard.Delivery{Key: "k", Fingerprint: func(*pushenvelope.Message) ([]byte, error) { return nil, errWork }},
-			want: guard.Result{Outcome: "rejected"}, wantErr: errWork, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
-		{name: "fingerprint too long", delivery: guard.Delivery{Key: "k", Fingerprint: fingerprintOf(strings.Repeat("x", 33))},
-			want: guard.Result{Outcome: "rejected"}, wantErr: store.ErrInvalidFingerprint, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
-		{name: "rejected", delivery: guard.Delivery{Invalid: pushenvelope.ErrNotPush},
-			want: guard.Result{Outcome: "rejected"}, wantErr: pushenvelope.ErrNotPush, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
+			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
+		{name: "fingerprint fails", delivery: gateway.Delivery{Key: "k", Fingerprint: func(*pushenvelope.Message) ([]byte, error) { return nil, errWork }},
+			want: gateway.Result{Outcome: "rejected"}, wantErr: errWork, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
+		{name: "fingerprint too long", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf(strings.Repeat("x", 33))},
+			want: gateway.Result{Outcome: "rejected"}, wantErr: store.ErrInvalidFingerprint, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
+		{name: "rejected", delivery: gateway.Delivery{Invalid: pushenvelope.ErrNotPush},
+			want: gateway.Result{Outcome: "rejected"}, wantErr: pushenvelope.ErrNotPush, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +166,7 @@ func TestGuardOutcomes(t *testing.T) {
 			d := tt.delivery
 			d.Message, d.Form = &pushenvelope.Message{ID: "m-1"}, "push-wrapped"
 			runs := 0
-			res := guard.Run(g, t.Context(), &d, func(ctx context.Context) error {
+			res := g.Deliver(t.Context(), &d, func(ctx context.Context) error {
 				runs++
 				if tt.work == nil {
 					return nil
@@ -188,7 +187,7 @@ func TestGuardOutcomes(t *testing.T) {
 			if runs != tt.wantRuns {
 				t.Errorf("the work ran %d times, want %d", runs, tt.wantRuns)
 			}
-			lines := logs.Records().With("outcome", tt.want.Outcome)
+			lines := logs.Records().With("outcome", string(tt.want.Outcome))
 			if len(lines) != 1 || lines[0].Level.String()+" "+lines[0].Message != tt.wantLog {
 				t.Errorf("log lines with outcome %s:\n%s\nwant one: %s", tt.want.Outcome, lines, tt.wantLog)
 			} else if lines[0].Attrs["delivery.message_id"] != "m-1" || lines[0].Attrs["delivery.form"] != "push-wrapped" {
@@ -196,11 +195,11 @@ func TestGuardOutcomes(t *testing.T) {
 			} else if cause := lines[0].Attrs["error"]; !strings.Contains(cause, tt.logCause) {
 				t.Errorf("the line's error is %q, want it to tell why: %q", cause, tt.logCause)
 			}
-			others := logs.Records().Where(func(r logtest.Record) bool { return r.Outcome() != "" && r.Outcome() != tt.want.Outcome })
+			others := logs.Records().Where(func(r logtest.Record) bool { return r.Outcome() != "" && r.Outcome() != string(tt.want.Outcome) })
 			if tt.alsoLog == "" && len(others) != 0 || tt.alsoLog != "" && (len(others) != 1 || others[0].Level.String()+" "+others[0].Outcome()+" "+others[0].Message != tt.alsoLog) {
 				t.Errorf("log lines with another outcome:\n%s\nwant: %q", others, tt.alsoLog)
 			}
-			if got := outcomeCounts(t, reader); len(got) != 1 || got[tt.want.Outcome] != 1 {
+			if got := outcomeCounts(t, reader); len(got) != 1 || got[string(tt.want.Outcome)] != 1 {
 				t.Errorf("idemgate.outcomes = %v, want {%s: 1}", got, tt.want.Outcome)
 			}
 		})

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -144,7 +143,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	d := guard.Delivery{Path: r.URL.Path, AllowUnguarded: g.opts.AllowUnguarded,
+	d := Delivery{Path: r.URL.Path, AllowUnguarded: g.opts.AllowUnguarded,
 		Fingerprint: g.opts.Fingerprint, AcceptConflicts: g.opts.AcceptConflicts}
 	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
@@ -162,7 +161,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		d.Key, d.KeyErr = g.opts.Key(m)
 	}
 	rec := &recorder{ResponseWriter: w}
-	res := g.guard(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
+	res := g.deliver(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
 	answer(w, rec, &d, &res)
 }
 
@@ -187,9 +186,9 @@ func hasBody(r *http.Request) bool {
 // the handler unguarded: 405, logged as rejected.
 func (g *Gateway) refuseBody(w http.ResponseWriter, r *http.Request) {
 	err := fmt.Errorf("idemgate: a %s with a body is not a health check; push deliveries are POSTed", r.Method)
-	d := guard.Delivery{Message: pushenvelope.Identify(r.Header, nil), Path: r.URL.Path, Invalid: err}
+	d := Delivery{Message: pushenvelope.Identify(r.Header, nil), Path: r.URL.Path, Invalid: err}
 	d.Form = d.Message.Form.String()
-	g.guard(r.Context(), &d, func(context.Context) error { return err }) // rejected before it runs: logs and counts
+	g.deliver(r.Context(), &d, func(context.Context) error { return err }) // rejected before it runs: logs and counts
 	w.Header().Set("Allow", http.MethodPost)
 	http.Error(w, err.Error(), http.StatusMethodNotAllowed)
 }
@@ -204,7 +203,7 @@ func allowed(pass http.Handler) string {
 
 // answer is the HTTP surface's table: the outcome of a delivery as the
 // status Pub/Sub reads (2xx acks, anything else nacks).
-func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.Result) {
+func answer(w http.ResponseWriter, rec *recorder, d *Delivery, res *Result) {
 	if res.Panic != nil {
 		if res.Panic == http.ErrAbortHandler {
 			panic(res.Panic) // the handler asked for the connection to be cut; nothing was sent
@@ -212,7 +211,7 @@ func answer(w http.ResponseWriter, rec *recorder, d *guard.Delivery, res *guard.
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	switch Outcome(res.Outcome) {
+	switch res.Outcome {
 	case OutcomeRejected:
 		code := http.StatusBadRequest
 		if _, ok := errors.AsType[*pushenvelope.TooLargeError](res.Err); ok {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -72,7 +71,7 @@ func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Con
 		// promise was broken, and that is reported.
 		outcome = OutcomeFencedOut
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: mutex body ran past its lease (lease too short?); another caller may have run beside it",
-			g.keyAttr(key), slog.Int64("fence", c.Fence), outcome.attr(), guard.Millis("lease", g.opts.Lease), guard.Millis("held", time.Since(claimedAt)))
+			g.keyAttr(key), slog.Int64("fence", c.Fence), outcome.attr(), millis("lease", g.opts.Lease), millis("held", time.Since(claimedAt)))
 	default:
 		outcome = OutcomeWon
 	}

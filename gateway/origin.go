@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -12,7 +11,7 @@ import (
 // of the delivery shows as delivery.message_id; a delivery without one
 // (an unwrapped push without the header) is named by its surface alone.
 // It never holds the key, unless the key is the message id itself.
-func originOf(d *guard.Delivery) string {
+func originOf(d *Delivery) string {
 	var id string
 	if d.Message != nil {
 		id = d.Message.ID

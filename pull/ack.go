@@ -3,11 +3,11 @@ package pull
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/guard"
 )
 
 // ack acknowledges m, whose delivery had outcome o, and, on a subscription
@@ -16,7 +16,7 @@ import (
 // redelivery). It is logged because it costs a delivery, may repeat
 // work that was not recorded, and may point at ack deadlines that are too
 // short.
-func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *guard.Delivery, o gateway.Outcome) {
+func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *gateway.Delivery, o gateway.Outcome) {
 	if h.opts.AckTimeout < 0 {
 		m.Ack()
 		return
@@ -44,7 +44,7 @@ func redelivery(o gateway.Outcome) string {
 
 // nack asks Pub/Sub to redeliver m. A failed nack only delays the retry: the
 // message comes back when its ack deadline passes.
-func (h *handler) nack(ctx context.Context, m *pubsub.Message, d *guard.Delivery) {
+func (h *handler) nack(ctx context.Context, m *pubsub.Message, d *gateway.Delivery) {
 	if h.opts.AckTimeout < 0 {
 		m.Nack()
 		return
@@ -55,7 +55,7 @@ func (h *handler) nack(ctx context.Context, m *pubsub.Message, d *guard.Delivery
 // await waits up to AckTimeout for r, and logs anything but success. acked
 // is the outcome an ack settles; empty for a nack. Without exactly-once
 // delivery r is ready at once.
-func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Delivery, r *pubsub.AckResult, acked gateway.Outcome) {
+func (h *handler) await(ctx context.Context, m *pubsub.Message, d *gateway.Delivery, r *pubsub.AckResult, acked gateway.Outcome) {
 	select {
 	case <-r.Ready():
 	default:
@@ -79,7 +79,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Deliver
 			msg = "idemgate: ack not confirmed; if it was lost, Pub/Sub redelivers the message: " + redelivery(acked)
 			attrs = append(attrs, slog.String("acked_outcome", string(acked)))
 		}
-		guard.Log(h.g, ctx, d, level, msg, append(attrs, slog.String("reason", why), guard.Millis("ack_timeout", h.opts.AckTimeout))...)
+		h.g.LogDelivery(ctx, d, level, msg, append(attrs, slog.String("reason", why), millis("ack_timeout", h.opts.AckTimeout))...)
 		return
 	}
 	status, err := r.Get(context.Background()) // ready: does not block
@@ -91,7 +91,7 @@ func (h *handler) await(ctx context.Context, m *pubsub.Message, d *guard.Deliver
 		msg = "idemgate: ack failed; Pub/Sub will redeliver the message: " + redelivery(acked)
 		attrs = append(attrs, slog.String("acked_outcome", string(acked)))
 	}
-	guard.Log(h.g, ctx, d, slog.LevelWarn, msg, append(attrs, slog.String("ack_status", statusName(status)), slog.Any("error", err))...)
+	h.g.LogDelivery(ctx, d, slog.LevelWarn, msg, append(attrs, slog.String("ack_status", statusName(status)), slog.Any("error", err))...)
 }
 
 // statusName names an AcknowledgeStatus for log lines.
@@ -107,4 +107,10 @@ func statusName(s pubsub.AcknowledgeStatus) string {
 		return "invalid_ack_id"
 	}
 	return "other"
+}
+
+// millis is d as the log attribute name_ms, in milliseconds, as the
+// gateway names every duration.
+func millis(name string, d time.Duration) slog.Attr {
+	return slog.Float64(name+"_ms", float64(d)/float64(time.Millisecond))
 }

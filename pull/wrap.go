@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/guard"
 	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
@@ -179,12 +178,12 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 			m.Nack()
 		}
 	}()
-	d := guard.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
+	d := gateway.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
 		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts, CancelIsShutdown: true}
 	d.Key, d.KeyErr = h.opts.Key(d.Message)
 	work := func(ctx context.Context) error { return h.fn(ctx, m) }
 	for {
-		res := guard.Run(h.g, ctx, &d, work)
+		res := h.g.Deliver(ctx, &d, work)
 		until, held := heldUntil(&res)
 		if held && m.OrderingKey != "" && ctx.Err() == nil && !plant.On(226) {
 			// A nack would let the key's later messages overtake this
@@ -208,11 +207,11 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 // met a live holder of its key (an error matching gateway.ErrInProgress).
 // Both end when another caller lets go of a key; neither is helped by an
 // immediate redelivery.
-func heldUntil(res *guard.Result) (time.Time, bool) {
+func heldUntil(res *gateway.Result) (time.Time, bool) {
 	switch {
 	case res.Panic != nil:
 		return time.Time{}, false
-	case gateway.Outcome(res.Outcome) == gateway.OutcomeInProgress:
+	case res.Outcome == gateway.OutcomeInProgress:
 		return res.LeaseUntil, true
 	case res.Ran && errors.Is(res.Err, gateway.ErrInProgress):
 		if ip, ok := errors.AsType[*gateway.InProgressError](res.Err); ok {
@@ -225,8 +224,8 @@ func heldUntil(res *guard.Result) (time.Time, bool) {
 
 // settle is the pull surface's table: the outcome of a message as an ack or
 // a nack. held and until are heldUntil's.
-func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *guard.Delivery, res *guard.Result, held bool, until time.Time) {
-	switch o := gateway.Outcome(res.Outcome); {
+func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *gateway.Delivery, res *gateway.Result, held bool, until time.Time) {
+	switch o := res.Outcome; {
 	case res.Panic != nil:
 		m.Nack()
 		panic(res.Panic) // the claim is released; as in any Receive callback, the program ends

@@ -1,10 +1,8 @@
-package guard_test
+package gateway
 
 import (
 	"testing"
 	"time"
-
-	"github.com/idemgate/idemgate/internal/guard"
 )
 
 // Every duration a log line carries is in milliseconds, fractions kept,
@@ -21,7 +19,7 @@ func TestMillis(t *testing.T) {
 		{3 * time.Second, 3000},
 		{250 * time.Nanosecond, 0.00025},
 	} {
-		a := guard.Millis("duration", tc.d)
+		a := millis("duration", tc.d)
 		if a.Key != "duration_ms" {
 			t.Errorf("Millis(%v).Key = %q, want %q", tc.d, a.Key, "duration_ms")
 		}
