@@ -124,14 +124,8 @@ type pipePlant struct {
 
 // pipePlants are issue 29's plants; adding one is a line.
 var pipePlants = map[int]pipePlant{
-	291: {rules: []string{"pipe-unpublished", "pipe-lost", "pipe-dead"}, backend: pipeModel, why: "a message of 10,000,000+ bytes Prepare admits: the client refuses it on every try"},
 	292: {rules: []string{"pipe-lost", "pipe-unpublished", "pipe-delay"}, backend: pipeModel, why: "a topic that refuses every message: never dead, retried at once for ever"},
 	293: {rules: []string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, backend: pipePostgres, why: "a key held behind a refused message fills a small Take window (PostgreSQL: SQLite's Take is one statement)"},
-	294: {rules: []string{"pipe-order", "pipe-take-order", "pipe-delay"}, backend: pipeDatastore,
-		why: "two completing processes, one two leases ahead (a message committed first but numbered after a later one also waits behind it: pipe-delay)"},
-	295: {rules: []string{"pipe-take-order", "pipe-order"}, backend: pipeModel, why: "one key's messages naming their topic by ID and by full name"},
-	296: {rules: []string{"pipe-unpublished", "pipe-lost"}, backend: pipeDatastoreInStep, rare: true,
-		why: "a Forget while the parent's message is held, completed again (clocks in step: a message of the process ahead is not taken before its completion again)"},
 	297: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls or is retried past half the lease, given back, then lands"},
 	298: {rules: []string{"pipe-stop", "pipe-dup"}, backend: pipeModel, why: "a shutdown while a publish stalls"},
 	299: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls past a round's short wait, given back, then lands"},
