@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	
+
 	"github.com/idemgate/idemgate/store/internal/layout"
 	"github.com/idemgate/idemgate/store/internal/record"
 
