@@ -55,7 +55,7 @@ PIPE_SEEDS ?= 300
 FIRST ?= 1
 sim:
 	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSim$$' -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST)
-	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSimPipeline$$' -v -sim.seeds=$(PIPE_SEEDS) -sim.first=$(FIRST)
+	$(GO) test -count=1 -timeout 60m ./internal/sim/ -run 'TestSimPipeline$$' -v -sim.burst-refusals -sim.seeds=$(PIPE_SEEDS) -sim.first=$(FIRST)
 
 ## mutate: mutation testing of the packages whose tests need no server
 ## (scripts/mutate.sh; figures and survivors in docs/testing.md); PKGS=./gateway…

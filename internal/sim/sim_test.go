@@ -12,7 +12,13 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+var burstRefusalsFlag = flag.Bool("sim.burst-refusals", false, "the pipeline family draws the slow burst beside refusals too (sim.BurstBesideRefusals)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	sim.BurstBesideRefusals = *burstRefusalsFlag
+	testenv.Main(m)
+}
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "run only this seed (replays a failure)")
