@@ -204,6 +204,15 @@ func (s *PipeScenario) refuse(behind int) {
 	}
 }
 
+// BurstBesideRefusals draws the slow Pub/Sub's burst in scenarios where
+// messages are refused, too (-sim.burst-refusals; make sim sets it). Those
+// runs reach the relay's suspects (a request refused whole behind a
+// Pub/Sub slower than an eighth of the lease: pipeline seed 14), and they
+// are the family's most sensitive to a loaded machine (a publish answered
+// past its lease while the race detector and other packages share two
+// cores), so make test leaves them out.
+var BurstBesideRefusals bool
+
 // drawPipeReaches draws, after every earlier draw so that those stay as
 // they were, what reaches the relay's and the outboxes' limits:
 //
@@ -217,15 +226,6 @@ func (s *PipeScenario) refuse(behind int) {
 //     batches, every request held by the server a while, and now and
 //     then a stall besides, so that the client's requests outnumber its
 //     workers (NumGoroutines) and queue.
-// BurstBesideRefusals draws the slow Pub/Sub's burst in scenarios where
-// messages are refused, too (-sim.burst-refusals; make sim sets it). Those
-// runs reach the relay's suspects (a request refused whole behind a
-// Pub/Sub slower than an eighth of the lease: pipeline seed 14), and they
-// are the family's most sensitive to a loaded machine (a publish answered
-// past its lease while the race detector and other packages share two
-// cores), so make test leaves them out.
-var BurstBesideRefusals bool
-
 func drawPipeReaches(s *PipeScenario, r *rand.Rand) {
 	if r.IntN(3) == 0 {
 		s.ReleaseDead = false
