@@ -25,7 +25,7 @@ gremlins=bin/gremlins
 if ! go version -m "$gremlins" 2>/dev/null | grep -q "gremlins	$version"; then
 	GOBIN=$(pwd)/bin go install github.com/go-gremlins/gremlins/cmd/gremlins@$version
 fi
-pkgs=${*:-./gateway ./internal/guard ./store/internal/record ./store/memstore ./pull ./cloudevent ./pushenvelope ./pushauth ./outbox ./relay}
+pkgs=${*:-./gateway ./store/internal/record ./store/memstore ./pull ./cloudevent ./pushenvelope ./pushauth ./outbox ./relay}
 mkdir -p bin/mutate
 go build -o bin/casemutants ./scripts/casemutants
 summary=$(mktemp)
