@@ -230,9 +230,12 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	groups := make(map[orderKey]*group)
 	used := make(map[*pubsub.Publisher]bool)
 	suspect := r.suspects.take(batch)
-	suspectKey := make(map[orderKey]bool)
+	var suspectKey map[orderKey]bool // nil, read as empty, in a round without suspects
 	for _, p := range batch {
 		if suspect[p.ID] && p.OrderingKey != "" {
+			if suspectKey == nil {
+				suspectKey = make(map[orderKey]bool)
+			}
 			suspectKey[orderKey{pubs.fullName(p.Topic), p.OrderingKey}] = true
 		}
 	}
