@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
 )
 
 // outboxSQL is the outbox of one store: its table, beside the records'
