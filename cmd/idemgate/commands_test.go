@@ -212,7 +212,8 @@ func TestCommands(t *testing.T) {
 
 			// forget, confirmed: the holder is fenced out, the DONE key runs again.
 			r = idemgate(t, "y\n", "forget", "-store", url, "held", "done", "absent")
-			if r.code != exitOK || strings.Count(r.stdout, ": forgotten") != 2 || !strings.Contains(r.stdout, `"absent": nothing to forget`) {
+			if r.code != exitProblem || strings.Count(r.stdout, ": forgotten") != 2 || !strings.Contains(r.stdout, `"absent": nothing to forget`) ||
+				!strings.Contains(r.stderr, "1 of 3 keys had no live record") {
 				t.Fatalf("forget = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			if ok, err := s.st.Complete(t.Context(), s.held); ok || err != nil {
@@ -231,7 +232,7 @@ func TestCommands(t *testing.T) {
 				t.Errorf("forget -yes = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			r = idemgate(t, "", "forget", "-store", url, "never-seen")
-			if r.code != exitOK || strings.Contains(r.stdout, "[y/N]") {
+			if r.code != exitProblem || strings.Contains(r.stdout, "[y/N]") || !strings.Contains(r.stderr, "1 of 1 keys had no live record") {
 				t.Errorf("forget of an absent key = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -75,6 +76,9 @@ func (c *cli) list(ctx context.Context, args []string) int {
 		return c.fail(ctx, cm, err)
 	}
 	page, err := x.List(ctx, opts)
+	if errors.Is(err, store.ErrInvalidCursor) {
+		err = fmt.Errorf("%w: -cursor %.40q is not one a listing printed (a page's next cursor, for the same store, -state and -prefix)", errUsage, opts.Cursor)
+	}
 	if err != nil {
 		return c.fail(ctx, cm, err)
 	}
