@@ -22,13 +22,10 @@ const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until
 	r.attempts, r.reason, r.first_failure
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
-// forgetUpdate turns a live record, CLAIMED, DONE or FAILED, into a
-// released claim: Release's assignments (releaseUpdate in postgres.go)
-// without its fence, token and state guards; the origin stays, naming the
-// last holder, and the failures go, so the next holder has a fresh budget.
-// It never deletes, so the fence goes on rising.
-// The fence always changes, so MySQL counts the row as affected whatever
-// CLIENT_FOUND_ROWS says.
+// forgetUpdate turns a live record, CLAIMED, DONE or FAILED, into a released
+// claim: Release's assignments without its guards. The origin stays, the
+// failures go (a fresh budget), and the fence rises, so MySQL counts the row
+// as affected whatever CLIENT_FOUND_ROWS says.
 const forgetUpdate = `UPDATE {T} SET
 	state       = 1,
 	fence       = {MAX}(fence + 1, {NOW} * 1000),
@@ -126,14 +123,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-// TableExists reports whether the store's schema is complete: the table,
-// its index on expires_at and its fingerprint, origin and failure columns (and,
-// with Options.Outbox, the outbox table and its index). It changes
-// nothing; [Store.CreateTable] creates what is missing, and adds the
-// columns to a table that predates them. A table whose key_hash is not unique as every
-// Claim needs it (the primary key, or the only column of a full unique
-// index or constraint) is an error, which names the table and what it
-// lacks.
+// TableExists reports whether the store's schema is complete (what
+// [Store.CreateTable] makes). It changes nothing. A table whose key_hash is
+// not unique as every Claim needs is an error naming what it lacks.
 func (s *Store) TableExists(ctx context.Context) (bool, error) {
 	st, err := s.lookSchema(ctx)
 	if err != nil || !st.complete() {

@@ -136,7 +136,7 @@ func TestRecordInstants(t *testing.T) {
 // TestRolloutCreateTable: the instances of a rollout start together, and
 // each calls CreateTable on a table that does not exist yet. Every call
 // must succeed: DDL that races another instance's is followed by another
-// look, not reported (issue 29 item 10). "fresh tables" races eight
+// look, not reported. "fresh tables" races eight
 // instances round after round. When an instance that found the table
 // without its index builds it concurrently, the others must wait for that
 // build as for a lock: in "index build held" the build lasts longer than

@@ -16,8 +16,7 @@ import (
 // On SQLite an Extend needs a connection and the write lock. A transaction
 // that holds the only connection, or has written on another one, makes it
 // wait; when it runs out of time there, the error names that cause and the
-// ways out, rather than a bare "context deadline exceeded" (issue 33, item
-// 11). The claim itself is intact: once the transaction ends, Extend works.
+// ways out, rather than a bare "context deadline exceeded". The claim itself is intact: once the transaction ends, Extend works.
 func TestSQLiteExtendBehindAnOpenTransaction(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -67,7 +66,7 @@ func TestSQLiteExtendBehindAnOpenTransaction(t *testing.T) {
 	}
 }
 
-// The case of issue 33, item 11, through the gateway: on SQLite's one
+// The same case through the gateway: on SQLite's one
 // connection, a body whose transaction does not begin with CompleteTx and
 // outlives the renewal's deadline loses its claim; the body is cancelled,
 // its transaction rolls back, and the ERROR line says why and what to do.

@@ -315,7 +315,7 @@ func TestCompleteTxEntersBeforeItSends(t *testing.T) {
 // A body that completes inside its transaction, CompleteTx first as
 // documented, holds the record's row lock until it commits. The gateway's
 // renewal must not queue behind that lock and cancel the body for a lease
-// nobody can take over while the lock is held (issue 21, item 17): once
+// nobody can take over while the lock is held: once
 // CompleteTx has entered the transaction (store.EnterTx) the renewal ends,
 // and a transaction three leases long still commits, once; a redelivery
 // meanwhile is no second run.
