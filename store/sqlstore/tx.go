@@ -25,7 +25,7 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // tx commits, together with the transaction's business writes. Call it first
 // in the transaction: it calls [store.EnterTx], which ends the gateway's
 // renewal, and locks the record's row until tx ends.
-
+//
 // It succeeds when c's record is CLAIMED under c's fence and token, lapsed
 // lease or not. It returns an error matching [store.ErrFenced], having
 // written nothing, when c no longer owns its record, and when the record is
@@ -36,7 +36,7 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // not won is refused with [store.ErrNotWon] before anything is sent; a
 // deadlock or serialization failure is returned, not retried. After tx
 // commits, the gateway's own Complete of c answers true.
-
+//
 // msgs, if any, are enqueued in the store's outbox in tx (Options.Outbox),
 // each with its child key from c's key and its name ([outbox.Message]); a
 // message Pub/Sub would refuse fails CompleteTx before anything is sent.
