@@ -29,10 +29,9 @@ const (
 	MariaDB
 
 	// SQLite 3.37 or later, for example through modernc.org/sqlite (driver
-	// name "sqlite", pure Go). Every operation is one statement, except a
-	// Claim that does not find the record DONE: it reads first, then
-	// upserts (both in process). See the package documentation for the
-	// connection settings it wants.
+	// name "sqlite", pure Go). A Claim reads first and upserts unless the
+	// record is DONE or FAILED (both in process); see the package
+	// documentation for the connection settings.
 	SQLite
 )
 
