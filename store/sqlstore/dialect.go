@@ -104,6 +104,8 @@ type statements struct {
 	fail query
 	// create is the idempotent DDL of a new table, run in order.
 	create []string
+	// render writes another template as these are written.
+	render func(tmpl string) query
 	// addColumn, addOrigin and addFailures add the fingerprint, origin and
 	// failure columns to a table that lacks them.
 	addColumn   string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/idemgate/idemgate/store"
@@ -38,19 +37,9 @@ const forgetUpdate = `UPDATE {T} SET
 	first_failure = NULL
 WHERE key_hash = $1 AND expires_at > {NOW}`
 
-// render writes tmpl for the store's dialect and table. Only the MySQL
-// family uses positional placeholders and backquotes; only SQLite prepares
-// its statements, which tells it from PostgreSQL.
-func (s *Store) render(tmpl string) query {
-	ttl := strconv.FormatInt(s.ttl, 10)
-	switch {
-	case s.spec.mysql:
-		return positional(expand(tmpl, "T", s.table.ref(backquote), "NOW", mysqlNow, "TTL", ttl, "MAX", "GREATEST"))
-	case s.spec.prepare:
-		return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", sqliteNow, "TTL", ttl, "MAX", "MAX"))
-	}
-	return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", pgNow, "TTL", ttl, "MAX", "GREATEST"))
-}
+// render writes tmpl for the store's dialect, table and ttl, as its own
+// statements are written.
+func (s *Store) render(tmpl string) query { return s.q.render(tmpl) }
 
 // Inspect implements [store.Inspector] in one statement, which reads the
 // record and the database's clock together.

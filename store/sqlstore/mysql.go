@@ -125,6 +125,7 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 			release:     x(releaseUpdate),
 			extend:      x(mysqlExtend),
 			fail:        x(expand(mysqlFail, "FAILED", mysqlFailed)),
+			render:      x,
 			// Runs under READ COMMITTED (see Store.purgeBatch): the range
 			// scan on expires_at then locks only the rows it deletes, and no
 			// gap that a concurrent Claim would insert into.

@@ -157,6 +157,7 @@ func upsertStatements(tbl, now, maxFunc string, ttl int64) (statements, func(str
 		release:     x(releaseUpdate),
 		extend:      x(extendUpdate),
 		fail:        x(failUpdate),
+		render:      x,
 	}, x
 }
 
