@@ -215,17 +215,13 @@ func (o *outboxSQL) clock() string {
 	return `SELECT ` + o.now
 }
 
-// candidates selects, by id, the order hash and prev, up to the limit
-// placeholder messages that are free and unblocked at now (a placeholder),
-// oldest first, locking them and skipping those another transaction has
-// locked (a Take or a Settle in flight). prev is, for an ordered message,
-// the id of the one before it on its key that holds it (NULL for none, or
-// unordered): any but a dead one released. The Take keeps those of an
-// ordering key only behind a message it keeps too: the row before one on
-// its key, free by the statement's look, may be locked by a Take in
-// flight, which leases it when it commits. Plant 293 leaves unblocked out,
-// so that the rows behind a blocked message fill the window and are only
-// dropped after the LIMIT.
+// candidates selects, by id, the order hash and prev, up to limit messages
+// free and unblocked at now, oldest first, locking them FOR UPDATE SKIP
+// LOCKED. prev is, for an ordered message, the id of the one before it on
+// its key that holds it (NULL for none): Take keeps a message only behind
+// one it keeps too, since that one may be locked by a Take in flight. The
+// rows behind a blocked message are left out here, before the LIMIT, so they
+// never fill the window.
 func (o *outboxSQL) candidates(columns string, now, limit func() string) string {
 	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
 		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
