@@ -40,7 +40,7 @@
 // the new keys, so such an event handled before the upgrade and delivered
 // again after it, within the store's ttl (a retry in flight, a late
 // redelivery), runs once more. Pub/Sub events keep their keys. Where that
-// is not acceptable, keep the old keys with Options.Key set to
+// is not acceptable, keep the old keys with Options.Route.Key set to
 // gateway.KeyFromMessageID (and two sources' events with one id stay one).
 //
 // # What the caller sees

@@ -17,29 +17,13 @@ import (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of each event, from its message: the
+	// Route is the function's route settings over the Gateway's (see
+	// gateway.RouteOptions). Its key function sees each event's message: the
 	// decoded Pub/Sub message of a messagePublished event, or, for any other
 	// event, a message holding the event's id, source and data, with no
-	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one
-	// key function type of push, CloudEvents and pull, so a function and a
-	// push endpoint sharing a store agree on keys.
-	// Default KeyFromEvent: the messageId of a Pub/Sub event (also its
-	// event id), and the source and id of any other event.
-	// gateway.KeyFromMessageID keys every event on its id alone, as Wrap
-	// did before it took the source in.
-	Key gateway.KeyFunc
-
-	// AllowUnguarded runs the function unguarded when no key can be
-	// resolved, instead of failing the event (500). Default false: fail
-	// closed.
-	AllowUnguarded bool
-
-	// Fingerprint, if set, fingerprints each event's message so that a key
-	// reused for a different payload is a conflict (see
-	// gateway.FingerprintFunc): answered 409 (a nack), or acknowledged as a
-	// duplicate with AcceptConflicts. Default: none.
-	Fingerprint     gateway.FingerprintFunc
-	AcceptConflicts bool
+	// attributes and a zero Form. Its Key defaults to KeyFromEvent, whatever
+	// the Gateway's Options.Key.
+	Route gateway.RouteOptions
 
 	// Platform names what delivers the events, for the answers that end a
 	// delivery (see Platform): a conflict answers 409 and a missing key
@@ -88,13 +72,14 @@ func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts 
 	if fn == nil {
 		panic("cloudevent: Wrap with a nil function")
 	}
-	w := &wrapper{g: g, fn: fn}
+	w := &wrapper{fn: fn}
 	if opts != nil {
 		w.opts = *opts
 	}
-	if w.opts.Key == nil {
-		w.opts.Key = KeyFromEvent
+	if w.opts.Route.Key == nil {
+		w.opts.Route.Key = KeyFromEvent
 	}
+	w.g = g.Route(&w.opts.Route)
 	if w.opts.Platform != Eventarc && w.opts.Platform != EventarcAdvanced {
 		panic("cloudevent: Wrap with an unknown Options.Platform " + w.opts.Platform.String())
 	}
@@ -112,9 +97,7 @@ type wrapper struct {
 func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	// A Pub/Sub event: decode its message once, for the key and for fn.
 	// Any other event stands as a message of its own for the key function.
-	d := gateway.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
-		Fingerprint: w.opts.Fingerprint, AcceptConflicts: w.opts.AcceptConflicts,
-		EventType: e.Type()}
+	d := gateway.Delivery{Form: "cloudevent", Logger: w.opts.Logger, EventType: e.Type()}
 	if e.Type() == pushenvelope.MessagePublishedType {
 		m, err := pushenvelope.FromMessagePublishedData(e.ID(), e.Source(), e.Data())
 		if err != nil {
@@ -124,9 +107,6 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 		d.Message = m
 	} else {
 		d.Message = &pushenvelope.Message{ID: e.ID(), Data: e.Data(), Source: e.Source(), Attributes: map[string]string{}}
-	}
-	if d.Invalid == nil {
-		d.Key, d.KeyErr = w.opts.Key(d.Message)
 	}
 
 	// fn's own result goes back to the framework unchanged whenever fn ran.

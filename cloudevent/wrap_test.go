@@ -75,7 +75,7 @@ func TestWrapOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: logs.Logger()})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: logs.Logger()})
 
 	// A live holder: another delivery claimed order o-2 and is still running.
 	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute); err != nil {
@@ -193,7 +193,7 @@ func TestWrapDisabledGatewayRunsUnkeyedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBody(nil)
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: quiet()})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: quiet()})
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("disabled gateway, no key: %v, want nil", err)
 	}
@@ -206,11 +206,11 @@ func TestWrapCopiesOptions(t *testing.T) {
 	opts := &cloudevent.Options{} // Key and Logger left for Wrap's defaults
 	b := newBody(nil)
 	fn := cloudevent.Wrap(newGateway(t, nil), b.run, opts)
-	if opts.Key != nil || opts.Logger != nil {
+	if opts.Route.Key != nil || opts.Logger != nil {
 		t.Errorf("Wrap filled its defaults into the caller's Options (Key set: %v, Logger set: %v); they belong in its own copy",
-			opts.Key != nil, opts.Logger != nil)
+			opts.Route.Key != nil, opts.Logger != nil)
 	}
-	opts.Key = gateway.KeyFromAttribute("order_id") // too late to matter
+	opts.Route.Key = gateway.KeyFromAttribute("order_id") // too late to matter
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("Wrap used the caller's later change to Options: %v", err)
 	}
@@ -356,7 +356,7 @@ func TestWrapConflict(t *testing.T) {
 	g := newGateway(t, nil)
 	logs := &logtest.Sink{}
 	b := newBody(nil)
-	opts := &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, Logger: logs.Logger()}
+	opts := &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}, Logger: logs.Logger()}
 	fn := cloudevent.Wrap(g, b.run, opts)
 	order := func(id, data string) event.Event {
 		e := pubsubEvent(t, id, nil)
@@ -376,7 +376,7 @@ func TestWrapConflict(t *testing.T) {
 	if !errors.Is(err, gateway.ErrConflict) || !errors.As(err, &res) || res.StatusCode != http.StatusConflict {
 		t.Fatalf("another order under the same order_id: %v, want a 409 result matching gateway.ErrConflict", err)
 	}
-	opts.AcceptConflicts = true
+	opts.Route.AcceptConflicts = new(true)
 	if err := cloudevent.Wrap(g, b.run, opts)(t.Context(), order("m-4", "9 tables")); err != nil {
 		t.Fatalf("the same with AcceptConflicts: %v, want nil (an ack)", err)
 	}

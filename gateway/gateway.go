@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,17 +110,16 @@ type Options struct {
 	// name, e.g. "redisstore".
 	StoreName string
 
-	// The fields below configure the HTTP surface (Idempotent and Push):
-	// they are the defaults of every route, which Route can override.
+	// The fields below are the settings of every route, on every surface
+	// (push, cloudevent, pull); RouteOptions override them per route.
 
-	// Key resolves the idempotency key of a push delivery. Default
-	// KeyFromMessageID: a messageId is unique within its topic only, so
-	// routes of several topics on one store need a prefix each (see
-	// KeyFromMessageID).
+	// Key resolves the idempotency key of a delivery. Default
+	// KeyFromMessageID (cloudevent's default is its KeyFromEvent). Routes of
+	// several topics on one store need a prefix each (see KeyFromMessageID).
 	Key KeyFunc
 
-	// AllowUnguarded runs the handler unguarded when no key can be
-	// resolved, instead of answering 500. Default false (fail closed).
+	// AllowUnguarded runs the work unguarded when no key can be resolved,
+	// instead of refusing the delivery. Default false (fail closed).
 	AllowUnguarded bool
 
 	// MaxBodyBytes is the largest push body accepted; larger ones get 413.
@@ -132,9 +132,8 @@ type Options struct {
 	Fingerprint FingerprintFunc
 
 	// AcceptConflicts acknowledges a conflict as a duplicate (logged at
-	// ERROR) instead of refusing it. Default false: a conflict answers 409,
-	// a nack, so that the message ends in the dead-letter topic where a
-	// human sees it.
+	// ERROR) instead of refusing it. Default false: the conflict is nacked
+	// and ends in the dead-letter topic, where a human sees it.
 	AcceptConflicts bool
 
 	// The fields below decide what becomes of work that can never succeed
@@ -267,48 +266,30 @@ func envTrue(v string) bool {
 	return false
 }
 
-// RouteOptions are the settings of one route: a push route, or the
-// gateway a CloudEvents function or a pull subscriber is wrapped with. A
-// zero field means the Gateway's own (Options.Key, AllowUnguarded,
-// MaxBodyBytes, Fingerprint, AcceptConflicts, MaxAttempts, Terminal,
-// AckFailed, WaitForHolder). The switches are pointers so that a route can turn off
-// what the Gateway turns on: nil inherits, new(false) turns it off for the
-// route, new(true) on.
+// RouteOptions are the settings of one route: a push route (Route), a
+// CloudEvents function (cloudevent.Options.Route) or a pull subscriber
+// (pull.Options.Route). Each field means what the Options field of its name
+// means, and the rule is one: a field left at its zero value (nil, 0)
+// takes the Gateway's setting, any other value replaces it. The switches
+// are pointers so that a route can turn off what the Gateway turns on
+// (new(false)); a negative MaxAttempts or WaitForHolder turns the
+// Gateway's off, as a Terminal that returns false does.
 type RouteOptions struct {
-	// Key resolves the idempotency key of the route's deliveries.
-	Key KeyFunc
-	// AllowUnguarded, when set, says whether the route's handler runs
-	// unguarded when no key can be resolved, instead of answering 500.
-	AllowUnguarded *bool
-	// MaxBodyBytes is the largest push body the route accepts; larger ones
-	// get 413.
-	MaxBodyBytes int64
-	// Fingerprint fingerprints the route's payloads (see FingerprintFunc).
-	Fingerprint FingerprintFunc
-	// AcceptConflicts, when set, says whether the route acknowledges its
-	// conflicts as duplicates.
+	Key             KeyFunc
+	AllowUnguarded  *bool
+	MaxBodyBytes    int64 // the HTTP surface's only
+	Fingerprint     FingerprintFunc
 	AcceptConflicts *bool
-	// MaxAttempts, when positive, is the route's attempt budget per key
-	// (see Options.MaxAttempts); negative turns the Gateway's off for the
-	// route.
-	MaxAttempts int
-	// Terminal says which errors of the route's work can never succeed;
-	// func(error) bool { return false } turns the Gateway's off.
-	Terminal func(err error) bool
-	// AckFailed, when set, says whether the route acknowledges the
-	// deliveries of its FAILED keys.
-	AckFailed *bool
-	// WaitForHolder, when positive, is how long the route's deliveries
-	// wait for a live holder to settle (see Options.WaitForHolder);
-	// negative turns the Gateway's off for the route.
-	WaitForHolder time.Duration
+	MaxAttempts     int
+	Terminal        func(err error) bool
+	AckFailed       *bool
+	WaitForHolder   time.Duration
 }
 
-// Route returns a Gateway for one push route, for its Idempotent and Push:
-// it shares g's store, lease, renewal, logger, telemetry, HideKeys and
-// Disabled, and takes the route's settings from o where they are set (nil
-// o: all of g's). o is read at the call and never kept. It is cheap, so
-// that one Gateway serves every route of a service:
+// Route returns a Gateway for one route, with the settings of o over g's
+// (nil o: all of g's). It shares g's store, lease, renewal, logger,
+// telemetry, HideKeys and Disabled, and reads o only during the call. It
+// is cheap, so that one Gateway serves every route of a service:
 //
 //	mux.Handle("POST /orders", g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}).Push(placeOrder))
 func (g *Gateway) Route(o *RouteOptions) *Gateway {
@@ -316,32 +297,31 @@ func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	if o == nil {
 		return &r
 	}
-	if o.Key != nil {
-		r.opts.Key = o.Key
-	}
-	if o.AllowUnguarded != nil {
-		r.opts.AllowUnguarded = *o.AllowUnguarded
-	}
-	if o.MaxBodyBytes > 0 {
-		r.opts.MaxBodyBytes = o.MaxBodyBytes
-	}
-	if o.Fingerprint != nil {
-		r.opts.Fingerprint = o.Fingerprint
-	}
-	if o.AcceptConflicts != nil {
-		r.opts.AcceptConflicts = *o.AcceptConflicts
-	}
-	if o.MaxAttempts != 0 {
-		r.opts.MaxAttempts = max(o.MaxAttempts, 0)
-	}
-	if o.Terminal != nil {
-		r.opts.Terminal = o.Terminal
-	}
-	if o.AckFailed != nil {
-		r.opts.AckFailed = *o.AckFailed
-	}
-	if o.WaitForHolder != 0 {
-		r.opts.WaitForHolder = max(o.WaitForHolder, 0)
-	}
+	p := &r.opts
+	p.Key = orFunc(o.Key, p.Key)
+	p.Fingerprint = orFunc(o.Fingerprint, p.Fingerprint)
+	p.Terminal = orFunc(o.Terminal, p.Terminal)
+	p.AllowUnguarded = orBool(o.AllowUnguarded, p.AllowUnguarded)
+	p.AcceptConflicts = orBool(o.AcceptConflicts, p.AcceptConflicts)
+	p.AckFailed = orBool(o.AckFailed, p.AckFailed)
+	p.MaxBodyBytes = cmp.Or(max(o.MaxBodyBytes, 0), p.MaxBodyBytes)
+	p.MaxAttempts = max(cmp.Or(o.MaxAttempts, p.MaxAttempts), 0)
+	p.WaitForHolder = max(cmp.Or(o.WaitForHolder, p.WaitForHolder), 0)
 	return &r
+}
+
+// orFunc is the route's f if set, else the Gateway's.
+func orFunc[F KeyFunc | FingerprintFunc | func(error) bool](route, gw F) F {
+	if route != nil {
+		return route
+	}
+	return gw
+}
+
+// orBool is the route's switch if set, else the Gateway's.
+func orBool(route *bool, gw bool) bool {
+	if route != nil {
+		return *route
+	}
+	return gw
 }

@@ -48,10 +48,11 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 	if lg.Enabled(ctx, slog.LevelDebug) || lg.Enabled(ctx, g.opts.DuplicateLogLevel) {
 		start = time.Now()
 	}
+	d.AcceptConflicts, d.AckFailed = g.opts.AcceptConflicts, g.opts.AckFailed
 	var fp []byte
-	if d.Fingerprint != nil && d.Invalid == nil {
+	if g.opts.Fingerprint != nil && d.Invalid == nil {
 		var err error
-		if fp, err = d.Fingerprint(d.Message); err == nil {
+		if fp, err = g.opts.Fingerprint(d.Message); err == nil {
 			err = store.CheckFingerprint(fp)
 		}
 		if err != nil {
@@ -63,9 +64,8 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
 		return Result{Outcome: OutcomeRejected, Err: d.Invalid}
 	}
-	d.AckFailed = g.opts.AckFailed
-	keyErr := d.KeyErr
-	if keyErr == nil && d.Key == "" {
+	var keyErr error
+	if d.Key, keyErr = g.opts.Key(d.Message); keyErr == nil && d.Key == "" {
 		keyErr = errEmptyKey
 	}
 	ran, returned := false, false
@@ -89,7 +89,7 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 		err     error
 	)
 	switch {
-	case g.disabled || keyErr != nil && d.AllowUnguarded:
+	case g.disabled || keyErr != nil && g.opts.AllowUnguarded:
 		msg, why := "idemgate: no key; running unguarded (AllowUnguarded)", slog.Any("error", keyErr)
 		if g.disabled {
 			msg, why = "idemgate: guard disabled; running unguarded", slog.Attr{}

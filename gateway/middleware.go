@@ -143,8 +143,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	d := Delivery{Path: r.URL.Path, AllowUnguarded: g.opts.AllowUnguarded,
-		Fingerprint: g.opts.Fingerprint, AcceptConflicts: g.opts.AcceptConflicts}
+	d := Delivery{Path: r.URL.Path}
 	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
@@ -158,7 +157,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 	} else {
 		ctx = pushenvelope.NewContext(ctx, m)
 		d.Message, d.Form = m, m.Form.String()
-		d.Key, d.KeyErr = g.opts.Key(m)
 	}
 	rec := &recorder{ResponseWriter: w}
 	res := g.deliver(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })

@@ -30,27 +30,11 @@ const (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of a message, from the message as
-	// pushenvelope describes a push delivery, so that one key function
-	// serves push, CloudEvents and pull alike: its ID, Data, Attributes,
-	// PublishTime, OrderingKey and DeliveryAttempt are the pulled message's,
-	// its Subscription is Options.Subscription, and its Form is zero (a
-	// pulled message came in none of the push forms). Default
-	// gateway.KeyFromMessageID.
-	Key gateway.KeyFunc
-
-	// Fingerprint, if set, fingerprints each message so that a key reused
-	// for a different payload is a conflict (see gateway.FingerprintFunc):
-	// nacked, so that it ends in the dead-letter topic, or acknowledged as
-	// a duplicate with AcceptConflicts. Default: none.
-	Fingerprint     gateway.FingerprintFunc
-	AcceptConflicts bool
-
-	// AllowUnguarded runs fn unguarded when no key can be resolved, instead
-	// of nacking the message. Default false (fail closed: the message is
-	// nacked, logged at ERROR, and ends in the dead-letter topic if the
-	// subscription has one).
-	AllowUnguarded bool
+	// Route is the subscriber's route settings over the Gateway's (see
+	// gateway.RouteOptions): its key function sees a pulled message as a
+	// pushenvelope.Message with the subscription below and a zero Form.
+	// A refusal (no key, a conflict, a FAILED key) is a nack.
+	Route gateway.RouteOptions
 
 	// Subscription names the subscription in log lines, e.g.
 	// sub.String(). A pulled message does not say which subscription it
@@ -143,13 +127,11 @@ func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) er
 	if fn == nil {
 		panic("pull: Wrap with a nil fn")
 	}
-	h := &handler{g: g, fn: fn}
+	h := &handler{fn: fn}
 	if opts != nil {
 		h.opts = *opts
 	}
-	if h.opts.Key == nil {
-		h.opts.Key = gateway.KeyFromMessageID
-	}
+	h.g = g.Route(&h.opts.Route)
 	if h.opts.AckTimeout == 0 {
 		h.opts.AckTimeout = DefaultAckTimeout
 	}
@@ -178,9 +160,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 			m.Nack()
 		}
 	}()
-	d := gateway.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
-		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts, CancelIsShutdown: true}
-	d.Key, d.KeyErr = h.opts.Key(d.Message)
+	d := gateway.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", Logger: h.opts.Logger, CancelIsShutdown: true}
 	work := func(ctx context.Context) error { return h.fn(ctx, m) }
 	for {
 		res := h.g.Deliver(ctx, &d, work)
@@ -232,7 +212,7 @@ func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *gateway.Deli
 	case held:
 		h.hold(ctx, until)
 		h.nack(ctx, m, d)
-	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
+	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && d.AcceptConflicts,
 		(o == gateway.OutcomeAlreadyFailed || o == gateway.OutcomeAbandoned) && d.AckFailed,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
 		h.ack(ctx, m, d, o)

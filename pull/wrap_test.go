@@ -219,7 +219,7 @@ func TestNoKeyFailsClosed(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
+	}, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeNoKey, id, 2) // nacked, so delivered again
 	stop()
 	if n := runs.Load(); n != 0 {
@@ -238,7 +238,7 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true}))
+	}, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: new(true)}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -258,7 +258,7 @@ func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	}
 	id := f.publish("order without id")
 	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil },
-		&pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
+		&pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -292,7 +292,7 @@ func TestHideKeys(t *testing.T) {
 	f := newFixture(t, setup{hideKeys: true})
 	id := f.publish("order 1", "email", "ann@example.com")
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return errors.New("no") },
-		&pull.Options{Key: gateway.KeyFromAttribute("email")})) // logs through the gateway's logger
+		&pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("email")}})) // logs through the gateway's logger
 	waitOutcome(t, f.logs, gateway.OutcomeFailed, id, 1)
 	stop()
 	r := matching(f.logs.Records(), gateway.OutcomeFailed, id)[0]
@@ -368,8 +368,10 @@ func TestConflictIsNackedOrAccepted(t *testing.T) {
 			stop := f.receive(f.sub, pull.Wrap(f.g, func(_ context.Context, m *pubsub.Message) error {
 				runs.inc(m.ID)
 				return nil
-			}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"),
-				Fingerprint: gateway.FingerprintPayload, AcceptConflicts: accept}))
+			}, &pull.Options{
+				Route:  gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: new(accept)},
+				Logger: f.logger(),
+			}))
 			waitOutcome(t, f.logs, gateway.OutcomeWon, first, 1)
 			other := f.publish("9 tables", "order_id", "7")
 			if accept {
