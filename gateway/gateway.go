@@ -41,37 +41,28 @@ type Options struct {
 	// store implements store.Extender and renewal is on.
 	Lease time.Duration
 
-	// NoRenew turns off lease renewal. By default, when the store
-	// implements store.Extender, the gateway extends the lease every third
-	// of it while the body runs, and cancels the body's context (with
-	// cause ErrLeaseLost) if the claim is lost.
+	// NoRenew turns off lease renewal. By default, over a store.Extender,
+	// the gateway extends the lease while the work runs and cancels the
+	// work's context with cause ErrLeaseLost if the claim is lost.
 	NoRenew bool
 
-	// SettleTimeout bounds each Complete and Release, which run on a
-	// context that ignores the caller's cancellation so that a cancelled
-	// request still settles its claim. A failed Complete is tried again
-	// within it. Default DefaultSettleTimeout.
+	// SettleTimeout bounds each Complete (with its retries) and Release,
+	// which ignore the caller's cancellation so that a cancelled request
+	// still settles its claim. Default DefaultSettleTimeout.
 	SettleTimeout time.Duration
 
 	// Logger receives the gateway's log lines. Default slog.Default().
 	Logger *slog.Logger
 
-	// DuplicateLogLevel is the level of the line of a delivery acknowledged
-	// as a duplicate ("idemgate: duplicate delivery acknowledged", with the
-	// record's fence). Default slog.LevelInfo, the zero Level: after an
-	// incident "was this message dropped as a duplicate?" comes first, and
-	// the line answers it at the level services log at. slog.LevelDebug
-	// moves it out of an INFO log (a line of about 400 bytes per duplicate:
-	// docs/operations.md). The line names the delivery that did the work
-	// (done_by). The line of a delivery that ran is at DEBUG.
+	// DuplicateLogLevel is the level of the "duplicate delivery
+	// acknowledged" line. Default slog.LevelInfo: after an incident "was
+	// this message dropped as a duplicate?" comes first (docs/operations.md,
+	// "Log lines", gives its cost).
 	DuplicateLogLevel slog.Level
 
-	// HideKeys logs a short digest of each key instead of the key itself,
-	// for keys that carry personal data, in every line, span and returned
-	// error where the work did not run (`idemgate digest KEY` prints a
-	// key's digest). The delivery's message_id is logged as it is: with a
-	// messageId key (the default) that is the key, so HideKeys matters for
-	// business keys.
+	// HideKeys logs, traces and returns a digest of each key instead of the
+	// key (`idemgate digest KEY` prints it), for keys that carry personal
+	// data. The message_id is logged as it is.
 	HideKeys bool
 
 	// OnDuplicate, if set, is called when Lock meets a completed key. It is
@@ -79,31 +70,25 @@ type Options struct {
 	// change the outcome.
 	OnDuplicate func(ctx context.Context, key string)
 
-	// OnConflict, if set, is called when Lock meets a key whose record
-	// keeps another payload's fingerprint (see FingerprintFunc), with both
-	// fingerprints. It is an observer, like OnDuplicate.
+	// OnConflict, if set, is called with both fingerprints when Lock meets
+	// a key whose record keeps another payload's (see FingerprintFunc). It
+	// is an observer, like OnDuplicate.
 	OnConflict func(ctx context.Context, key string, stored, got []byte)
 
-	// Disabled turns every guard into a logged pass-through: the work runs
-	// unguarded and the store is never called. It is meant for unit tests
-	// of handlers. The environment variable IDEMGATE_DISABLED=1 (or true,
-	// yes, on), read once by New, has the same effect. Never set it in
-	// production: duplicates then repeat their side effects.
+	// Disabled turns every guard into a logged pass-through that never
+	// calls the store, for unit tests of handlers; IDEMGATE_DISABLED=1 (or
+	// true, yes, on), read by New, does the same. Never in production:
+	// duplicates then repeat their side effects.
 	Disabled bool
 
-	// MeterProvider receives the gateway's metrics: the counter
-	// idemgate.outcomes (attribute outcome) and the histogram
-	// idemgate.store.duration in seconds (attributes store, operation).
-	// Default: the global provider, which does nothing until the
-	// application installs an OpenTelemetry SDK.
+	// MeterProvider receives the metrics idemgate.outcomes and
+	// idemgate.store.duration (docs/operations.md). Default: the global
+	// provider.
 	MeterProvider metric.MeterProvider
 
-	// TracerProvider, if set, receives a span per Lock and Mutex call,
-	// with the key (or its digest), outcome and fence as attributes; pass
-	// otel.GetTracerProvider() to use the global one. Default: no spans.
-	// Spans are opt-in because starting one costs allocations on every
-	// call even when no SDK records it, while the outcomes are already in
-	// the metrics and the logs.
+	// TracerProvider, if set, receives a span per Lock and Mutex call.
+	// Default: no spans (a span costs allocations even when nothing
+	// records it).
 	TracerProvider trace.TracerProvider
 
 	// StoreName labels the store in metrics. Default: the store's package
@@ -136,52 +121,32 @@ type Options struct {
 	// and ends in the dead-letter topic, where a human sees it.
 	AcceptConflicts bool
 
-	// The fields below decide what becomes of work that can never succeed
-	// (a poison message). They need a store that implements store.Failer,
-	// as every store of this module does; New refuses MaxAttempts over one
-	// that does not, and Permanent and Terminal then only release.
-
-	// MaxAttempts, when positive, is the attempt budget of a key: each
-	// failure of its work is counted in its record (independently of
-	// Pub/Sub's own delivery count), and the failure that reaches the
-	// budget makes the record FAILED. A FAILED key's deliveries do not run
-	// the work; they are refused so that the subscription's dead-letter
-	// policy moves them (or acknowledged, with AckFailed), until an
-	// operator retries the key (idemgate retry) or the record expires.
-	// Work that returns Permanent(err), or an error Terminal accepts, makes
-	// the record FAILED at once, with or without a budget. A panic counts
-	// (a message that makes the work panic is poison too), and so does a
-	// failure because the caller's context ended (a push past its ack
-	// deadline); a lost lease and a fenced-out transaction do not: another
-	// holder has the key. A process that dies mid-work counts nothing:
-	// Pub/Sub's own dead-letter policy bounds those. Default 0: no budget.
+	// MaxAttempts, when positive, is each key's attempt budget, counted in
+	// its record: the failure that spends it makes the record FAILED, and
+	// the key's later deliveries are refused unrun (or acknowledged, with
+	// AckFailed) until an operator retries it (idemgate retry). A panic and
+	// a cancelled caller count; a lost lease and contention do not
+	// (docs/design.md, "Work that can never succeed"). It needs a store
+	// that implements store.Failer, as every store of this module does.
+	// Default 0: no budget.
 	MaxAttempts int
 
 	// Terminal, if set, says whether an error of the work can never
-	// succeed, as Permanent does for the errors it marks: a supplier's
-	// 4xx, say, or a handler's status (see HandlerStatus).
+	// succeed, as Permanent does for the errors it marks: such a failure
+	// makes the record FAILED at once (see MaxAttempts).
 	Terminal func(err error) bool
 
-	// AckFailed acknowledges the deliveries of a FAILED key (and the one
-	// whose failure made it FAILED) instead of refusing them: the message
-	// is dropped, and the record keeps why for `idemgate failed` until it
-	// expires. Default false: refused with the answer that sends it to the
-	// dead-letter topic fastest on its surface (see docs/design.md,
-	// "Answers per platform").
+	// AckFailed acknowledges the deliveries of a FAILED key instead of
+	// refusing them. Default false: refused with the answer that sends them
+	// to the dead-letter topic fastest (docs/design.md, "Answers per
+	// platform").
 	AckFailed bool
 
 	// WaitForHolder, when positive, makes a delivery that meets a live
-	// holder wait, up to this long, for the holder to settle, instead of
-	// answering "in progress" (503) at once: a holder that completes makes
-	// it a duplicate (acknowledged), one that releases lets it claim the
-	// key and run, one that fails for good gives it the failure's answer.
-	// The wait never outlasts the request's own deadline, and ends early
-	// when the holder's lease does (the key is then taken over). It polls
-	// the store with Claim, 25 ms after the first and doubling to at most
-	// 500 ms: about log2(w/25ms) + w/500ms Claims for a wait of w (a
-	// 5 s wait is at most 14), each one round trip, or one read and no
-	// write on Datastore and Firestore. Keep it below the subscription's
-	// ack deadline. Default 0: no wait.
+	// holder poll the store for up to this long (and never past half of its
+	// request's deadline) until the holder settles, instead of answering
+	// "in progress" at once: it then ends as a duplicate, runs, or gets the
+	// failure's answer. Keep it below the ack deadline. Default 0: no wait.
 	WaitForHolder time.Duration
 }
 
