@@ -26,45 +26,32 @@ type Options struct {
 	Route gateway.RouteOptions
 
 	// Platform names what delivers the events, for the answers that end a
-	// delivery (see Platform): a conflict answers 409 and a missing key
-	// 500 on Eventarc, both 422 on EventarcAdvanced, which retries 409 and
-	// 500 but not 422. Default Eventarc (Eventarc standard triggers and
-	// Cloud Run functions).
+	// delivery (see Platform). Default Eventarc.
 	Platform Platform
 
-	// Logger receives the guard's line for each event, the one every
-	// surface writes (see the gateway's docs/operations.md): DEBUG when the
-	// function ran; INFO when the event was a duplicate (the gateway's
-	// Options.DuplicateLogLevel); WARN when a live holder
-	// owns the key, the event is malformed or runs unguarded; ERROR when
-	// the function failed or panicked, the store failed or no key could be
-	// resolved. The lines carry the event's identity (message id, type,
-	// source, subscription) and the key as the gateway logs keys (a digest
-	// when its Options.HideKeys is set). Default: the gateway's logger.
+	// Logger receives the guard's line for each event (docs/operations.md,
+	// "Log lines"). Default: the gateway's logger.
 	Logger *slog.Logger
 }
 
 // Wrap returns a CloudEvent function that runs fn at most once per key,
-// under g's Lock. Register the result with functions.CloudEvent (package
-// github.com/GoogleCloudPlatform/functions-framework-go/functions), or hand
-// it to a CloudEvents SDK receiver.
+// under g's Lock with the route's settings of Options.Route. Register it
+// with functions.CloudEvent (functions-framework-go), or hand it to a
+// CloudEvents SDK receiver.
 //
 // For a Pub/Sub event (type [pushenvelope.MessagePublishedType]) Wrap decodes
-// the data into a [pushenvelope.Message] once, hands it to the key function,
-// and puts it in fn's context, where [pushenvelope.FromContext] finds it. The
-// claim is in the context too ([gateway.ClaimFromContext]). The Message's
-// Form is CloudEventBinary whichever mode carried the event: the SDK does
-// not say.
+// the data into a [pushenvelope.Message], which fn finds with
+// [pushenvelope.FromContext]; its Form is CloudEventBinary whatever the
+// mode (the SDK does not say). The claim is in the context too
+// ([gateway.ClaimFromContext]).
 //
-// fn's result is the verdict: nil, or a result that functions-framework
-// answers with a 2xx status (e.g. a *cehttp.Result with code 204), records
-// the key as done; anything else releases the claim so that the retry runs
-// fn again, and is returned unchanged. See the package documentation for
-// the answer to each outcome. A panic in fn releases the claim and goes on;
-// functions-framework recovers it and answers 500.
+// fn's result is the verdict: nil, or a result functions-framework answers
+// with a 2xx (a *cehttp.Result with code 204, say), records the key as
+// done; anything else releases the claim and is returned unchanged. A
+// panic in fn releases the claim and goes on (functions-framework answers
+// 500).
 //
-// Wrap panics if g or fn is nil, or Options.Platform is unknown: that is a
-// programming error, and failing at registration beats failing every event.
+// Wrap panics if g or fn is nil, or Options.Platform is unknown.
 func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts *Options) func(context.Context, event.Event) error {
 	if g == nil {
 		panic("cloudevent: Wrap with a nil *gateway.Gateway")
