@@ -14,32 +14,27 @@ import (
 // Lock runs fn at most once per key while the key's record lives:
 //
 //   - The key is free: fn runs with the claim in its context (see
-//     ClaimFromContext). nil completes the key and Lock returns nil; an
-//     error releases the claim, so that a retry runs fn again, and is
-//     returned; a panic releases the claim and goes on.
-//   - The key is done: OnDuplicate runs and Lock returns ErrDuplicate.
-//   - A live holder owns the key: an *InProgressError (after the wait of
+//     ClaimFromContext). nil completes the key; an error releases the
+//     claim for a retry and is returned; a panic releases it and goes on.
+//   - The key is done: OnDuplicate runs; Lock returns ErrDuplicate.
+//   - A live holder owns it: an *InProgressError (after
 //     Options.WaitForHolder, if set).
-//   - The key's work failed for good before (its record is FAILED): a
-//     *FailedError. Work that fails for good now (Permanent, Terminal, a
-//     spent MaxAttempts) makes the record FAILED and Lock returns its error.
-//   - The record keeps another payload's fingerprint than ctx's
-//     (store.WithFingerprint): OnConflict runs and Lock returns a
-//     *ConflictError.
+//   - Its work failed for good (the record is FAILED): a *FailedError.
+//     Work that fails for good now (Permanent, Terminal, a spent
+//     MaxAttempts) makes the record FAILED, and its error is returned.
+//   - Its record keeps another payload's fingerprint than ctx's
+//     (store.WithFingerprint): OnConflict runs; a *ConflictError.
 //   - The store fails: an error wrapping ErrStore.
 //
 // Once fn has succeeded Lock returns nil, even when the completion cannot
-// be recorded (logged at ERROR): a retry would repeat the work. fn never
-// runs on a claim that may have lapsed, and a claim lost while it runs
-// cancels its context with cause ErrLeaseLost, which Lock returns instead
-// of completing. fn may complete the key in its own transaction (a store's
-// CompleteTx); if that transaction was fenced out (store.ErrFenced), Lock
-// returns nil when the key is done, an *InProgressError when another live
-// claim holds it, and fn's error otherwise. docs/design.md ("The verbs",
-// "Exactly-once effects") gives the reasons.
-//
-// A disabled gateway (Options.Disabled) runs fn unguarded. With HideKeys,
-// an error for work that did not run holds no key.
+// be recorded (logged at ERROR): a retry would repeat the work. A claim
+// lost while fn runs cancels fn's context with cause ErrLeaseLost, which
+// Lock returns instead of completing. If fn's own transaction (a store's
+// CompleteTx) was fenced out (store.ErrFenced), Lock returns nil when the
+// key is done, an *InProgressError when another claim holds it, and fn's
+// error otherwise. docs/design.md, "The verbs", gives the reasons. With
+// Options.Disabled fn runs unguarded; with HideKeys, an error for work
+// that did not run holds no key.
 func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		panic("gateway: Lock with a nil function")
