@@ -74,8 +74,3 @@ func (g *Gateway) Deliver(ctx context.Context, d *Delivery, work func(context.Co
 func (g *Gateway) LogDelivery(ctx context.Context, d *Delivery, level slog.Level, msg string, attrs ...slog.Attr) {
 	g.logDelivery(ctx, g.logFor(d), d, level, msg, "", attrs...)
 }
-
-// millis is d as the log attribute name_ms, in milliseconds.
-func millis(name string, d time.Duration) slog.Attr {
-	return slog.Float64(name+"_ms", float64(d)/float64(time.Millisecond))
-}
