@@ -88,7 +88,7 @@ var errPanicked = errors.New("the work panicked (its value and stack are in the 
 // (whyPermanent or whyTerminal). A lost claim (lost), a fenced-out
 // transaction, contention and a consumer's shutdown are not the message's
 // failure; a caller's context that ended is (docs/design.md, "Work that
-// can never succeed").
+// can never succeed, and copies that meet a live holder").
 func (g *Gateway) failing(ctx, body context.Context, key string, err, lost error, sc scope) (count bool, final string) {
 	switch {
 	case err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) || contention(err):

@@ -126,9 +126,9 @@ type Options struct {
 	// the key's later deliveries are refused unrun (or acknowledged, with
 	// AckFailed) until an operator retries it (idemgate retry). A panic and
 	// a cancelled caller count; a lost lease and contention do not
-	// (docs/design.md, "Work that can never succeed"). It needs a store
-	// that implements store.Failer, as every store of this module does.
-	// Default 0: no budget.
+	// (docs/design.md, "Work that can never succeed, and copies that meet a
+	// live holder"). It needs a store that implements store.Failer, as every
+	// store of this module does. Default 0: no budget.
 	MaxAttempts int
 
 	// Terminal, if set, says whether an error of the work can never
