@@ -387,3 +387,43 @@ func TestWrapConflict(t *testing.T) {
 		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
 }
+
+// Options.Route is merged over the Gateway's settings by Route's rule: a
+// zero field takes the Gateway's, a set one replaces it; the key alone
+// defaults to KeyFromEvent whatever the Gateway's Options.Key.
+func TestWrapTakesTheRouteSettings(t *testing.T) {
+	byOrder := gateway.KeyFromAttribute("order_id")
+	for _, tc := range []struct {
+		name    string
+		gateway gateway.Options
+		route   gateway.RouteOptions
+		want    int // the status of an event without an order_id; 0: fn's nil
+	}{
+		{"the Gateway's AllowUnguarded", gateway.Options{AllowUnguarded: true}, gateway.RouteOptions{Key: byOrder}, 0},
+		{"the route turns it off", gateway.Options{AllowUnguarded: true}, gateway.RouteOptions{Key: byOrder, AllowUnguarded: new(false)}, http.StatusInternalServerError},
+		{"the route turns it on", gateway.Options{}, gateway.RouteOptions{Key: byOrder, AllowUnguarded: new(true)}, 0},
+		{"KeyFromEvent, not the Gateway's Key", gateway.Options{Key: byOrder}, gateway.RouteOptions{}, 0},
+		{"the route's Key", gateway.Options{}, gateway.RouteOptions{Key: byOrder}, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.gateway
+			opts.Logger = quiet()
+			g, err := gateway.New(must(memstore.New(nil)), &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBody(nil)
+			err = cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: tc.route, Logger: quiet()})(t.Context(), pubsubEvent(t, "m-1", nil))
+			var res *cehttp.Result
+			switch {
+			case tc.want == 0 && err != nil:
+				t.Errorf("Wrap = %v, want nil (fn ran)", err)
+			case tc.want != 0 && (!errors.As(err, &res) || res.StatusCode != tc.want):
+				t.Errorf("Wrap = %v, want a %d result", err, tc.want)
+			}
+			if n, want := b.count("m-1"), map[bool]int{true: 1}[tc.want == 0]; n != want {
+				t.Errorf("fn ran %d times, want %d", n, want)
+			}
+		})
+	}
+}

@@ -250,6 +250,21 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 	}
 }
 
+// A subscriber's Options.Route is merged over the Gateway's settings: one
+// it leaves zero is the Gateway's, here its Key and AllowUnguarded.
+func TestRouteInheritsTheGateway(t *testing.T) {
+	f := newFixture(t, setup{})
+	g, err := gateway.New(f.st, &gateway.Options{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true, Logger: f.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.publish("order without id")
+	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil }, &pull.Options{Logger: f.logger()}))
+	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
+	f.waitAcked(id)
+	stop()
+}
+
 func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	f := newFixture(t, setup{})
 	g, err := gateway.New(f.st, &gateway.Options{Disabled: true, Logger: f.logger()})
