@@ -22,7 +22,8 @@ import (
 //     Work that fails for good now (Permanent, Terminal, a spent
 //     MaxAttempts) makes the record FAILED, and its error is returned.
 //   - Its record keeps another payload's fingerprint than ctx's
-//     (store.WithFingerprint): OnConflict runs; a *ConflictError.
+//     (store.WithFingerprint, which fn's context no longer carries):
+//     OnConflict runs; a *ConflictError.
 //   - The store fails: an error wrapping ErrStore.
 //
 // Once fn has succeeded Lock returns nil, even when the completion cannot
