@@ -349,7 +349,7 @@ func errorTree(err error) func(yield func(error) bool) {
 	}
 }
 
-// With Options.Fingerprint, an order_id reused for another payload is a
+// With a Fingerprint on the route, an order_id reused for another payload is a
 // conflict: a 409 result (a nack), or nil (an ack) with AcceptConflicts;
 // the function does not run for it.
 func TestWrapConflict(t *testing.T) {

@@ -371,7 +371,7 @@ func TestFencedOutTransactionIsAcked(t *testing.T) {
 	}
 }
 
-// With Options.Fingerprint, an order_id reused for another payload is a
+// With a Fingerprint on the route, an order_id reused for another payload is a
 // conflict: nacked (so it reaches the dead-letter topic), or acked as a
 // duplicate with AcceptConflicts; fn does not run for it.
 func TestConflictIsNackedOrAccepted(t *testing.T) {
