@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -79,9 +78,7 @@ func (r *Relay) newPublisher(name string, count int) *pubsub.Publisher {
 	p := r.pub.Publisher(name)
 	p.EnableMessageOrdering = true
 	s := &p.PublishSettings
-	if !plant.On(297) {
-		s.Timeout = r.publishTimeout()
-	}
+	s.Timeout = r.publishTimeout()
 	// A round's messages of one ordering key must go in one request:
 	// the client sends a key's requests one after the other, each bounded
 	// by Timeout from its own start. The relay flushes each round at once
@@ -277,22 +274,10 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 
 	// Wait for the answers: a message given back while its publish may
 	// still land would be published again by the next relay to take it.
-	wait := giveUp
-	var straggled chan struct{}
-	if plant.On(297) || plant.On(298) {
-		pctx := ctx
-		if plant.On(297) {
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, r.opts.Lease/2)
-			defer cancel()
-		}
-		wait = pctx.Done()
-	} else {
-		straggled = make(chan struct{})
-		t := time.AfterFunc(r.straggle(), func() { close(straggled) })
-		defer t.Stop()
-	}
-	return r.answers(ctx, msgs, taken, returned, wait, straggled)
+	straggled := make(chan struct{})
+	t := time.AfterFunc(r.straggle(), func() { close(straggled) })
+	defer t.Stop()
+	return r.answers(ctx, msgs, taken, returned, giveUp, straggled)
 }
 
 // pubsubMessage is the message the client publishes for p.
@@ -330,10 +315,6 @@ func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned ti
 				switch {
 				case m.res == nil || isReady(m.res):
 					ready = append(ready, m)
-				case plant.On(299):
-					// The straggler is given back while its publish may
-					// still land.
-					failed = append(failed, outbox.Failure{Pending: m.p})
 				default:
 					late = append(late, m)
 				}
@@ -432,14 +413,6 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 		case <-m.res.Ready():
 			_, err = m.res.Get(ctx)
 		default:
-			if plant.On(297) || plant.On(298) {
-				err = context.Cause(ctx)
-				if err == nil {
-					err = context.DeadlineExceeded
-				}
-				failed = append(failed, outbox.Failure{Pending: p, Reason: err.Error()})
-				continue
-			}
 			unknown++
 			r.tel.failed(ctx, opUnknown)
 			lines.add(failureKind{op: opUnknown, topic: m.name, code: "stopping"}, slog.LevelWarn, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
@@ -485,11 +458,6 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending, name string, err error, permanent bool) outbox.Failure {
 	r.tel.failed(ctx, opPublish)
 	f := outbox.Failure{Pending: p, Reason: err.Error()}
-	if plant.On(292) {
-		r.opts.Logger.WarnContext(ctx, "relay: publish failed; the message will be published again",
-			"topic", p.Topic, "child_key", p.ChildKey, "error", err)
-		return f
-	}
 	attempts := p.Attempts + 1
 	if permanent || r.opts.MaxAttempts > 0 && attempts >= r.opts.MaxAttempts {
 		f.Dead, f.Release = true, r.opts.ReleaseDead

@@ -12,7 +12,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -271,13 +270,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer unregister()
 
 	pubs := r.newPublishers()
-	defer func() {
-		if plant.On(298) {
-			pubs.stop() // waits for the stalled publishes
-			return
-		}
-		go pubs.stop()
-	}()
+	defer func() { go pubs.stop() }()
 	// The rounds' stragglers settle before Run returns: each waits at
 	// most until giveUp for its answers.
 	defer pubs.late.Wait()
@@ -430,7 +423,7 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	if len(batch) == 0 {
 		return 0, nil, nil
 	}
-	if late := time.Since(t.taken); late > r.lateTake() && !plant.On(297) {
+	if late := time.Since(t.taken); late > r.lateTake() {
 		r.tel.failed(ctx, opLease)
 		r.logFailure(ctx, slog.LevelWarn, failureKind{op: opLease, code: "late take"}, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
 			"took", late, "lease", r.opts.Lease, "messages", len(batch))

@@ -124,11 +124,7 @@ type pipePlant struct {
 
 // pipePlants are issue 29's plants; adding one is a line.
 var pipePlants = map[int]pipePlant{
-	292: {rules: []string{"pipe-lost", "pipe-unpublished", "pipe-delay"}, backend: pipeModel, why: "a topic that refuses every message: never dead, retried at once for ever"},
 	293: {rules: []string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, backend: pipePostgres, why: "a key held behind a refused message fills a small Take window (PostgreSQL: SQLite's Take is one statement)"},
-	297: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls or is retried past half the lease, given back, then lands"},
-	298: {rules: []string{"pipe-stop", "pipe-dup"}, backend: pipeModel, why: "a shutdown while a publish stalls"},
-	299: {rules: []string{"pipe-dup"}, backend: pipeModel, why: "a publish that stalls past a round's short wait, given back, then lands"},
 }
 
 func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend() }
