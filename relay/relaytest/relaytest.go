@@ -34,12 +34,14 @@
 // against Config.PubSub: two relays at once publish each message once
 // while both live, a relay that dies between publishing and marking sent
 // leaves its messages to the other, which republishes them with the same
-// child keys, and the messages of an ordering key arrive in order. Two
+// child keys, and the messages of an ordering key arrive in order. Three
 // relay cases drive the real client to its limits on a pstest server of
 // their own: behind a Pub/Sub that answers each publish in a second, one
-// live relay publishes each message once; and when Pub/Sub refuses a
+// live relay publishes each message once; when Pub/Sub refuses a
 // request whole, only the message it refuses dies, the others of the
-// request are published, and a dead head's followers wait.
+// request are published, and a dead head's followers wait; and so it
+// does behind a Pub/Sub too slow to publish the refused request's
+// messages alone within the round.
 //
 // The source cases are themselves tested against a small model source
 // with one deliberate bug at a time (a Take that ignores holds or
