@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -15,70 +14,21 @@ import (
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
-// plantRules are the rules a planted bug breaks: the item it puts back
-// (of "The guarantee, second pass"; 221 is item 1 of issue 22), and what
-// the simulator sees.
-var plantRules = map[int][]string{
-	1:  {"ack-done"},                       // a conflict with a held record acked
-	3:  {"ack-effect", "ack-done", "lost"}, // a body cancelled for a lost lease recorded DONE
-	9:  {"repeat"},                         // Complete retried while the lease lapses: the work runs twice
-	14: {"ack-fenced"},                     // a fenced-out body acked with nobody holding the key
-	// Issue 22, item 1: a record made anew after its predecessor was
-	// deleted (or expired) restarts at fence 1.
-	221: {"fence", "zombie"},
-	// Issue 22, item 6: an ordered message whose key is held is nacked,
-	// and a later message of its ordering key overtakes it.
-	226: {"order"},
-	// Issue 32's failures: the gateway never spends the attempt budget
-	// (more failed runs than MaxAttempts); a Claim wins a FAILED record
-	// (its work runs again, unretried); Retry keeps the count (the fresh
-	// budget is not fresh); a counted failure frees the key without
-	// raising its fence; the wait for the holder runs the body beside a
-	// holder that still holds.
-	321: {"budget"},
-	322: {"failed-run"},
-	323: {"budget"},
-	324: {"fence"},
-	325: {"concurrent"},
-}
-
-// TestSimFindsPlants proves the simulator finds each bug planted through
-// IDEMGATE_PLANT (a build with -tags idemgate_plant), or applied as a
-// patch of the memstore family (see patchFromEnv), within the default
-// budget of seeds, and says how many seeds it took. See
-// scripts/sim-plants.sh.
+// TestSimFindsPlants proves the simulator finds the bug a patch of the
+// memstore family plants (see patchFromEnv) within the default budget of
+// seeds, and says how many seeds it took. See scripts/sim-plants.sh.
 func TestSimFindsPlants(t *testing.T) {
-	var planted []string
-	want := map[string][]string{}
-	for _, n := range plantsFromEnv() {
-		if _, pipe := pipePlants[n]; !pipe {
-			name := strconv.Itoa(n)
-			planted, want[name] = append(planted, name), plantRules[n]
-			if want[name] == nil {
-				t.Fatalf("no rule known for plant %d", n)
-			}
+	pp, ok := patchFromEnv()
+	if !ok || pp.backend != "memstore" {
+		t.Skip("no memstore plant: see scripts/sim-plants.sh")
+	}
+	for i, seed := range seeds(defaultSeeds) {
+		if res := runMem(t, seed); slices.ContainsFunc(res.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) }) {
+			t.Logf("plant %s: found at seed %d, after %d seeds (rules: %s)", pp.name, seed, i+1, strings.Join(res.Rules(), ", "))
+			return
 		}
 	}
-	if pp, ok := patchFromEnv(); ok && pp.backend == "memstore" {
-		planted, want[pp.name] = append(planted, pp.name), pp.rules
-	}
-	if len(planted) == 0 {
-		t.Skip("no plant: set IDEMGATE_PLANT (e.g. 1,3,9,14)")
-	}
-	for _, name := range planted {
-		found := false
-		for i, seed := range seeds(defaultSeeds) {
-			res := runMem(t, seed)
-			if slices.ContainsFunc(res.Rules(), func(r string) bool { return slices.Contains(want[name], r) }) {
-				t.Logf("plant %s: found at seed %d, after %d seeds (rules: %s)", name, seed, i+1, strings.Join(res.Rules(), ", "))
-				found = true
-				break
-			}
-		}
-		if !found {
-			t.Errorf("plant %s: not found within %d seeds (looking for %v)", name, len(seeds(defaultSeeds)), want[name])
-		}
-	}
+	t.Errorf("plant %s: not found within %d seeds (looking for %v)", pp.name, len(seeds(defaultSeeds)), pp.rules)
 }
 
 // A patchPlant is a planted bug applied as a patch (internal/sim/plants/
@@ -91,7 +41,11 @@ func TestSimFindsPlants(t *testing.T) {
 type patchPlant struct {
 	name, backend string
 	rules         []string
-	rare          bool // Rare: yes, as pipePlant.rare
+	// rare (Rare: yes): its scenario comes up in few seeds, and not in
+	// each run of them (one showed at seed 35, at seed 50, and once not
+	// within 85 seeds); it gets eight times the budget, which a run that
+	// finds it early never spends.
+	rare bool
 }
 
 // patchFromEnv returns the patch plant of the environment, if any.
@@ -107,24 +61,6 @@ func patchFromEnv() (patchPlant, bool) {
 var pipeBackends = map[string]func(t *testing.T) *sim.PipeBackend{
 	"model": pipeModel, "sqlite": pipeSQLite, "postgres": pipePostgres,
 	"datastore": pipeDatastore, "firestore": pipeFirestore, "datastore-instep": pipeDatastoreInStep,
-}
-
-// pipePlant is a planted defect of issue 29 and how the pipeline family
-// reaches it: the backend whose code it is in and the rules it breaks.
-type pipePlant struct {
-	rules   []string
-	backend func(t *testing.T) *sim.PipeBackend
-	why     string // how the family reaches it
-	// rare: its scenario comes up in few seeds, and not in each run of
-	// them (plant 296 showed at seed 35, at seed 50, and once not within
-	// 85 seeds, the two minutes four times the budget allowed); it gets
-	// eight times the budget, which a run that finds it early never spends.
-	rare bool
-}
-
-// pipePlants are issue 29's plants; adding one is a line.
-var pipePlants = map[int]pipePlant{
-	293: {rules: []string{"pipe-delay", "pipe-lost", "pipe-unpublished"}, backend: pipePostgres, why: "a key held behind a refused message fills a small Take window (PostgreSQL: SQLite's Take is one statement)"},
 }
 
 func pipeModel(*testing.T) *sim.PipeBackend { return modelBackend() }
@@ -155,53 +91,27 @@ func pipeDatastoreInStep(t *testing.T) *sim.PipeBackend {
 	return datastoreBackend(t, datastoreClient(t), 0)
 }
 
-// TestSimPipelineFindsPlants proves the pipeline family finds each of
-// issue 29's plants listed in IDEMGATE_PLANT, and a patch plant of a
-// pipeline backend (see patchFromEnv), within its seeds, and says at
-// which seed. See scripts/sim-plants.sh.
+// TestSimPipelineFindsPlants proves the pipeline family finds the bug a
+// patch of a pipeline backend plants (see patchFromEnv) within its seeds,
+// and says at which seed. See scripts/sim-plants.sh.
 func TestSimPipelineFindsPlants(t *testing.T) {
-	type planted struct {
-		name string
-		pipePlant
+	pp, ok := patchFromEnv()
+	backend := pipeBackends[pp.backend]
+	if !ok || backend == nil {
+		t.Skip("no pipeline plant: see scripts/sim-plants.sh")
 	}
-	var plants []planted
-	for _, n := range plantsFromEnv() {
-		if pp, ok := pipePlants[n]; ok {
-			plants = append(plants, planted{strconv.Itoa(n), pp})
-		}
+	n := 2 * pipeSeeds
+	if pp.rare {
+		n *= 8
 	}
-	if pp, ok := patchFromEnv(); ok && pipeBackends[pp.backend] != nil {
-		plants = append(plants, planted{pp.name, pipePlant{rules: pp.rules, backend: pipeBackends[pp.backend], rare: pp.rare, why: "the patch " + pp.name}})
+	// Seeds that break other rules (a defect of the library not planted)
+	// are passed over: the proof is that the plant's own rules break.
+	failed, seeds := runPipeFor(t, n, backend, func(res *sim.Result) bool {
+		return slices.ContainsFunc(res.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) })
+	})
+	if failed != nil {
+		t.Logf("plant %s: found at seed %d, after %d seeds (rules: %s)", pp.name, failed.Scenario.Seed, seeds, strings.Join(failed.Rules(), ", "))
+		return
 	}
-	if len(plants) == 0 {
-		t.Skip("no pipeline plant in IDEMGATE_PLANT")
-	}
-	for _, pp := range plants {
-		n := 2 * pipeSeeds
-		if pp.rare {
-			n *= 8
-		}
-		// Seeds that break other rules (a defect of the library not
-		// planted) are passed over: the proof is that the plant's own
-		// rules break.
-		failed, seeds := runPipeFor(t, n, pp.backend, func(res *sim.Result) bool {
-			return slices.ContainsFunc(res.Rules(), func(r string) bool { return slices.Contains(pp.rules, r) })
-		})
-		if failed != nil {
-			t.Logf("plant %s: found at seed %d, after %d seeds (rules: %s)", pp.name, failed.Scenario.Seed, seeds, strings.Join(failed.Rules(), ", "))
-			continue
-		}
-		t.Errorf("plant %s: not found within %d seeds (looking for %v: %s)", pp.name, seeds, pp.rules, pp.why)
-	}
-}
-
-// plantsFromEnv lists the plants of IDEMGATE_PLANT.
-func plantsFromEnv() []int {
-	var planted []int
-	for _, f := range strings.Split(os.Getenv("IDEMGATE_PLANT"), ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
-			planted = append(planted, n)
-		}
-	}
-	return planted
+	t.Errorf("plant %s: not found within %d seeds (looking for %v)", pp.name, seeds, pp.rules)
 }
