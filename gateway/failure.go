@@ -151,10 +151,10 @@ func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final stri
 		f.MaxAttempts = 0 // planted: the budget is never spent
 	}
 	start := time.Now()
-	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
+	sctx, stop := g.settle(ctx, start)
 	attempts, failed, ferr := g.failer.Fail(sctx, c, f)
 	g.tel.timed(ctx, opFail, start)
-	sctx.stop()
+	stop()
 	if ferr != nil {
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: recording the failure failed; the claim is released and the attempt not counted",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), g.errorAttr(c.Key, ferr))
