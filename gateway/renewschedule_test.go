@@ -13,8 +13,8 @@ import (
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// These tests hold the renewal schedule to what Options.NoRenew and the
-// scheduler promise: a renewal every third of the lease, jittered by ±10%
+// These tests hold the renewal schedule to what Options.NoRenew and
+// Options.RenewJitter promise: a renewal every third of the lease, jittered by ±10%
 // so that holders do not renew in step, each on its own, so that one
 // claim's slow store does not delay another's renewal.
 
