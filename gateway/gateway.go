@@ -47,9 +47,10 @@ type Options struct {
 	NoRenew bool
 
 	// RenewJitter returns how far from a third of the lease each renewal
-	// of a claim comes, so that many holders do not renew in step; ctx is
-	// the body's context. It must be safe for concurrent use. Default: a
-	// uniform draw within ±lease/30 from math/rand/v2's global source.
+	// of a claim comes, so that many holders do not renew in step; ctx
+	// carries the values of the context Lock or Mutex was given. It must
+	// be safe for concurrent use. Default: a uniform draw within ±lease/30
+	// from math/rand/v2's global source.
 	RenewJitter func(ctx context.Context, lease time.Duration) time.Duration
 
 	// SettleTimeout bounds each Complete and Release, which run on a
