@@ -197,7 +197,7 @@ func (r *report) records(ctx context.Context, x store.Lister, maxFailed int, max
 func (r *report) outbox(ctx context.Context, s relay.Stater, maxAge time.Duration) {
 	st, err := s.Stats(ctx)
 	if err != nil {
-		r.info("outbox", "not readable (a service that enqueues messages creates it: Options.Outbox and CreateTable on SQL): %v", err)
+		r.info("outbox", "not readable: %v", err)
 		return
 	}
 	msg := fmt.Sprintf("%d unsent", st.Unsent)

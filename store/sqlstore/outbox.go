@@ -69,7 +69,7 @@ func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: outbox take: %w", err)
+		return nil, fmt.Errorf("sqlstore: outbox take: %w", o.noTable(err))
 	}
 	return out, nil
 }
@@ -294,7 +294,7 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	s := o.s
 	var n int64
 	if err := s.db.QueryRowContext(ctx, s.ob.backlog()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", err)
+		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", o.noTable(err))
 	}
 	return n, nil
 }
@@ -308,7 +308,7 @@ func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
 		oldest sql.NullInt64
 	)
 	if err := s.db.QueryRowContext(ctx, s.ob.stats()).Scan(&st.Unsent, &oldest, &st.Dead); err != nil {
-		return outbox.Stats{}, fmt.Errorf("sqlstore: outbox stats: %w", err)
+		return outbox.Stats{}, fmt.Errorf("sqlstore: outbox stats: %w", o.noTable(err))
 	}
 	st.Oldest = time.Duration(max(oldest.Int64, 0)) * time.Millisecond
 	return st, nil

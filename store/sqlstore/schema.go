@@ -239,11 +239,14 @@ func (s *Store) purgeBatch(ctx context.Context, limit int) (int64, error) {
 }
 
 // schemaHint explains err when it is the database's complaint that the
-// table lacks a column: the table was created by an earlier version, before
+// table does not exist (CreateTable has not run), or lacks a column: the table was created by an earlier version, before
 // the store kept payload fingerprints, origins or failures, and CreateTable, which
 // adds them, has not run since. It looks the schema up (this path only) to
 // name exactly the columns missing and the DDL that adds each.
 func (s *Store) schemaHint(ctx context.Context, err error) error {
+	if missingTable(err) {
+		return &noTableError{s.table.String(), "call CreateTable when the service starts (docs/stores/sql.md has its DDL)", err}
+	}
 	if !missingColumn(err) {
 		return err
 	}
@@ -308,6 +311,38 @@ func joinAnd(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// noTableError is a statement's failure on a table that does not exist,
+// said as what to do; the database's own error is its cause.
+type noTableError struct {
+	table, fix string
+	err        error
+}
+
+func (e *noTableError) Error() string { return "table " + e.table + " does not exist: " + e.fix }
+func (e *noTableError) Unwrap() error { return e.err }
+
+// noTable explains err when the outbox's table does not exist.
+func (o *Outbox) noTable(err error) error {
+	if !missingTable(err) {
+		return err
+	}
+	return &noTableError{o.s.ob.table.String(), "give Options.Outbox and call CreateTable when the service starts", err}
+}
+
+// missingTable reports whether err is an unknown-table error of
+// PostgreSQL (SQLSTATE 42P01), MySQL (1146) or SQLite (SQLITE_ERROR, "no
+// such table").
+func missingTable(err error) bool {
+	if pgState(err) == "42P01" {
+		return true
+	}
+	if n, ok := mysqlErrorNumber(err); ok {
+		return n == 1146
+	}
+	var e interface{ Code() int }
+	return errors.As(err, &e) && e.Code() == 1 && strings.Contains(err.Error(), "no such table")
 }
 
 // missingColumn reports whether err is an unknown-column error of

@@ -400,3 +400,29 @@ func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 		t.Errorf("Claim of a FAILED record after the upgrade = %+v, %v; want AlreadyFailed, 1 attempt, reason bad", dup, err)
 	}
 }
+
+// A table CreateTable never made is named in each verb's error, with what
+// to do: call CreateTable.
+func TestMissingTableNamesCreateTable(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			table := uniqueTable()
+			s, err := sqlstore.New(openDB(t, b.connector(t), 1), b.dialect, &sqlstore.Options{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "table " + table + " does not exist: call CreateTable"
+			if _, err := s.Claim(t.Context(), "k", time.Minute); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Claim on a missing table = %v; want %q", err, want)
+			}
+			if _, _, err := s.Inspect(t.Context(), "k"); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Inspect on a missing table = %v; want %q", err, want)
+			}
+			want = "table " + table + "_outbox does not exist: give Options.Outbox and call CreateTable"
+			if _, err := s.Outbox().Stats(t.Context()); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "42P01") {
+				t.Errorf("Outbox().Stats on a missing table = %v; want %q, and not the driver's words", err, want)
+			}
+		})
+	}
+}
