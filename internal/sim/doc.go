@@ -20,8 +20,8 @@
 // goroutines interleave. Under testing/synctest time is fake and a run
 // replays: the same seed draws the same scenario and the same attempts, and
 // a failing seed fails again. The gateway draws the jitter of its lease
-// renewals from a source each delivery carries (internal/seedrand), seeded
-// from the seed too. What a seed does not decide is the order in which
+// renewals from a source of each delivery's (gateway.Options.RenewJitter),
+// seeded from the seed too. What a seed does not decide is the order in which
 // goroutines ready at the same fake instant run; the rules are written to
 // hold in any such order (a Forget racing a Claim, a forged request racing
 // a genuine delivery of another message of its business key).
