@@ -24,14 +24,14 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 	_, c := fakePubSub(t)
 	m := newModel()
 	for i := range n {
-		m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: "missing", Data: []byte("a")})
-		m.add(t, fmt.Sprint("late-", i), 9, outbox.Message{Topic: "missing", Data: []byte("b")}) // its last attempt
+		m.Add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: "missing", Data: []byte("a")})
+		m.Add(t, fmt.Sprint("late-", i), 9, outbox.Message{Topic: "missing", Data: []byte("b")}) // its last attempt
 	}
 	logs := &logBuffer{}
 	reader := sdkmetric.NewManualReader()
 	run := start(t, m, c, relay.Options{MinBackoff: time.Hour, MaxBackoff: time.Hour,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+	m.Await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.Calls()) > 0 })
 
 	if got := counter(t, reader, "idemgate.relay.failures", "publish"); got != 2*n {
 		t.Errorf("idemgate.relay.failures{operation=publish} = %d, want %d: every refusal counted", got, 2*n)
@@ -54,12 +54,8 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: "projects/p/topics/missing"}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := m.add(t, "order-new", 0, outbox.Message{Topic: "missing", Data: []byte("c")})[0]
-	m.await(t, 30*time.Second, "the new message is sent", func() bool {
-		return slices.ContainsFunc(m.calls(), func(s settled) bool {
-			return slices.ContainsFunc(s.sent, func(p outbox.Pending) bool { return p.ID == fresh.ID })
-		})
-	})
+	fresh := m.Add(t, "order-new", 0, outbox.Message{Topic: "missing", Data: []byte("c")})[0]
+	m.Await(t, 30*time.Second, "the new message is sent", func() bool { return settledSent(m, fresh.ID) })
 	run.stop(t)
 	info := slices.DeleteFunc(logs.lines(t, "INFO"), func(l map[string]any) bool {
 		return l["msg"] != "relay: Pub/Sub accepts the topic's publishes again"
