@@ -1,9 +1,7 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/internal/fakepubsub"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/internal/outboxmodel"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
@@ -197,39 +196,6 @@ func TestStopDuringStalledPublish(t *testing.T) {
 	}
 }
 
-// logBuffer collects JSON log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged at level.
-func (b *logBuffer) lines(t testing.TB, level string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec["level"] == level {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // counter returns the sum of the int64 counter name, over the points
 // whose operation attribute is op (any, if op is empty).
 func counter(t testing.TB, reader *sdkmetric.ManualReader, name, op string) int64 {
@@ -286,10 +252,10 @@ func TestRefusedMessagesBackOffAndDie(t *testing.T) {
 				outbox.Message{Topic: "missing", Data: []byte("a"), OrderingKey: "customer-42"},
 				outbox.Message{Topic: "projects/p/topics/missing", Data: []byte("b"), OrderingKey: "customer-42"})
 			good := m.Add(t, "order-2", 0, outbox.Message{Topic: outTopic, Data: []byte("c")})[0]
-			logs := &logBuffer{}
+			logs := &logtest.Sink{}
 			reader := sdkmetric.NewManualReader()
 			run := start(t, m, c, relay.Options{MinBackoff: minB, MaxBackoff: maxB, MaxAttempts: tc.maxAttempts, ReleaseDead: tc.releaseDead,
-				Logger: slog.New(slog.NewJSONHandler(logs, nil)), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+				Logger: logs.Logger(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 			m.Await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.Calls()) > 0 })
 			run.stop(t)
 
@@ -336,7 +302,7 @@ func TestRefusedMessagesBackOffAndDie(t *testing.T) {
 			if got := counter(t, reader, "idemgate.relay.failures", "publish"); got != 1+laterFailed {
 				t.Errorf("idemgate.relay.failures{operation=publish} = %d, want %d (the message behind is not a failure until it is tried)", got, 1+laterFailed)
 			}
-			errs := slices.DeleteFunc(logs.lines(t, "ERROR"), func(e map[string]any) bool { return e["child_key"] == bad[1].ChildKey })
+			errs := slices.DeleteFunc(logs.Records().Level(slog.LevelError), func(e logtest.Record) bool { return e.Attrs["child_key"] == bad[1].ChildKey })
 			if !tc.dead {
 				if len(errs) != 0 {
 					t.Errorf("ERROR lines %v, want none: nothing died", errs)
@@ -347,11 +313,11 @@ func TestRefusedMessagesBackOffAndDie(t *testing.T) {
 				t.Fatalf("ERROR lines %v, want one for the dead message", errs)
 			}
 			e := errs[0]
-			if e["child_key"] != bad[0].ChildKey || e["topic"] != "missing" || e["attempts"] != float64(tc.before+1) || e["reason"] != f.Reason {
+			if a := e.Attrs; a["child_key"] != bad[0].ChildKey || a["topic"] != "missing" || a["attempts"] != fmt.Sprint(tc.before+1) || a["reason"] != f.Reason {
 				t.Errorf("ERROR line %v: want child_key, topic, attempts %d and reason", e, tc.before+1)
 			}
-			if line, _ := json.Marshal(e); strings.Contains(string(line), "customer-42") {
-				t.Errorf("ERROR line %s names the ordering key", line)
+			if strings.Contains(e.String(), "customer-42") {
+				t.Errorf("ERROR line %s names the ordering key", e)
 			}
 		})
 	}
