@@ -36,15 +36,6 @@ func PubSubClient(t *testing.T) *pubsub.Client {
 	return c
 }
 
-// untried gives ps back as messages a relay did not try to publish.
-func untried(ps []outbox.Pending) []outbox.Failure {
-	out := make([]outbox.Failure, len(ps))
-	for i, p := range ps {
-		out[i] = outbox.Failure{Pending: p}
-	}
-	return out
-}
-
 // claimWon claims key in w's store for lease, failing t unless it wins.
 func claimWon(t *testing.T, w OutboxWorld, key string, lease time.Duration) store.Claim {
 	t.Helper()
