@@ -10,6 +10,8 @@
 //
 // Options.Delay slows every operation down, on the way to the store and on
 // the way back; under testing/synctest the delay costs no real time.
+// [Inject] is the injector itself, for wrappers that choose their faults
+// otherwise (the simulator's store draws one per delivery attempt).
 //
 // The wrapper implements [store.Extender], so a gateway over it renews
 // leases; Extend has no fault unless one is armed for it. Wrap a store that
