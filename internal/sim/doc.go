@@ -115,7 +115,7 @@
 // gateway.KeyFromChildKey on a subscription with ordering, writes each
 // message's tag to a ledger by child key. Each message's data is its
 // version's tag (parent, name, attempt), so that the checker tells the
-// versions of one child key apart. The backends are [ModelOutbox] (the
+// versions of one child key apart. The backends are internal/outboxmodel (the
 // Source contract over memstore), the SQL stores' outboxes (SQLite,
 // PostgreSQL) and the Google stores' (Datastore, Firestore, on their
 // emulators). On the Google stores two processes complete the parents,
