@@ -20,24 +20,19 @@ import (
 type Options struct {
 	// Kind is the entity kind of the records. Default "IdemgateRecord".
 	Kind string
-	// Namespace is the namespace of the records. Default "", the default
-	// namespace. The database is the one the client was created for (see
-	// datastore.NewClientWithDatabase).
+	// Namespace is the records' namespace. Default "". The database is the
+	// client's (see datastore.NewClientWithDatabase).
 	Namespace string
-	// TTL is how long a completed record suppresses duplicates, and how long
-	// a claimed record outlives its lease. A Claim's lease must be shorter
-	// (store.ErrLeaseTooLong), and so must SkewMargin. Default 1h.
+	// TTL is how long a completed record suppresses duplicates and a
+	// claimed one outlives its lease. Leases (store.ErrLeaseTooLong) and
+	// SkewMargin must be shorter. Default 1h.
 	TTL time.Duration
 	// SkewMargin is the clock difference tolerated between the processes
-	// that share the store: a lapsed lease or an expired record is taken
-	// over only when now ≥ leaseUntil + SkewMargin (resp. expiresAt +
-	// SkewMargin). Default 0, which trusts the clocks to agree; set it to
-	// the worst skew you expect if that is not negligible next to your
-	// leases.
+	// sharing the store: a lapsed lease or expired record is taken over
+	// only once now ≥ leaseUntil (resp. expiresAt) + SkewMargin. Default 0.
 	SkewMargin time.Duration
-	// Now is the clock that stamps leases and expiry. Default time.Now. It
-	// must be a wall clock shared (within SkewMargin) by every process that
-	// uses the same records; tests may pass a fake one.
+	// Now stamps leases and expiry: a wall clock shared, within SkewMargin,
+	// by every process using the records. Default time.Now.
 	Now func() time.Time
 }
 
@@ -63,12 +58,10 @@ var (
 	_ store.Extender = (*Store)(nil)
 )
 
-// namespaceRE is what Datastore accepts as a namespace.
 var namespaceRE = regexp.MustCompile(`^[0-9A-Za-z._-]{0,100}$`)
 
 // New returns a Store that keeps its records through client. A nil opts
-// means the defaults; opts is copied, never modified. It fails when the
-// options are not usable. New does no I/O.
+// means the defaults; opts is not modified. New does no I/O.
 func New(client *datastore.Client, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("datastorestore: nil client")
@@ -94,9 +87,8 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 		o.TTL = defaultTTL
 	}
 	if o.SkewMargin >= o.TTL {
-		// A record made anew after a TTL policy deleted the old one starts
-		// at the clock of the process that makes it: above the old fences
-		// only if that clock lags by less than a ttl (see store.FenceAt).
+		// A record made anew after a TTL deletion is fenced above the old
+		// one only if its maker's clock lags by less than a ttl (store.FenceAt).
 		return nil, fmt.Errorf("datastorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
 	}
 	if o.Now == nil {
@@ -137,8 +129,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	return s.ops.Extend(ctx, c, lease)
 }
 
-// reserved reports whether s has the form __…__ that Datastore keeps for
-// itself.
+// reserved reports whether s has the form __…__ Datastore keeps for itself.
 func reserved(s string) bool {
 	return len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
 }
