@@ -36,8 +36,8 @@ const MaxMessagesPerCompleteTx = 499
 // msgs are queued in tx for [Store.Outbox] and commit if and only if the
 // completion does. An invalid message (see [outbox.Prepare]) or one over
 // the limits fails CompleteTx before any read. Completions on one ordering
-// key contend on its sequence entity. See "Exactly-once effects" in
-// docs/stores/datastore.md.
+// key contend on its sequence entity. See "Exactly-once effects: completing
+// inside your transaction" in docs/stores/datastore.md.
 func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("datastorestore: CompleteTx: nil transaction")

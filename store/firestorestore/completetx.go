@@ -35,8 +35,8 @@ import (
 // msgs are written in tx for [Store.Outbox] and commit if and only if the
 // completion does. An invalid message (see [outbox.Prepare]) or one over
 // the limits fails CompleteTx before any read. Completions on one ordering
-// key contend on its sequence document. See "Exactly-once effects" in
-// docs/stores/firestore.md.
+// key contend on its sequence document. See "Exactly-once effects: completing
+// inside your transaction" in docs/stores/firestore.md.
 func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("firestorestore: CompleteTx: nil transaction")
