@@ -36,10 +36,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-const (
-	defaultKind = "IdemgateRecord"
-	defaultTTL  = time.Hour
-)
+const defaultKind = "IdemgateRecord"
 
 // Store is a [store.Store] and [store.Extender] on Datastore that can also
 // complete a claim inside the caller's transaction ([Store.CompleteTx]).
@@ -78,18 +75,10 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("datastorestore: invalid kind %.40q (want valid UTF-8, at most %d bytes, not of the form __…__)", o.Kind, maxNameLen)
 	case !namespaceRE.MatchString(o.Namespace) || reserved(o.Namespace):
 		return nil, fmt.Errorf("datastorestore: invalid namespace %.40q (want at most 100 of [0-9A-Za-z._-], not of the form __…__)", o.Namespace)
-	case o.TTL < 0:
-		return nil, fmt.Errorf("datastorestore: negative TTL %v", o.TTL)
-	case o.SkewMargin < 0:
-		return nil, fmt.Errorf("datastorestore: negative SkewMargin %v", o.SkewMargin)
 	}
-	if o.TTL == 0 {
-		o.TTL = defaultTTL
-	}
-	if o.SkewMargin >= o.TTL {
-		// A record made anew after a TTL deletion is fenced above the old
-		// one only if its maker's clock lags by less than a ttl (store.FenceAt).
-		return nil, fmt.Errorf("datastorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
+	rules, err := record.GoogleRules("datastorestore", o.TTL, o.SkewMargin)
+	if err != nil {
+		return nil, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -97,7 +86,7 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 	s := &Store{client: client, kind: o.Kind, namespace: o.Namespace, now: o.Now}
 	s.ops = record.Ops{
 		Name:      "datastorestore",
-		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Rules:     rules,
 		Round:     s.transact,
 		Retryable: retryable,
 	}

@@ -33,10 +33,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-const (
-	defaultCollection = "idemgate_records"
-	defaultTTL        = time.Hour
-)
+const defaultCollection = "idemgate_records"
 
 // Store is a [store.Store] and [store.Extender] on Firestore that can also
 // complete a claim inside the caller's transaction ([Store.CompleteTx]).
@@ -72,19 +69,9 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	if err := checkCollection(o.Collection); err != nil {
 		return nil, err
 	}
-	switch {
-	case o.TTL < 0:
-		return nil, fmt.Errorf("firestorestore: negative TTL %v", o.TTL)
-	case o.SkewMargin < 0:
-		return nil, fmt.Errorf("firestorestore: negative SkewMargin %v", o.SkewMargin)
-	}
-	if o.TTL == 0 {
-		o.TTL = defaultTTL
-	}
-	if o.SkewMargin >= o.TTL {
-		// A record made anew after a TTL deletion is fenced above the old
-		// one only if its maker's clock lags by less than a ttl (store.FenceAt).
-		return nil, fmt.Errorf("firestorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
+	rules, err := record.GoogleRules("firestorestore", o.TTL, o.SkewMargin)
+	if err != nil {
+		return nil, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -96,7 +83,7 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	s := &Store{coll: coll, now: o.Now, client: client}
 	s.ops = record.Ops{
 		Name:      "firestorestore",
-		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Rules:     rules,
 		Round:     s.round,
 		Retryable: retryable,
 	}
