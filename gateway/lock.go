@@ -30,7 +30,7 @@ import (
 //     spends MaxAttempts): the record goes FAILED and Lock returns fn's
 //     error.
 //   - The key's record keeps a payload fingerprint other than the one in
-//     ctx (store.WithFingerprint): the key was reused for another payload.
+//     ctx (WithFingerprint): the key was reused for another payload.
 //     The OnConflict hook runs and Lock returns a *ConflictError; fn does
 //     not run. Without a fingerprint on either side nothing is compared.
 //   - The store fails: Lock returns an error wrapping ErrStore; fn did not
@@ -92,7 +92,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
-	if err == nil && c.Status == store.HeldByOther && g.opts.WaitForHolder > 0 && !conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+	if err == nil && c.Status == store.HeldByOther && g.opts.WaitForHolder > 0 && !conflicting(c.Fingerprint, fingerprintOf(ctx)) {
 		c, claimedAt, err = g.waitForHolder(ctx, c, claimedAt, sc)
 	}
 	if err != nil {
@@ -102,7 +102,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	if c.Status != store.Won {
 		// The fingerprints first, FAILED records included: another
 		// payload under the key is not the message that failed.
-		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
+		if fp := fingerprintOf(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
 			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone,
 				Failed: c.Status == store.AlreadyFailed, LeaseUntil: c.LeaseUntil}
@@ -131,8 +131,8 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	// fingerprint: that belongs to the route's key, not to the keys of
 	// Locks the body takes in its turn.
 	bctx := ctx
-	if store.Fingerprint(ctx) != nil {
-		bctx = store.WithFingerprint(ctx, nil)
+	if fingerprintOf(ctx) != nil {
+		bctx = WithFingerprint(ctx, nil)
 	}
 	r := g.renew(bctx, c, claimedAt, sc)
 	defer r.end() // after Complete
@@ -270,7 +270,7 @@ func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim,
 		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	start := time.Now()
-	c, err := g.st.Claim(ctx, key, g.opts.Lease)
+	c, err := g.st.Claim(ctx, key, g.opts.Lease, claimOptions(ctx))
 	g.tel.timed(ctx, opClaim, start)
 	if err != nil {
 		return store.Claim{}, start, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
@@ -350,7 +350,7 @@ func (g *Gateway) waitForHolder(ctx context.Context, c store.Claim, claimedAt ti
 			return store.Claim{}, at, err
 		}
 		c, claimedAt = next, at
-		if conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+		if conflicting(c.Fingerprint, fingerprintOf(ctx)) {
 			break // another payload holds the key now: Lock's conflict
 		}
 	}

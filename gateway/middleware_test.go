@@ -446,7 +446,7 @@ func TestPushFencedOutTransactionWaitsForTheHolder(t *testing.T) {
 		// Another delivery took the key over after the lease lapsed.
 		f.clk.Advance(gateway.DefaultLease + time.Second)
 		var err error
-		if holder, err = f.st.Claim(context.Background(), "1", time.Minute); err != nil {
+		if holder, err = f.st.Claim(context.Background(), "1", time.Minute, store.ClaimOptions{}); err != nil {
 			return err
 		}
 		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
@@ -801,7 +801,7 @@ type heldUntil struct {
 	lease time.Duration
 }
 
-func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	return store.Claim{Key: key, Status: store.HeldByOther, Fence: 1, LeaseUntil: time.Now().Add(s.lease)}, nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// originOf names d for the record its claim wins (store.WithOrigin): its
+// originOf names d for the record its claim wins (WithOrigin): its
 // surface and its message id, such as "push/4711". The id is the Pub/Sub
 // messageId (for a CloudEvent, the event id when the data carries none:
 // Pub/Sub's events use the messageId as their id), the one every log line

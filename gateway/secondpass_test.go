@@ -36,7 +36,7 @@ func TestAcceptConflictsNacksAHeldKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp, _ := gateway.FingerprintPayload(m)
-	holder, err := f.st.Claim(store.WithFingerprint(t.Context(), fp), "order_id:7", time.Minute)
+	holder, err := f.st.Claim(t.Context(), "order_id:7", time.Minute, store.ClaimOptions{Fingerprint: fp})
 	if err != nil || holder.Status != store.Won {
 		t.Fatalf("the first payload's claim = %v, %v", holder.Status, err)
 	}
@@ -181,7 +181,7 @@ func TestCompleteRetriesKeepTheClaim(t *testing.T) {
 		done := make(chan error)
 		go func() { done <- g.Lock(context.Background(), "m1", counter(&runs)) }()
 		time.Sleep(2 * lease)
-		if c, err := st.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
+		if c, err := st.Claim(context.Background(), "m1", lease, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 			t.Errorf("a redelivery two leases into Complete's retries = %v, %v; want HeldByOther", c.Status, err)
 		}
 		if err := <-done; err != nil || runs.Load() != 1 {
@@ -228,8 +228,8 @@ func TestHideKeysScrubsStoreErrors(t *testing.T) {
 // store's errors may.
 type keyErrors struct{ faulty }
 
-func (s *keyErrors) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	c, err := s.faulty.Claim(ctx, key, lease)
+func (s *keyErrors) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.faulty.Claim(ctx, key, lease, opts)
 	return c, quote(key, err)
 }
 
@@ -383,7 +383,7 @@ func TestMutexHeldExactlyItsLease(t *testing.T) {
 				}
 				err = g.Mutex(t.Context(), "po:7", func(ctx context.Context) error {
 					time.Sleep(tc.held)
-					if c, err := st.Claim(context.Background(), "po:7", lease); err != nil || c.Status != tc.beside {
+					if c, err := st.Claim(context.Background(), "po:7", lease, store.ClaimOptions{}); err != nil || c.Status != tc.beside {
 						t.Errorf("a caller after %v = %v, %v; want %v", tc.held, c.Status, err, tc.beside)
 					} else if c.Status == store.Won {
 						st.Release(context.Background(), c)

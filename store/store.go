@@ -15,8 +15,11 @@ type Store interface {
 	// not expired), HeldByOther (a live holder owns the key until
 	// LeaseUntil). An error means nothing is known about the record; the
 	// caller must not run the work. A lease that is not shorter than the
-	// store's ttl is refused with an error wrapping ErrLeaseTooLong.
-	Claim(ctx context.Context, key string, lease time.Duration) (Claim, error)
+	// store's ttl is refused with an error wrapping ErrLeaseTooLong; opts
+	// that [ClaimOptions.Checked] refuses, with its error. A Won record
+	// keeps opts' Fingerprint and Origin; the claim carries
+	// [ClaimOptions.ClaimToken].
+	Claim(ctx context.Context, key string, lease time.Duration, opts ClaimOptions) (Claim, error)
 
 	// Complete marks c's record DONE when c still owns it (the record is
 	// CLAIMED with c.Fence and c.Token), whether or not the lease has
@@ -90,10 +93,10 @@ type Claim struct {
 	// for HeldByOther. Zero for AlreadyDone and AlreadyFailed.
 	LeaseUntil time.Time
 	// Fingerprint is the payload fingerprint the record keeps (see
-	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
+	// ClaimOptions): the caller's for Won, the winner's for AlreadyDone
 	// and HeldByOther; nil when none was kept.
 	Fingerprint []byte
-	// Origin names the delivery that won the record (see WithOrigin): the
+	// Origin names the delivery that won the record (see ClaimOptions): the
 	// caller's for Won, the winner's for AlreadyDone (the delivery that did
 	// the work) and HeldByOther (the one at work); empty when none was kept.
 	Origin string

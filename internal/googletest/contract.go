@@ -31,7 +31,7 @@ func OneWinnerAmongMany(t *testing.T, newStore func() Store) {
 	for i, st := range stores {
 		wg.Go(func() {
 			<-start
-			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute)
+			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute, store.ClaimOptions{})
 		})
 	}
 	close(start)
@@ -72,7 +72,7 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 	ctx := t.Context()
 	claim := func(key string, want store.Status, rule string) store.Claim {
 		t.Helper()
-		c, err := st.Claim(ctx, key, time.Second)
+		c, err := st.Claim(ctx, key, time.Second, store.ClaimOptions{})
 		if err != nil || c.Status != want {
 			t.Fatalf("%s: Claim = %v, %v; want %v", rule, c.Status, err, want)
 		}
@@ -106,15 +106,15 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 // claim that was released since does not re-affirm the released claim.
 // st must be fresh.
 func TokenSurvivesRelease(t *testing.T, st Store) {
-	ctx := store.WithClaimToken(t.Context(), "tok")
-	a, err := st.Claim(ctx, "k", time.Minute)
+	ctx, opts := t.Context(), store.ClaimOptions{Token: "tok"}
+	a, err := st.Claim(ctx, "k", time.Minute, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Release(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	b, err := st.Claim(ctx, "k", time.Minute)
+	b, err := st.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || b.Status != store.Won || b.Fence < a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
 		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d or above", b, err, a.Fence+2)
 	}
@@ -124,10 +124,10 @@ func TokenSurvivesRelease(t *testing.T, st Store) {
 // can answer. st must be fresh.
 func BadArguments(t *testing.T, st Store) {
 	ctx := t.Context()
-	if _, err := st.Claim(ctx, "k", 0); err == nil {
+	if _, err := st.Claim(ctx, "k", 0, store.ClaimOptions{}); err == nil {
 		t.Error("Claim with a zero lease must fail")
 	}
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +169,9 @@ var LayoutCases = []LayoutCase{
 // back with fetch, which returns its fields by name (or fails t, naming
 // what it could not read).
 func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T, key, name string) map[string]any) {
-	ctx := store.WithFingerprint(t.Context(), Fingerprint)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: Fingerprint}
 	for _, tc := range cases {
-		c, err := st.Claim(ctx, tc.Key, time.Minute)
+		c, err := st.Claim(ctx, tc.Key, time.Minute, opts)
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%.20q) = %v, %v; want Won", tc.Key, c.Status, err)
 		}
@@ -227,7 +227,7 @@ func FailedLayout(t *testing.T, st Store, fetch func(t *testing.T, key, name str
 	budget := store.Failure{Reason: "timeout", MaxAttempts: 2}
 	var first time.Time
 	for i, want := range []string{"CLAIMED", "FAILED"} {
-		c, err := st.Claim(ctx, "k", time.Minute)
+		c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/logtest"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
@@ -29,7 +30,7 @@ func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The emulator's first call can take longer than a lease.
-	if _, err := st.Claim(t.Context(), "warm-up", time.Minute); err != nil {
+	if _, err := st.Claim(t.Context(), "warm-up", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tries := 0

@@ -24,7 +24,7 @@ func TestCompleteTxAfterWrite(t *testing.T) {
 	client := newClient(t)
 	st := newStore(t, client, firestorestore.Options{})
 	ctx := t.Context()
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCompleteTxAfterWrite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("RunTransaction = %v, want the client's %q error", err, want)
 	}
-	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
+	if h, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("Claim after the refused transaction = %v, %v; want HeldByOther (the record still CLAIMED)", h.Status, err)
 	}
 }

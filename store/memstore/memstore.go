@@ -145,7 +145,7 @@ func (s *Store) shardOf(key string) *shard {
 }
 
 // Claim implements [store.Store].
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}
@@ -158,21 +158,18 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckLease(lease, s.rules.TTL); err != nil {
 		return store.Claim{}, fmt.Errorf("memstore: %w", err)
 	}
-	fp := store.Fingerprint(ctx)
-	if err := store.CheckFingerprint(fp); err != nil {
+	opts, err := opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
-		return store.Claim{}, err
-	}
+	fp := opts.Fingerprint
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
 	r, found := sh.read(key)
 	cur := orNil(&r, found)
-	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, origin, lease, now)
+	c, next, write := s.rules.Claim(cur, key, opts.ClaimToken, fp, opts.Origin, lease, now)
 	if write {
 		if plant.On(221) && (cur == nil || !now.Before(cur.ExpiresAt)) {
 			next.Fence, c.Fence = 1, 1 // planted: a record made anew restarts its fences

@@ -22,10 +22,9 @@ func TestFingerprintLayout(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
-	ctx := store.WithFingerprint(t.Context(), fingerprint)
-	ctx = store.WithClaimToken(ctx, "to:ken") // the token may hold colons too
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fingerprint, Token: "to:ken"} // the token may hold colons too
 
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || c.Status != store.Won || !bytes.Equal(c.Fingerprint, fingerprint) {
 		t.Fatalf("Claim = %+v, %v; want Won with the fingerprint", c, err)
 	}
@@ -37,7 +36,7 @@ func TestFingerprintLayout(t *testing.T) {
 	if want := fmt.Sprintf("c%d:%d:%d:32:%sto:ken", c.Fence, r.leaseUntil, r.expiresAt, fingerprint); raw != want {
 		t.Errorf("claimed record = %q, want %q", raw, want)
 	}
-	again, err := s.Claim(ctx, "k", time.Minute)
+	again, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || again.Status != store.Won || again.Fence != c.Fence || !bytes.Equal(again.Fingerprint, fingerprint) {
 		t.Errorf("retried Claim = %+v, %v; want the win re-affirmed with the kept fingerprint", again, err)
 	}
@@ -58,7 +57,7 @@ func TestFingerprintLayout(t *testing.T) {
 		t.Logf("a DONE record with a %d-byte fingerprint and a %d-byte key uses %d bytes (MEMORY USAGE)", len(fingerprint), len(prefix+"k"), n)
 	}
 
-	rel, err := s.Claim(ctx, "r", time.Minute)
+	rel, err := s.Claim(ctx, "r", time.Minute, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +76,7 @@ func TestRecordsWithoutFingerprint(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
-	ctx := store.WithFingerprint(t.Context(), fingerprint)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fingerprint}
 	now := serverMillis(t, client)
 	hour := time.Hour.Milliseconds()
 	for key, v := range map[string]string{
@@ -92,12 +91,12 @@ func TestRecordsWithoutFingerprint(t *testing.T) {
 	}
 
 	for key, want := range map[string]store.Status{"done": store.AlreadyDone, "held": store.HeldByOther} {
-		c, err := s.Claim(ctx, key, time.Minute)
+		c, err := s.Claim(ctx, key, time.Minute, opts)
 		if err != nil || c.Status != want || c.Fence != 3 || c.Fingerprint != nil {
 			t.Errorf("Claim of an old %s record = %+v, %v; want %v at fence 3 with no fingerprint", key, c, err, want)
 		}
 	}
-	c, err := s.Claim(ctx, "lapsed", time.Minute)
+	c, err := s.Claim(ctx, "lapsed", time.Minute, opts)
 	if err != nil || c.Status != store.Won || c.Fence <= 3 || !bytes.Equal(c.Fingerprint, fingerprint) {
 		t.Fatalf("Claim of an old lapsed record = %+v, %v; want Won above fence 3 with the fingerprint", c, err)
 	}

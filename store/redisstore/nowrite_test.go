@@ -23,16 +23,16 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	t.Cleanup(func() { client.Close() })
 	s := newStore(t, client, nil)
-	ctx := store.WithFingerprint(t.Context(), []byte("payload"))
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte("payload")}
 
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("fresh Claim = %+v, %v; want Won", c, err)
 	}
 	if ok, err := s.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v; want true", ok, err)
 	}
-	f, err := s.Claim(ctx, "f", time.Minute)
+	f, err := s.Claim(ctx, "f", time.Minute, opts)
 	if err != nil || f.Status != store.Won {
 		t.Fatalf("fresh Claim = %+v, %v; want Won", f, err)
 	}
@@ -66,11 +66,11 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	}
 	dirty, writes := counts()
 	for range 3 {
-		d, err := s.Claim(ctx, "k", time.Minute)
+		d, err := s.Claim(ctx, "k", time.Minute, opts)
 		if err != nil || d.Status != store.AlreadyDone || d.Fence != c.Fence || !bytes.Equal(d.Fingerprint, []byte("payload")) {
 			t.Fatalf("duplicate Claim = %+v, %v; want AlreadyDone at fence %d", d, err, c.Fence)
 		}
-		d, err = s.Claim(ctx, "f", time.Minute)
+		d, err = s.Claim(ctx, "f", time.Minute, opts)
 		if err != nil || d.Status != store.AlreadyFailed || d.Fence != f.Fence || d.Attempts != 1 || d.Reason != "bad" {
 			t.Fatalf("Claim of a FAILED key = %+v, %v; want AlreadyFailed at fence %d, 1 attempt, reason bad", d, err, f.Fence)
 		}

@@ -146,8 +146,8 @@ func TestClaimDecidesOnce(t *testing.T) {
 				clock.set(t, lapse-k)
 				token := fmt.Sprintf("contender-%d", k)
 				fp := fmt.Sprintf("contender-fp-%d", k)
-				ctx := store.WithFingerprint(store.WithClaimToken(t.Context(), token), []byte(fp))
-				c, err := s.Claim(ctx, key, time.Duration(lease)*time.Millisecond)
+				ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte(fp), Token: token}
+				c, err := s.Claim(ctx, key, time.Duration(lease)*time.Millisecond, opts)
 				if err != nil {
 					t.Fatal(err)
 				}

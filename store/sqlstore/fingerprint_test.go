@@ -121,7 +121,7 @@ func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 	s := stores[0]
 	fpA, fpB := []byte("payload-a"), []byte("payload-b")
 
-	_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
+	_, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpA})
 	if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "ADD COLUMN first_failure") {
 		t.Fatalf("Claim on a table without some columns = %v; want an error naming CreateTable and the ALTER TABLE to run (%s, and ADD COLUMN first_failure)", err, missing)
 	}
@@ -147,22 +147,22 @@ func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 		t.Errorf("CreateTable on the upgraded table ran %d statements, want 1 (the lookup)", n)
 	}
 
-	old, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpB), "push/m-2"), "old", time.Minute)
+	old, err := s.Claim(ctx, "old", time.Minute, store.ClaimOptions{Fingerprint: fpB, Origin: "push/m-2"})
 	if err != nil || old.Status != store.AlreadyDone || old.Fence != 1 || old.Fingerprint != nil || old.Origin != "" {
 		t.Errorf("Claim of the record written before the upgrade = %+v, %v; want AlreadyDone at fence 1 with no fingerprint and no origin", old, err)
 	}
-	won, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpA), "push/m-1"), "new", time.Minute)
+	won, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpA, Origin: "push/m-1"})
 	if err != nil || won.Status != store.Won || string(won.Fingerprint) != string(fpA) || won.Origin != "push/m-1" {
 		t.Fatalf("Claim after the upgrade = %+v, %v; want Won with fingerprint %q and origin push/m-1", won, err, fpA)
 	}
-	held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
+	held, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpB})
 	if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) || held.Origin != "push/m-1" {
 		t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q and origin", held, err, fpA)
 	}
 	if n, failed, err := s.Fail(ctx, won, store.Failure{Reason: "bad", Final: true}); n != 1 || !failed || err != nil {
 		t.Fatalf("Fail after the upgrade = %d, %v, %v; want 1, true", n, failed, err)
 	}
-	dup, err := s.Claim(ctx, "new", time.Minute)
+	dup, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{})
 	if err != nil || dup.Status != store.AlreadyFailed || dup.Attempts != 1 || dup.Reason != "bad" {
 		t.Errorf("Claim of a FAILED record after the upgrade = %+v, %v; want AlreadyFailed, 1 attempt, reason bad", dup, err)
 	}
@@ -177,8 +177,8 @@ func TestLongFingerprintRejectedWithoutIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := store.WithFingerprint(t.Context(), make([]byte, store.MaxFingerprintLen+1))
-		if _, err := s.Claim(ctx, "k", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+		ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: make([]byte, store.MaxFingerprintLen+1)}
+		if _, err := s.Claim(ctx, "k", time.Minute, opts); !errors.Is(err, store.ErrInvalidFingerprint) {
 			t.Errorf("%v: Claim with a %d-byte fingerprint = %v, want store.ErrInvalidFingerprint", d, store.MaxFingerprintLen+1, err)
 		}
 	}

@@ -31,7 +31,7 @@ func TestCreateTable(t *testing.T) {
 				if n := spy.stmts.Load() - before; n != 1 {
 					t.Errorf("CreateTable(%s) on an existing schema ran %d statements, want 1 (the lookup)", table, n)
 				}
-				c, err := s.Claim(t.Context(), "k", time.Minute)
+				c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 				if err != nil || c.Status != store.Won {
 					t.Fatalf("Claim on %s = %v, %v; want Won", table, c.Status, err)
 				}
@@ -97,13 +97,13 @@ func TestRecordInstants(t *testing.T) {
 				}
 			}
 
-			c, err := s.Claim(ctx, "fresh", time.Minute)
+			c, err := s.Claim(ctx, "fresh", time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v", c.Status, err)
 			}
 			check("fresh claim", c)
 
-			if _, err := s.Claim(ctx, "taken", time.Millisecond); err != nil {
+			if _, err := s.Claim(ctx, "taken", time.Millisecond, store.ClaimOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			var taken store.Claim
@@ -111,7 +111,7 @@ func TestRecordInstants(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatal("the 1ms lease never lapsed")
 				}
-				if taken, err = s.Claim(ctx, "taken", time.Minute); err != nil {
+				if taken, err = s.Claim(ctx, "taken", time.Minute, store.ClaimOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

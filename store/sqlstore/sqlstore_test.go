@@ -180,7 +180,7 @@ func TestShortLeaseRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(t.Context(), "k", time.Microsecond); err == nil {
+	if _, err := s.Claim(t.Context(), "k", time.Microsecond, store.ClaimOptions{}); err == nil {
 		t.Error("Claim with a lease under 1ms must fail")
 	}
 	if _, err := s.Extend(t.Context(), store.Claim{Key: "k", Status: store.Won, Fence: 1}, 0); err == nil {

@@ -50,7 +50,7 @@
 // age filter; pages of one to three records, with writes between pages,
 // listing each record once; expired records absent; bad options refused.
 //
-// The Origins case checks the origin a record keeps (store.WithOrigin):
+// The Origins case checks the origin a record keeps (store.ClaimOptions.Origin):
 // kept from Won through Complete, named to the AlreadyDone and HeldByOther
 // claims that meet it and by Inspect (with the completion instant), kept
 // by Release and Forget as the last holder's, empty when none was given,
@@ -279,12 +279,12 @@ func (e *env) pass(d time.Duration) {
 
 // claim calls Claim and fails on error or an unexpected status.
 func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
-	return e.claimCtx(e.ctx, key, lease, want, rule)
+	return e.claimWith(store.ClaimOptions{}, key, lease, want, rule)
 }
 
-// claimCtx is claim on ctx (which may carry a fingerprint).
-func (e *env) claimCtx(ctx context.Context, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
-	c, err := e.s.Claim(ctx, key, lease)
+// claimWith is claim with opts.
+func (e *env) claimWith(opts store.ClaimOptions, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+	c, err := e.s.Claim(e.ctx, key, lease, opts)
 	if err != nil {
 		return c, fmt.Errorf("%s: Claim(%.40q) error: %w", rule, key, err)
 	}

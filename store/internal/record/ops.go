@@ -44,7 +44,7 @@ type Ops struct {
 }
 
 // Claim implements store.Store.
-func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}
@@ -57,18 +57,15 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 	if err := store.CheckLease(lease, o.Rules.TTL); err != nil {
 		return store.Claim{}, fmt.Errorf("%s: Claim: %w", o.Name, err)
 	}
-	fp := bytes.Clone(store.Fingerprint(ctx)) // the record must not share the caller's array
-	if err := store.CheckFingerprint(fp); err != nil {
+	opts, err := opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
-		return store.Claim{}, err
-	}
-	token := store.ClaimToken(ctx) // once per call: every round reuses it
+	fp, origin := bytes.Clone(opts.Fingerprint), opts.Origin // the record must not share the caller's array
+	token := opts.ClaimToken()                               // once per call: every round reuses it
 	sameToken := func() string { return token }
 	var c store.Claim
-	err := o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
+	err = o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
 		var (
 			next  Record
 			write bool
