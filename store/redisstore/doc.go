@@ -28,7 +28,7 @@
 // a record made anew after Redis deleted its predecessor starts above every
 // fence the predecessor handed out (see docs/stores/redis.md).
 //
-// A record that keeps a payload fingerprint (see [store.WithFingerprint])
+// A record that keeps a payload fingerprint (see [store.ClaimOptions])
 // writes its state in lower case, c or d, and the fingerprint's length in
 // decimal and its bytes, verbatim, before the token:
 //
@@ -39,7 +39,7 @@
 // written before fingerprints existed are upper case and read as keeping
 // none.
 //
-// A record that keeps an origin (see [store.WithOrigin]; the gateway sets
+// A record that keeps an origin (see [store.ClaimOptions]; the gateway sets
 // one for every delivery) starts with O, then its state in upper case, and
 // gives the lengths of the fingerprint (0 for none) and of the origin
 // before their bytes:

@@ -23,9 +23,9 @@
 //
 // The state column holds 1 for CLAIMED, 2 for DONE and 3 for FAILED (see
 // store.Failer). A record also keeps the payload fingerprint of the Claim
-// that won it (see store.WithFingerprint) and the origin it named (see
-// store.WithOrigin) in nullable columns, fingerprint and origin, which
-// travel in the Claim statement itself; and its failures in three more,
+// that won it and the origin it named (see store.ClaimOptions) in
+// nullable columns, fingerprint and origin, which travel in the Claim
+// statement itself; and its failures in three more,
 // NULL until an attempt fails: attempts (the count of failed attempts),
 // reason (the last one's) and first_failure (the first one's instant).
 // Tables created before one of these columns existed lack it:
