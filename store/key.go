@@ -30,16 +30,10 @@ func CheckKey(key string) error {
 	return nil
 }
 
-// QuoteKey is how a store names key in an error: quoted as %q quotes it,
-// and cut after its first 64 bytes (at a rune's start) with its length, so
-// that a 64 KiB key does not fill a log line:
-//
-//	"order-1"
-//	"customer:alice@example.com/…"…(200 bytes)
-//
-// Every store of this module names keys only this way, so that a caller
-// that must keep keys out of its logs (the gateway's HideKeys) can find the
-// name in any error's text and replace it.
+// QuoteKey is how every store of this module names key in an error: %q,
+// cut after its first 64 bytes with its length, as in
+// "customer:alice@example.com/…"…(200 bytes), so that a long key does not
+// fill a log line and a caller hiding keys (HideKeys) can find and replace it.
 func QuoteKey(key string) string {
 	const max = 64
 	if len(key) <= max {

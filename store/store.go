@@ -110,13 +110,10 @@ type Claim struct {
 	watcher TxWatcher
 }
 
-// ErrFenced is returned (or wrapped) by [Extender.Extend], and by the
-// CompleteTx methods of the stores that can complete a claim inside the
-// caller's transaction, when the claim no longer owns its record. Those
-// CompleteTx methods return it too when the record is DONE already under
-// the claim's fence: the work committed once, and the transaction must not
-// commit it a second time. A body that returns it from a fenced-out
-// transaction wrote nothing: the gateway acknowledges its delivery when the
-// key's record is DONE, and retries it otherwise (later, while another
-// claim holds the key).
+// ErrFenced is returned (or wrapped) by [Extender.Extend] and by the
+// stores' CompleteTx when the claim no longer owns its record, and by
+// CompleteTx also when the record is DONE already under the claim's fence,
+// so that the work does not commit twice. A body that returns it wrote
+// nothing; the gateway acks the delivery when the key is DONE, and retries
+// it otherwise.
 var ErrFenced = errors.New("store: claim fenced out")

@@ -196,15 +196,11 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 type Step func(key string, decide Decide) error
 
 // CompleteTx decides a Complete inside the caller's transaction through
-// step. It refuses a claim that is not won with store.ErrNotWon, reading
-// nothing; otherwise it calls store.EnterTx(c) before step reads the
-// record. It returns nil when c owns a CLAIMED record (now queued
-// as DONE); an error matching store.ErrFenced when it does not (nothing is
-// queued), and also when the record is DONE already under c's fence: the
-// work committed once, and the caller's transaction must not commit it a
-// second time; and step's error otherwise. A failed transaction is the
-// caller's to retry: a retried transaction runs CompleteTx again, on a
-// fresh read.
+// step, after store.EnterTx(c). It returns nil when c owns a CLAIMED record
+// (queued as DONE); an error matching store.ErrFenced when it does not, or
+// when the record is DONE already under c's fence; store.ErrNotWon for a
+// claim not won (nothing read); step's error otherwise. A failed
+// transaction is the caller's to retry, on a fresh read.
 func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 	if err := store.CheckWon(c); err != nil {
 		return fmt.Errorf("%s: CompleteTx: %w", o.Name, err)
