@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -147,9 +146,6 @@ func (g *Gateway) terminal(ctx context.Context, key string, err error, sc scope)
 // failure is retried as any other, and counted by the next one.
 func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final string, sc scope) (failed, settled bool) {
 	f := store.Failure{Reason: g.reason(c.Key, err), Final: final != "", MaxAttempts: g.opts.MaxAttempts}
-	if plant.On(321) {
-		f.MaxAttempts = 0 // planted: the budget is never spent
-	}
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
 	attempts, failed, ferr := g.failer.Fail(sctx, c, f)

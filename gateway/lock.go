@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -106,7 +105,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
 			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone,
 				Failed: c.Status == store.AlreadyFailed, LeaseUntil: c.LeaseUntil}
-			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts && !plant.On(1) {
+			if !ce.Done && sc.d != nil && sc.d.AcceptConflicts {
 				// Only done work may be accepted in the conflict's place:
 				// a holder may yet fail and release the key, an operator
 				// may retry a FAILED one; this payload is then the one to run.
@@ -184,9 +183,6 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 		}
 		return OutcomeFailed, fence, by, err
 	}
-	if plant.On(9) {
-		r.end()
-	}
 	// The claim stays renewed while Complete is tried: a Complete that
 	// fails for longer than a lease must not let a redelivery take the
 	// key over and run the work again.
@@ -206,7 +202,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope) (Outcome, error) {
 	rec, why := g.readAfterFence(ctx, c)
 	switch {
-	case rec.State == store.Done || plant.On(14):
+	case rec.State == store.Done:
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: claim taken over before the work committed; nothing written, the work is done",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), OutcomeFencedOut.attr(), g.errorAttr(c.Key, err))
 		return OutcomeFencedOut, nil
@@ -353,9 +349,6 @@ func (g *Gateway) waitForHolder(ctx context.Context, c store.Claim, claimedAt ti
 		if conflicting(c.Fingerprint, fingerprintOf(ctx)) {
 			break // another payload holds the key now: Lock's conflict
 		}
-	}
-	if plant.On(325) && c.Status == store.HeldByOther { // planted: the wait runs the body beside a holder that still holds
-		c.Status = store.Won
 	}
 	return c, claimedAt, nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/store"
@@ -79,17 +80,10 @@ func newFixture(t *testing.T, s setup) *fixture {
 	checkLeaks(t)
 	f := &fixture{t: t, logs: &logtest.Sink{}, modacked: map[string]bool{}, changed: make(chan struct{})}
 	watch := pstest.ServerReactorOption{FuncName: "ModifyAckDeadline", Reactor: reactorFunc(f.watchModack)}
-	f.srv = pstest.NewServer(append([]pstest.ServerReactorOption{watch}, s.reactors...)...)
-	t.Cleanup(func() { f.srv.Close() })
-	f.srv.SetTimeNowFunc(func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) })
-
+	srv, c := fakepubsub.NewProject(t, "p", append([]pstest.ServerReactorOption{watch}, s.reactors...)...)
+	srv.SetTimeNowFunc(func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) })
 	ctx := t.Context()
-	c, err := pubsub.NewClient(ctx, "p", testenv.PubSubClientOptions(f.srv.Addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	f.client = c
+	f.srv, f.client = srv, c
 	f.topic, f.sub = f.createTopic("orders"), "projects/p/subscriptions/orders-sub"
 	sub := s.sub
 	if sub == nil {
@@ -108,8 +102,8 @@ func newFixture(t *testing.T, s setup) *fixture {
 		t.Fatalf("CreateSubscription: %v", err)
 	}
 
-	f.st, err = memstore.New(nil)
-	if err != nil {
+	var err error
+	if f.st, err = memstore.New(nil); err != nil {
 		t.Fatal(err)
 	}
 	st := s.store

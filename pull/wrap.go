@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/pushenvelope"
 )
 
@@ -185,7 +184,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 	for {
 		res := h.g.Deliver(ctx, &d, work)
 		until, held := heldUntil(&res)
-		if held && m.OrderingKey != "" && ctx.Err() == nil && !plant.On(226) {
+		if held && m.OrderingKey != "" && ctx.Err() == nil {
 			// A nack would let the key's later messages overtake this
 			// one: the client runs the next message of an ordering key
 			// as soon as this callback returns. Wait, and try again in

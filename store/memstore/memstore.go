@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/internal/record"
 )
@@ -155,9 +154,6 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts
 	cur := orNil(&r, found)
 	c, next, write := s.rules.Claim(cur, key, opts.ClaimToken, fp, opts.Origin, lease, now)
 	if write {
-		if plant.On(221) && (cur == nil || !now.Before(cur.ExpiresAt)) {
-			next.Fence, c.Fence = 1, 1 // planted: a record made anew restarts its fences
-		}
 		if cur == nil {
 			sh.maybeSweep(now.UnixNano())
 		}

@@ -6,8 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/idemgate/idemgate/internal/plant"
 )
 
 // outboxSQL is the outbox of one store: its table, beside the records'
@@ -265,9 +263,7 @@ func (o *outboxSQL) candidates(columns string, now, limit func() string) string 
 	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
 		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
 	where := o.free("o", now())
-	if !plant.On(293) {
-		where += ` AND ` + o.unblocked("o", now())
-	}
+	where += ` AND ` + o.unblocked("o", now())
 	return `SELECT ` + columns + `, ` + prev + ` AS prev FROM ` + o.ref + ` o WHERE ` + where +
 		` ORDER BY o.id LIMIT ` + limit() + ` FOR UPDATE SKIP LOCKED`
 }

@@ -10,7 +10,6 @@ package record
 import (
 	"time"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -83,7 +82,7 @@ func (p Rules) Claim(r *Record, key string, token func() string, fp []byte, orig
 	if live && r.State == StateDone {
 		return store.Claim{Key: key, Status: store.AlreadyDone, Fence: r.Fence, Fingerprint: r.Fingerprint, Origin: r.Origin}, Record{}, false
 	}
-	if live && r.State == StateFailed && !plant.On(322) { // planted: a Claim wins a FAILED record
+	if live && r.State == StateFailed {
 		return store.Claim{Key: key, Status: store.AlreadyFailed, Fence: r.Fence, Fingerprint: r.Fingerprint, Origin: r.Origin, Attempts: r.Attempts, Reason: r.Reason}, Record{}, false
 	}
 	var tok string
@@ -202,9 +201,6 @@ func (p Rules) Fail(r *Record, c store.Claim, f store.Failure, now time.Time) (a
 		next.ExpiresAt = p.kept(now.Add(p.TTL))
 	} else {
 		next = p.released(r, now)
-		if plant.On(324) { // planted: a counted failure frees the key without raising the fence
-			next.Fence = r.Fence
-		}
 	}
 	next.Attempts, next.Reason = attempts, f.Reason
 	if next.FirstFailure.IsZero() {
@@ -218,9 +214,6 @@ func (p Rules) Fail(r *Record, c store.Claim, f store.Failure, now time.Time) (a
 func (p Rules) Retry(r *Record, now time.Time) (next Record, write bool) {
 	if !p.live(r, now) || r.State != StateFailed {
 		return Record{}, false
-	}
-	if plant.On(323) { // planted: Retry keeps the attempt count
-		return p.released(r, now), true
 	}
 	return p.forgotten(r, now), true
 }
