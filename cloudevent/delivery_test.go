@@ -253,7 +253,7 @@ func TestStoreFailureIsRetried(t *testing.T) {
 func TestAttributeKeyCatchesRepublish(t *testing.T) {
 	eachForm(t, func(t *testing.T, f form) {
 		b := newBody(nil)
-		base := serve(t, b, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id")})
+		base := serve(t, b, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}})
 		attrs := map[string]string{"order_id": "o-7"}
 		expect(t, f.request(base, message{id: "m-1", data: "x", attrs: attrs}), http.StatusOK, "first publish")
 		expect(t, f.request(base, message{id: "m-2", data: "x", attrs: attrs}), http.StatusOK, "a republish is a duplicate")
@@ -268,7 +268,7 @@ func TestAttributeKeyCatchesRepublish(t *testing.T) {
 
 func TestNoKeyFailsClosed(t *testing.T) {
 	keyed := func(allow bool) *cloudevent.Options {
-		return &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: allow}
+		return &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: new(allow)}}
 	}
 	eachForm(t, func(t *testing.T, f form) {
 		b := newBody(nil)

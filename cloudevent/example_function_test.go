@@ -26,7 +26,7 @@ func init() {
 		log.Fatal(err)
 	}
 	onOrder = cloudevent.Wrap(g, shipOrder, &cloudevent.Options{
-		Key: gateway.KeyFromAttribute("order_id"), // or the event id (= messageId), the default
+		Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, // or the event id (= messageId), the default
 	})
 	functions.CloudEvent("OnOrder", onOrder) // deploy: --entry-point OnOrder; locally: FUNCTION_TARGET=OnOrder
 }

@@ -64,7 +64,7 @@ func ExampleKeyFromAttribute() {
 		c, _ := gateway.ClaimFromContext(ctx)
 		fmt.Println("shipping under key", c.Key)
 		return nil
-	}, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: slog.New(slog.DiscardHandler)})
+	}, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: slog.New(slog.DiscardHandler)})
 
 	for _, id := range []string{"111", "222"} { // two publishes of one order
 		e := event.New()

@@ -46,7 +46,7 @@ func TestWrapKeys(t *testing.T) {
 				c, _ := gateway.ClaimFromContext(ctx)
 				got = c.Key
 				return nil
-			}, &cloudevent.Options{Key: tt.key, Logger: quiet()})
+			}, &cloudevent.Options{Route: gateway.RouteOptions{Key: tt.key}, Logger: quiet()})
 			err := fn(t.Context(), tt.event)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Fatalf("ran under key %q, Wrap answered %v; want key %q (failing closed: %v)", got, err, tt.want, tt.wantErr)

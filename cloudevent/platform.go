@@ -14,18 +14,14 @@ type Platform int
 
 const (
 	// Eventarc is an Eventarc standard trigger (Cloud Run functions among
-	// its destinations), the default. Its transport is a Pub/Sub push
-	// subscription: every answer but a 2xx is a nack, retried with backoff
-	// when the trigger has retries on and dropped when it has not, so no
-	// status stops a delivery sooner than another.
+	// its destinations), the default: every answer but a 2xx is a nack,
+	// retried when the trigger has retries on, dropped when not.
 	Eventarc Platform = iota
 
-	// EventarcAdvanced is an Eventarc Advanced pipeline. It retries only
-	// 408, 409, 429, 500, 502, 503 and 504, and ends the delivery at once
-	// on any other status (a persistent error). Wrap then answers the
-	// failures that no retry can mend, a conflict and a missing key, 422,
-	// which the pipeline does not retry, instead of 409 and 500, which it
-	// would retry up to its attempt limit.
+	// EventarcAdvanced is an Eventarc Advanced pipeline, which ends a
+	// delivery at once on a status it does not retry (it retries 408, 409,
+	// 429, 500, 502, 503 and 504): Wrap answers a conflict and a missing
+	// key, which no retry mends, 422 there instead of 409 and 500.
 	EventarcAdvanced
 )
 

@@ -41,7 +41,7 @@ func servePlatform(t *testing.T, st store.Store, b *body, opts cloudevent.Option
 // byOrder keys on the order_id attribute and fingerprints the payload, so
 // that an order sent twice with other data is a conflict.
 func byOrder(accept bool) cloudevent.Options {
-	return cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: accept}
+	return cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: new(accept)}}
 }
 
 func conflict(accept bool) func(t *testing.T, p cloudevent.Platform) int {

@@ -17,70 +17,41 @@ import (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of each event, from its message: the
+	// Route is the function's route settings over the Gateway's (see
+	// gateway.RouteOptions). Its key function sees each event's message: the
 	// decoded Pub/Sub message of a messagePublished event, or, for any other
 	// event, a message holding the event's id, source and data, with no
-	// attributes and a zero Form (it is no Pub/Sub delivery). It is the one
-	// key function type of push, CloudEvents and pull, so a function and a
-	// push endpoint sharing a store agree on keys.
-	// Default KeyFromEvent: the messageId of a Pub/Sub event (also its
-	// event id), and the source and id of any other event.
-	// gateway.KeyFromMessageID keys every event on its id alone, as Wrap
-	// did before it took the source in.
-	Key gateway.KeyFunc
-
-	// AllowUnguarded runs the function unguarded when no key can be
-	// resolved, instead of failing the event (500). Default false: fail
-	// closed.
-	AllowUnguarded bool
-
-	// Fingerprint, if set, fingerprints each event's message so that a key
-	// reused for a different payload is a conflict (see
-	// gateway.FingerprintFunc): answered 409 (a nack), or acknowledged as a
-	// duplicate with AcceptConflicts. Default: none.
-	Fingerprint     gateway.FingerprintFunc
-	AcceptConflicts bool
+	// attributes and a zero Form. Its Key defaults to KeyFromEvent, whatever
+	// the Gateway's Options.Key.
+	Route gateway.RouteOptions
 
 	// Platform names what delivers the events, for the answers that end a
-	// delivery (see Platform): a conflict answers 409 and a missing key
-	// 500 on Eventarc, both 422 on EventarcAdvanced, which retries 409 and
-	// 500 but not 422. Default Eventarc (Eventarc standard triggers and
-	// Cloud Run functions).
+	// delivery (see Platform). Default Eventarc.
 	Platform Platform
 
-	// Logger receives the guard's line for each event, the one every
-	// surface writes (see the gateway's docs/operations.md): DEBUG when the
-	// function ran; INFO when the event was a duplicate (the gateway's
-	// Options.DuplicateLogLevel); WARN when a live holder
-	// owns the key, the event is malformed or runs unguarded; ERROR when
-	// the function failed or panicked, the store failed or no key could be
-	// resolved. The lines carry the event's identity (message id, type,
-	// source, subscription) and the key as the gateway logs keys (a digest
-	// when its Options.HideKeys is set). Default: the gateway's logger.
+	// Logger receives the guard's line for each event (docs/operations.md,
+	// "Log lines"). Default: the gateway's logger.
 	Logger *slog.Logger
 }
 
 // Wrap returns a CloudEvent function that runs fn at most once per key,
-// under g's Lock. Register the result with functions.CloudEvent (package
-// github.com/GoogleCloudPlatform/functions-framework-go/functions), or hand
-// it to a CloudEvents SDK receiver.
+// under g's Lock with the route's settings of Options.Route. Register it
+// with functions.CloudEvent (functions-framework-go), or hand it to a
+// CloudEvents SDK receiver.
 //
 // For a Pub/Sub event (type [pushenvelope.MessagePublishedType]) Wrap decodes
-// the data into a [pushenvelope.Message] once, hands it to the key function,
-// and puts it in fn's context, where [pushenvelope.FromContext] finds it. The
-// claim is in the context too ([gateway.ClaimFromContext]). The Message's
-// Form is CloudEventBinary whichever mode carried the event: the SDK does
-// not say.
+// the data into a [pushenvelope.Message], which fn finds with
+// [pushenvelope.FromContext]; its Form is CloudEventBinary whatever the
+// mode (the SDK does not say). The claim is in the context too
+// ([gateway.ClaimFromContext]).
 //
-// fn's result is the verdict: nil, or a result that functions-framework
-// answers with a 2xx status (e.g. a *cehttp.Result with code 204), records
-// the key as done; anything else releases the claim so that the retry runs
-// fn again, and is returned unchanged. See the package documentation for
-// the answer to each outcome. A panic in fn releases the claim and goes on;
-// functions-framework recovers it and answers 500.
+// fn's result is the verdict: nil, or a result functions-framework answers
+// with a 2xx (a *cehttp.Result with code 204, say), records the key as
+// done; anything else releases the claim and is returned unchanged. A
+// panic in fn releases the claim and goes on (functions-framework answers
+// 500).
 //
-// Wrap panics if g or fn is nil, or Options.Platform is unknown: that is a
-// programming error, and failing at registration beats failing every event.
+// Wrap panics if g or fn is nil, or Options.Platform is unknown.
 func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts *Options) func(context.Context, event.Event) error {
 	if g == nil {
 		panic("cloudevent: Wrap with a nil *gateway.Gateway")
@@ -88,13 +59,14 @@ func Wrap(g *gateway.Gateway, fn func(context.Context, event.Event) error, opts 
 	if fn == nil {
 		panic("cloudevent: Wrap with a nil function")
 	}
-	w := &wrapper{g: g, fn: fn}
+	w := &wrapper{fn: fn}
 	if opts != nil {
 		w.opts = *opts
 	}
-	if w.opts.Key == nil {
-		w.opts.Key = KeyFromEvent
+	if w.opts.Route.Key == nil {
+		w.opts.Route.Key = KeyFromEvent
 	}
+	w.g = g.Route(&w.opts.Route)
 	if w.opts.Platform != Eventarc && w.opts.Platform != EventarcAdvanced {
 		panic("cloudevent: Wrap with an unknown Options.Platform " + w.opts.Platform.String())
 	}
@@ -112,9 +84,7 @@ type wrapper struct {
 func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 	// A Pub/Sub event: decode its message once, for the key and for fn.
 	// Any other event stands as a message of its own for the key function.
-	d := gateway.Delivery{Form: "cloudevent", AllowUnguarded: w.opts.AllowUnguarded, Logger: w.opts.Logger,
-		Fingerprint: w.opts.Fingerprint, AcceptConflicts: w.opts.AcceptConflicts,
-		EventType: e.Type()}
+	d := gateway.Delivery{Form: "cloudevent", Logger: w.opts.Logger, EventType: e.Type()}
 	if e.Type() == pushenvelope.MessagePublishedType {
 		m, err := pushenvelope.FromMessagePublishedData(e.ID(), e.Source(), e.Data())
 		if err != nil {
@@ -124,9 +94,6 @@ func (w *wrapper) serve(ctx context.Context, e event.Event) error {
 		d.Message = m
 	} else {
 		d.Message = &pushenvelope.Message{ID: e.ID(), Data: e.Data(), Source: e.Source(), Attributes: map[string]string{}}
-	}
-	if d.Invalid == nil {
-		d.Key, d.KeyErr = w.opts.Key(d.Message)
 	}
 
 	// fn's own result goes back to the framework unchanged whenever fn ran.

@@ -75,7 +75,7 @@ func TestWrapOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: logs.Logger()})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: logs.Logger()})
 
 	// A live holder: another delivery claimed order o-2 and is still running.
 	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute, store.ClaimOptions{}); err != nil {
@@ -193,7 +193,7 @@ func TestWrapDisabledGatewayRunsUnkeyedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBody(nil)
-	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Logger: quiet()})
+	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: quiet()})
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("disabled gateway, no key: %v, want nil", err)
 	}
@@ -206,11 +206,11 @@ func TestWrapCopiesOptions(t *testing.T) {
 	opts := &cloudevent.Options{} // Key and Logger left for Wrap's defaults
 	b := newBody(nil)
 	fn := cloudevent.Wrap(newGateway(t, nil), b.run, opts)
-	if opts.Key != nil || opts.Logger != nil {
+	if opts.Route.Key != nil || opts.Logger != nil {
 		t.Errorf("Wrap filled its defaults into the caller's Options (Key set: %v, Logger set: %v); they belong in its own copy",
-			opts.Key != nil, opts.Logger != nil)
+			opts.Route.Key != nil, opts.Logger != nil)
 	}
-	opts.Key = gateway.KeyFromAttribute("order_id") // too late to matter
+	opts.Route.Key = gateway.KeyFromAttribute("order_id") // too late to matter
 	if err := fn(t.Context(), pubsubEvent(t, "m-1", nil)); err != nil {
 		t.Fatalf("Wrap used the caller's later change to Options: %v", err)
 	}
@@ -349,14 +349,14 @@ func errorTree(err error) func(yield func(error) bool) {
 	}
 }
 
-// With Options.Fingerprint, an order_id reused for another payload is a
+// With a Fingerprint on the route, an order_id reused for another payload is a
 // conflict: a 409 result (a nack), or nil (an ack) with AcceptConflicts;
 // the function does not run for it.
 func TestWrapConflict(t *testing.T) {
 	g := newGateway(t, nil)
 	logs := &logtest.Sink{}
 	b := newBody(nil)
-	opts := &cloudevent.Options{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, Logger: logs.Logger()}
+	opts := &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload}, Logger: logs.Logger()}
 	fn := cloudevent.Wrap(g, b.run, opts)
 	order := func(id, data string) event.Event {
 		e := pubsubEvent(t, id, nil)
@@ -376,7 +376,7 @@ func TestWrapConflict(t *testing.T) {
 	if !errors.Is(err, gateway.ErrConflict) || !errors.As(err, &res) || res.StatusCode != http.StatusConflict {
 		t.Fatalf("another order under the same order_id: %v, want a 409 result matching gateway.ErrConflict", err)
 	}
-	opts.AcceptConflicts = true
+	opts.Route.AcceptConflicts = new(true)
 	if err := cloudevent.Wrap(g, b.run, opts)(t.Context(), order("m-4", "9 tables")); err != nil {
 		t.Fatalf("the same with AcceptConflicts: %v, want nil (an ack)", err)
 	}
@@ -385,5 +385,45 @@ func TestWrapConflict(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"DEBUG won", "INFO duplicate", "ERROR conflict", "ERROR conflict"}, outcomes(logs.Take())); diff != "" {
 		t.Errorf("log lines (-want +got):\n%s", diff)
+	}
+}
+
+// Options.Route is merged over the Gateway's settings by Route's rule: a
+// zero field takes the Gateway's, a set one replaces it; the key alone
+// defaults to KeyFromEvent whatever the Gateway's Options.Key.
+func TestWrapTakesTheRouteSettings(t *testing.T) {
+	byOrder := gateway.KeyFromAttribute("order_id")
+	for _, tc := range []struct {
+		name    string
+		gateway gateway.Options
+		route   gateway.RouteOptions
+		want    int // the status of an event without an order_id; 0: fn's nil
+	}{
+		{"the Gateway's AllowUnguarded", gateway.Options{AllowUnguarded: true}, gateway.RouteOptions{Key: byOrder}, 0},
+		{"the route turns it off", gateway.Options{AllowUnguarded: true}, gateway.RouteOptions{Key: byOrder, AllowUnguarded: new(false)}, http.StatusInternalServerError},
+		{"the route turns it on", gateway.Options{}, gateway.RouteOptions{Key: byOrder, AllowUnguarded: new(true)}, 0},
+		{"KeyFromEvent, not the Gateway's Key", gateway.Options{Key: byOrder}, gateway.RouteOptions{}, 0},
+		{"the route's Key", gateway.Options{}, gateway.RouteOptions{Key: byOrder}, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.gateway
+			opts.Logger = quiet()
+			g, err := gateway.New(must(memstore.New(nil)), &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBody(nil)
+			err = cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: tc.route, Logger: quiet()})(t.Context(), pubsubEvent(t, "m-1", nil))
+			var res *cehttp.Result
+			switch {
+			case tc.want == 0 && err != nil:
+				t.Errorf("Wrap = %v, want nil (fn ran)", err)
+			case tc.want != 0 && (!errors.As(err, &res) || res.StatusCode != tc.want):
+				t.Errorf("Wrap = %v, want a %d result", err, tc.want)
+			}
+			if n, want := b.count("m-1"), map[bool]int{true: 1}[tc.want == 0]; n != want {
+				t.Errorf("fn ran %d times, want %d", n, want)
+			}
+		})
 	}
 }

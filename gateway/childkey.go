@@ -14,17 +14,11 @@ var ErrNoClaim = errors.New("gateway: no claim in the context: child keys exist 
 
 // ChildKey returns the child key of the message called name that the body
 // running under ctx publishes: [outbox.ChildKey] of the claim's key and
-// name. It is the same on every attempt of the delivery, so a body that
-// publishes a message with this key in its [outbox.ChildKeyAttribute]
-// attribute, and gives its messages the same names on every attempt,
-// makes each republication a duplicate for a downstream route keyed with
-// [KeyFromChildKey]. The key reveals nothing of the claim's key, which may
-// carry personal data. Messages enqueued through the outbox get their
-// child key from the store; this is the key of the one named name (or, for
-// an empty Name, named by its position: "0", "1", …).
-//
-// Outside a guarded body it returns an error matching ErrNoClaim; an empty
-// name is an error too.
+// name, the same on every attempt of the delivery and revealing nothing of
+// the claim's key. A message published with it in its
+// [outbox.ChildKeyAttribute] attribute is a duplicate, downstream on a
+// route keyed with [KeyFromChildKey], when an attempt publishes it again.
+// Outside a guarded body it returns ErrNoClaim; an empty name is an error.
 func ChildKey(ctx context.Context, name string) (string, error) {
 	c, ok := ClaimFromContext(ctx)
 	if !ok {

@@ -11,12 +11,13 @@ import (
 // A Delivery is what a delivery surface (the HTTP middleware, package
 // cloudevent, package pull) knows of one delivery when it asks the gateway
 // to run it with [Gateway.Deliver]. A surface of your own fills one per
-// delivery, as those do.
+// delivery, as those do; the route's settings (key, fingerprint, policies)
+// are the Gateway's, so take a [Gateway.Route] for a route of its own.
 type Delivery struct {
 	// Invalid, if set, says why the request is no usable delivery: it is
 	// rejected before its key is looked at.
 	Invalid error
-	// Message is the delivery as the key function saw it; its ID,
+	// Message is the delivery as the key function sees it; its ID,
 	// Subscription and DeliveryAttempt identify it in log lines. It may be
 	// nil only with Invalid.
 	Message *pushenvelope.Message
@@ -26,25 +27,18 @@ type Delivery struct {
 	// Path is the HTTP request's path, logged to name the route; EventType
 	// is a CloudEvent's type. Both are empty where they do not apply.
 	Path, EventType string
-	// Key is what the key function resolved; KeyErr why it resolved none.
-	// An empty Key without KeyErr is refused as well.
-	Key    string
-	KeyErr error
-	// AllowUnguarded runs the work unguarded when there is no key.
-	AllowUnguarded bool
-	// Fingerprint, if set, fingerprints the payload; an error rejects the
-	// delivery.
-	Fingerprint FingerprintFunc
-	// AcceptConflicts acknowledges a conflict as a duplicate.
-	AcceptConflicts bool
-	// AckFailed reports the gateway's Options.AckFailed; Deliver sets it.
-	AckFailed bool
 	// CancelIsShutdown says that the delivery's context ends when the
 	// consumer stops, not when the message outlasts its delivery: a failure
 	// of the work after it ended is not counted against the key's attempts.
 	CancelIsShutdown bool
 	// Logger receives the delivery's log lines; nil means the gateway's.
 	Logger *slog.Logger
+
+	// Deliver sets the fields below, for the surface's answer and its own
+	// lines (LogDelivery): the key the route's Key resolved (empty if
+	// none), and the route's AcceptConflicts and AckFailed.
+	Key                        string
+	AcceptConflicts, AckFailed bool
 }
 
 // A Result is what became of a delivery.
@@ -64,12 +58,12 @@ type Result struct {
 }
 
 // Deliver runs work for d under the gateway's rules and returns what
-// became of it: d.Invalid is rejected; no key is refused with ErrNoKey or
-// run unguarded (AllowUnguarded); otherwise work runs under
-// Lock with the payload's fingerprint. A panic in work is recovered into
-// Result.Panic after the claim is released. Deliver writes the delivery's
-// one log line and counts its outcome; the surface maps the Result to its
-// answer (a status, an ack or a nack).
+// became of it: d.Invalid is rejected; a delivery without a key is refused
+// with ErrNoKey, or run unguarded with AllowUnguarded; any other runs work
+// under Lock, with the payload's fingerprint when the route takes one. A
+// panic in work is recovered into Result.Panic after the claim is
+// released. Deliver writes the delivery's one log line and counts its
+// outcome; the surface maps the Result to its answer.
 func (g *Gateway) Deliver(ctx context.Context, d *Delivery, work func(context.Context) error) Result {
 	return g.deliver(ctx, d, work)
 }
@@ -79,9 +73,4 @@ func (g *Gateway) Deliver(ctx context.Context, d *Delivery, work func(context.Co
 // key as the gateway logs keys and d's "delivery" group.
 func (g *Gateway) LogDelivery(ctx context.Context, d *Delivery, level slog.Level, msg string, attrs ...slog.Attr) {
 	g.logDelivery(ctx, g.logFor(d), d, level, msg, "", attrs...)
-}
-
-// millis is d as the log attribute name_ms, in milliseconds.
-func millis(name string, d time.Duration) slog.Attr {
-	return slog.Float64(name+"_ms", float64(d)/float64(time.Millisecond))
 }

@@ -14,29 +14,18 @@
 //     makes Pub/Sub acknowledge or redeliver. [Gateway.Route] gives a route
 //     its own key function over the same Gateway.
 //
-// Every delivery surface (HTTP here, CloudEvents in package cloudevent, pull
-// subscribers in package pull) runs the same guard: it refuses a delivery
-// without a key (or runs it unguarded if the route allows), runs the work
-// under Lock, recovers a panic, writes one log line and counts one
-// [Outcome]. Each surface then answers the outcome from a table of its own:
-// an HTTP status, a CloudEvents result, an ack or a nack.
+// Every delivery surface (HTTP here, package cloudevent, package pull)
+// runs the same guard, [Gateway.Deliver]: it refuses a delivery without a
+// key, runs the work under Lock, writes one log line and counts one
+// [Outcome], which the surface answers as an HTTP status, a CloudEvents
+// result, an ack or a nack.
 //
 // A claim has a lease: if its holder crashes, the key frees when the lease
-// ends, and the next delivery takes it over with a higher fence. When the
-// store implements [store.Extender] the gateway renews the lease while the
-// work runs, so the lease can be short (a minute) and still cover long work;
-// if the claim is lost the work's context is cancelled with [ErrLeaseLost].
-//
-// Renewal keeps "a body never runs twice at once for one key" (SPEC
-// section 10, invariant 2) by never believing its lease lasts longer than
-// the store does. The store starts a lease when it applies a Claim or an
-// Extend, at some instant between the call's sending and its answer; the
-// gateway counts every lease, and its first renewal, from the sending, so
-// that a late answer shortens the gateway's view of the lease and never
-// lengthens it. When Extends keep failing, the body is cancelled a sixth
-// of a lease before that end. An Extend answering store.ErrFenced (a
-// takeover, an operator's Forget) is not an outage: the body is cancelled
-// at once.
+// ends, and the next delivery takes it over with a higher fence. Over a
+// [store.Extender] the gateway renews the lease while the work runs, never
+// believing it lasts longer than the store does, and cancels the work's
+// context with [ErrLeaseLost] if the claim is lost (docs/design.md, "Lease
+// renewal").
 //
 //	st, _ := memstore.New(nil) // redisstore, sqlstore, datastorestore…
 //	g, _ := gateway.New(st, nil)

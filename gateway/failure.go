@@ -13,10 +13,9 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// ErrFailed is matched (with errors.Is) by the *FailedError that Lock
-// returns when the key's work failed for good before: its record is
-// FAILED (see store.Failer), and the work does not run again until an
-// operator retries the key (idemgate retry) or the record expires.
+// ErrFailed is matched by the *FailedError that Lock returns when the
+// key's record is FAILED: the work does not run again until an operator
+// retries the key (idemgate retry) or the record expires.
 var ErrFailed = errors.New("gateway: failed: the work for this key failed for good")
 
 // FailedError reports that Key's record is FAILED: an earlier delivery's
@@ -40,12 +39,9 @@ func (e *FailedError) Error() string {
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
 // Permanent marks err as a failure no retry can mend (a malformed order, a
-// customer who no longer exists, a supplier's 4xx): when the work returns
-// it, the key's record goes FAILED at once on a store that implements
-// store.Failer, and later deliveries of the key do not run the work (see
-// RouteOptions.MaxAttempts for the answer they get). The error keeps its
-// text and its chain: errors.Is and errors.As see err through it.
-// Permanent(nil) is nil.
+// supplier's 4xx): work that returns it makes the key's record FAILED at
+// once (see Options.MaxAttempts). errors.Is and errors.As see err through
+// it. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -86,18 +82,12 @@ const (
 // poison too. The panic's value and stack are in the delivery's line.
 var errPanicked = errors.New("the work panicked (its value and stack are in the delivery's ERROR line)")
 
-// failing says whether a failure of the work with err is to be counted
-// in the key's record (store.Failer.Fail) rather than only released, and,
-// when it is final, why (whyPermanent or whyTerminal; "" when it only
-// counts). A failure is not the message's when the claim was lost while
-// the work ran (lost is the renewal's cause: another holder has the key),
-// when the work's transaction was fenced out, when the work met another
-// caller's hold on a key (contention, seen in err or marked on body), or
-// when the consumer stopping cancelled it (a pull Receive shutting down):
-// those are only released. A
-// failure because the caller's context ended otherwise counts: a push
-// whose ack deadline passed, a message whose work outlasts every request,
-// is as poison as one that fails.
+// failing says whether a failure of the work with err is counted in the
+// key's record rather than only released, and, when it is final, why
+// (whyPermanent or whyTerminal). A lost claim (lost), a fenced-out
+// transaction, contention and a consumer's shutdown are not the message's
+// failure; a caller's context that ended is (docs/design.md, "Work that
+// can never succeed, and copies that meet a live holder").
 func (g *Gateway) failing(ctx, body context.Context, key string, err, lost error, sc scope) (count bool, final string) {
 	switch {
 	case err == nil || lost != nil || g.failer == nil || errors.Is(err, store.ErrFenced) || contention(err):
@@ -117,11 +107,8 @@ func (g *Gateway) failing(ctx, body context.Context, key string, err, lost error
 }
 
 // contention says that err is another caller's hold on a key, not a
-// failure of the work: the work's Mutex, or a Lock on another key, met a
-// live holder (ErrInProgress), or a handler answered busy (503 or 429).
-// Retried, it succeeds once the holder lets go; it never counts. Nor does
-// a failure of work (body is its context) whose own Lock or Mutex met a
-// live holder, whatever error or status the work made of it.
+// failure of the work: ErrInProgress from the work's own Mutex or Lock, or
+// a handler's busy answer (503 or 429).
 func contention(err error) bool {
 	if errors.Is(err, ErrInProgress) {
 		return true
@@ -140,10 +127,9 @@ func (g *Gateway) terminal(ctx context.Context, key string, err error, sc scope)
 	return yes
 }
 
-// fail records c's failure with err in its record, final (final names
-// why) or counted, and reports whether the record went FAILED. A store
-// error leaves the claim to Release, which the caller then calls: the
-// failure is retried as any other, and counted by the next one.
+// fail records c's failure with err, final (final names why) or counted,
+// and reports whether the record went FAILED, and whether the claim was
+// settled: if not (a store error), the caller releases it.
 func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final string, sc scope) (failed, settled bool) {
 	f := store.Failure{Reason: g.reason(c.Key, err), Final: final != "", MaxAttempts: g.opts.MaxAttempts}
 	start := time.Now()

@@ -24,30 +24,12 @@ import (
 type FingerprintFunc func(m *pushenvelope.Message) ([]byte, error)
 
 // FingerprintPayload is the ready FingerprintFunc: SHA-256 over the
-// message's data and its attributes, each length-prefixed, attributes in
-// name order. Attributes whose names begin with "goog" are left out: Google
-// reserves them, and its client libraries add some per publish (the trace
-// context), so a republish of the same payload would never match.
-// FingerprintData is the one that names the attributes that count.
-//
-// On the unwrapped form (pushenvelope.Unwrapped) it covers the data alone.
-// There the attributes arrive as HTTP headers, which cannot be told from
-// the headers that proxies, load balancers and tracing add on the way, fresh
-// for each delivery (traceparent, x-forwarded-for, via, and whatever a
-// proxy of the path invents): counting them would make a redelivery of the
-// same message a conflict. Its fingerprint is then the one the wrapped form
-// gives a message without attributes.
-//
-// So a store shared by an unwrapped route and a route of another form
-// (wrapped, CloudEvents, pull) that see the same messages, with attributes,
-// cannot compare their fingerprints with FingerprintPayload: give both
-// routes FingerprintData, naming the attributes that matter. On every other
-// form the bytes are those FingerprintPayload has always given, attribute
-// names as published, so records written before still match.
-//
-// A messageId key needs no fingerprint (a redelivery is the same message by
-// definition); a business key (KeyFromAttribute) should have one, so that two
-// different orders sent under one order_id are not silently deduplicated.
+// message's data and its attributes, leaving out those whose names begin
+// with "goog" (Google's clients add some per publish). On the unwrapped
+// form it covers the data alone: there attributes arrive as HTTP headers,
+// which cannot be told from those proxies add. Routes of different forms
+// that share a store and see attributes should use FingerprintData
+// instead (docs/design.md, "Fingerprints across forms").
 func FingerprintPayload(m *pushenvelope.Message) ([]byte, error) {
 	h := newPayloadHash(m.Data)
 	if m.Form == pushenvelope.Unwrapped {
@@ -103,20 +85,10 @@ func shortFingerprint(fp []byte) string {
 }
 
 // FingerprintData returns a FingerprintFunc over the message's data and the
-// attributes named, and no other: SHA-256 as FingerprintPayload computes it,
-// each named attribute present on the message under its lower-cased name.
-// Names match in any case, on every form: header names are case-insensitive,
-// so the unwrapped form delivers "Order_ID" as "order_id", and a wrapped,
-// an unwrapped, a CloudEvents and a pulled delivery of one message agree.
-// An attribute named but absent counts as absent, not as empty. When a
-// message holds several attributes whose names differ only in case, the one
-// spelled in lower case counts, else the first in byte order. With no names
-// it fingerprints the data alone.
-//
-// When a route's messages have lower-case attribute names, none beginning
-// with "goog", listing all of them gives the bytes FingerprintPayload gives
-// on the wrapped form, so the route can move from one to the other without
-// meeting its own records as conflicts.
+// attributes named, matched in any case, which gives a wrapped, an
+// unwrapped, a CloudEvents and a pulled delivery of one message the same
+// fingerprint. An attribute named but absent counts as absent, not as
+// empty. With no names it fingerprints the data alone.
 func FingerprintData(names ...string) FingerprintFunc {
 	listed := make([]string, 0, len(names))
 	for _, n := range names {

@@ -304,3 +304,25 @@ func TestFingerprintDataNames(t *testing.T) {
 		}
 	}
 }
+
+// The route's fingerprint belongs to the route's key: a Lock the body
+// takes on another key compares nothing, and keeps no fingerprint.
+func TestNestedLockIgnoresTheRouteFingerprint(t *testing.T) {
+	f := newFixture(t, gateway.Options{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload})
+	doneWith(t, f.st, "welcome-mail:c-42", "some other fingerprint")
+	var nested, fresh error
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nested = f.g.Lock(r.Context(), "welcome-mail:c-42", func(context.Context) error { return nil })
+		fresh = f.g.Lock(r.Context(), "invoice:c-42", func(context.Context) error { return nil })
+	}))
+	wantStatus(t, deliver(t, h, push("1", map[string]string{"order_id": "7"}, "2 chairs")), http.StatusOK, "the route")
+	if !errors.Is(nested, gateway.ErrDuplicate) {
+		t.Errorf("nested Lock on a done key = %v, want ErrDuplicate", nested)
+	}
+	if fresh != nil {
+		t.Fatalf("nested Lock on a fresh key = %v", fresh)
+	}
+	if rec, ok, err := f.st.Inspect(t.Context(), "invoice:c-42"); err != nil || !ok || rec.Fingerprint != nil {
+		t.Errorf("the nested key's record = %+v, %v, %v; want one without a fingerprint", rec, ok, err)
+	}
+}

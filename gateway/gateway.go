@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,37 +41,28 @@ type Options struct {
 	// store implements store.Extender and renewal is on.
 	Lease time.Duration
 
-	// NoRenew turns off lease renewal. By default, when the store
-	// implements store.Extender, the gateway extends the lease every third
-	// of it while the body runs, and cancels the body's context (with
-	// cause ErrLeaseLost) if the claim is lost.
+	// NoRenew turns off lease renewal. By default, over a store.Extender,
+	// the gateway extends the lease while the work runs and cancels the
+	// work's context with cause ErrLeaseLost if the claim is lost.
 	NoRenew bool
 
-	// SettleTimeout bounds each Complete and Release, which run on a
-	// context that ignores the caller's cancellation so that a cancelled
-	// request still settles its claim. A failed Complete is tried again
-	// within it. Default DefaultSettleTimeout.
+	// SettleTimeout bounds each Complete (with its retries) and Release,
+	// which ignore the caller's cancellation so that a cancelled request
+	// still settles its claim. Default DefaultSettleTimeout.
 	SettleTimeout time.Duration
 
 	// Logger receives the gateway's log lines. Default slog.Default().
 	Logger *slog.Logger
 
-	// DuplicateLogLevel is the level of the line of a delivery acknowledged
-	// as a duplicate ("idemgate: duplicate delivery acknowledged", with the
-	// record's fence). Default slog.LevelInfo, the zero Level: after an
-	// incident "was this message dropped as a duplicate?" comes first, and
-	// the line answers it at the level services log at. slog.LevelDebug
-	// moves it out of an INFO log (a line of about 400 bytes per duplicate:
-	// docs/operations.md). The line names the delivery that did the work
-	// (done_by). The line of a delivery that ran is at DEBUG.
+	// DuplicateLogLevel is the level of the "duplicate delivery
+	// acknowledged" line. Default slog.LevelInfo: after an incident "was
+	// this message dropped as a duplicate?" comes first (docs/operations.md,
+	// "Log lines", gives its cost).
 	DuplicateLogLevel slog.Level
 
-	// HideKeys logs a short digest of each key instead of the key itself,
-	// for keys that carry personal data, in every line, span and returned
-	// error where the work did not run (`idemgate digest KEY` prints a
-	// key's digest). The delivery's message_id is logged as it is: with a
-	// messageId key (the default) that is the key, so HideKeys matters for
-	// business keys.
+	// HideKeys logs, traces and returns a digest of each key instead of the
+	// key (`idemgate digest KEY` prints it), for keys that carry personal
+	// data. The message_id is logged as it is.
 	HideKeys bool
 
 	// OnDuplicate, if set, is called when Lock meets a completed key. It is
@@ -78,48 +70,41 @@ type Options struct {
 	// change the outcome.
 	OnDuplicate func(ctx context.Context, key string)
 
-	// OnConflict, if set, is called when Lock meets a key whose record
-	// keeps another payload's fingerprint (see FingerprintFunc), with both
-	// fingerprints. It is an observer, like OnDuplicate.
+	// OnConflict, if set, is called with both fingerprints when Lock meets
+	// a key whose record keeps another payload's (see FingerprintFunc). It
+	// is an observer, like OnDuplicate.
 	OnConflict func(ctx context.Context, key string, stored, got []byte)
 
-	// Disabled turns every guard into a logged pass-through: the work runs
-	// unguarded and the store is never called. It is meant for unit tests
-	// of handlers. The environment variable IDEMGATE_DISABLED=1 (or true,
-	// yes, on), read once by New, has the same effect. Never set it in
-	// production: duplicates then repeat their side effects.
+	// Disabled turns every guard into a logged pass-through that never
+	// calls the store, for unit tests of handlers; IDEMGATE_DISABLED=1 (or
+	// true, yes, on), read by New, does the same. Never in production:
+	// duplicates then repeat their side effects.
 	Disabled bool
 
-	// MeterProvider receives the gateway's metrics: the counter
-	// idemgate.outcomes (attribute outcome) and the histogram
-	// idemgate.store.duration in seconds (attributes store, operation).
-	// Default: the global provider, which does nothing until the
-	// application installs an OpenTelemetry SDK.
+	// MeterProvider receives the metrics idemgate.outcomes and
+	// idemgate.store.duration (docs/operations.md). Default: the global
+	// provider.
 	MeterProvider metric.MeterProvider
 
-	// TracerProvider, if set, receives a span per Lock and Mutex call,
-	// with the key (or its digest), outcome and fence as attributes; pass
-	// otel.GetTracerProvider() to use the global one. Default: no spans.
-	// Spans are opt-in because starting one costs allocations on every
-	// call even when no SDK records it, while the outcomes are already in
-	// the metrics and the logs.
+	// TracerProvider, if set, receives a span per Lock and Mutex call.
+	// Default: no spans (a span costs allocations even when nothing
+	// records it).
 	TracerProvider trace.TracerProvider
 
 	// StoreName labels the store in metrics. Default: the store's package
 	// name, e.g. "redisstore".
 	StoreName string
 
-	// The fields below configure the HTTP surface (Idempotent and Push):
-	// they are the defaults of every route, which Route can override.
+	// The fields below are the settings of every route, on every surface
+	// (push, cloudevent, pull); RouteOptions override them per route.
 
-	// Key resolves the idempotency key of a push delivery. Default
-	// KeyFromMessageID: a messageId is unique within its topic only, so
-	// routes of several topics on one store need a prefix each (see
-	// KeyFromMessageID).
+	// Key resolves the idempotency key of a delivery. Default
+	// KeyFromMessageID (cloudevent's default is its KeyFromEvent). Routes of
+	// several topics on one store need a prefix each (see KeyFromMessageID).
 	Key KeyFunc
 
-	// AllowUnguarded runs the handler unguarded when no key can be
-	// resolved, instead of answering 500. Default false (fail closed).
+	// AllowUnguarded runs the work unguarded when no key can be resolved,
+	// instead of refusing the delivery. Default false (fail closed).
 	AllowUnguarded bool
 
 	// MaxBodyBytes is the largest push body accepted; larger ones get 413.
@@ -132,57 +117,36 @@ type Options struct {
 	Fingerprint FingerprintFunc
 
 	// AcceptConflicts acknowledges a conflict as a duplicate (logged at
-	// ERROR) instead of refusing it. Default false: a conflict answers 409,
-	// a nack, so that the message ends in the dead-letter topic where a
-	// human sees it.
+	// ERROR) instead of refusing it. Default false: the conflict is nacked
+	// and ends in the dead-letter topic, where a human sees it.
 	AcceptConflicts bool
 
-	// The fields below decide what becomes of work that can never succeed
-	// (a poison message). They need a store that implements store.Failer,
-	// as every store of this module does; New refuses MaxAttempts over one
-	// that does not, and Permanent and Terminal then only release.
-
-	// MaxAttempts, when positive, is the attempt budget of a key: each
-	// failure of its work is counted in its record (independently of
-	// Pub/Sub's own delivery count), and the failure that reaches the
-	// budget makes the record FAILED. A FAILED key's deliveries do not run
-	// the work; they are refused so that the subscription's dead-letter
-	// policy moves them (or acknowledged, with AckFailed), until an
-	// operator retries the key (idemgate retry) or the record expires.
-	// Work that returns Permanent(err), or an error Terminal accepts, makes
-	// the record FAILED at once, with or without a budget. A panic counts
-	// (a message that makes the work panic is poison too), and so does a
-	// failure because the caller's context ended (a push past its ack
-	// deadline); a lost lease and a fenced-out transaction do not: another
-	// holder has the key. A process that dies mid-work counts nothing:
-	// Pub/Sub's own dead-letter policy bounds those. Default 0: no budget.
+	// MaxAttempts, when positive, is each key's attempt budget, counted in
+	// its record: the failure that spends it makes the record FAILED, and
+	// the key's later deliveries are refused unrun (or acknowledged, with
+	// AckFailed) until an operator retries it (idemgate retry). A panic and
+	// a cancelled caller count; a lost lease and contention do not
+	// (docs/design.md, "Work that can never succeed, and copies that meet a
+	// live holder"). It needs a store that implements store.Failer, as every
+	// store of this module does. Default 0: no budget.
 	MaxAttempts int
 
 	// Terminal, if set, says whether an error of the work can never
-	// succeed, as Permanent does for the errors it marks: a supplier's
-	// 4xx, say, or a handler's status (see HandlerStatus).
+	// succeed, as Permanent does for the errors it marks: such a failure
+	// makes the record FAILED at once (see MaxAttempts).
 	Terminal func(err error) bool
 
-	// AckFailed acknowledges the deliveries of a FAILED key (and the one
-	// whose failure made it FAILED) instead of refusing them: the message
-	// is dropped, and the record keeps why for `idemgate failed` until it
-	// expires. Default false: refused with the answer that sends it to the
-	// dead-letter topic fastest on its surface (see docs/design.md,
-	// "Answers per platform").
+	// AckFailed acknowledges the deliveries of a FAILED key instead of
+	// refusing them. Default false: refused with the answer that sends them
+	// to the dead-letter topic fastest (docs/design.md, "Answers per
+	// platform").
 	AckFailed bool
 
 	// WaitForHolder, when positive, makes a delivery that meets a live
-	// holder wait, up to this long, for the holder to settle, instead of
-	// answering "in progress" (503) at once: a holder that completes makes
-	// it a duplicate (acknowledged), one that releases lets it claim the
-	// key and run, one that fails for good gives it the failure's answer.
-	// The wait never outlasts the request's own deadline, and ends early
-	// when the holder's lease does (the key is then taken over). It polls
-	// the store with Claim, 25 ms after the first and doubling to at most
-	// 500 ms: about log2(w/25ms) + w/500ms Claims for a wait of w (a
-	// 5 s wait is at most 14), each one round trip, or one read and no
-	// write on Datastore and Firestore. Keep it below the subscription's
-	// ack deadline. Default 0: no wait.
+	// holder poll the store for up to this long (and never past half of its
+	// request's deadline) until the holder settles, instead of answering
+	// "in progress" at once: it then ends as a duplicate, runs, or gets the
+	// failure's answer. Keep it below the ack deadline. Default 0: no wait.
 	WaitForHolder time.Duration
 }
 
@@ -267,48 +231,30 @@ func envTrue(v string) bool {
 	return false
 }
 
-// RouteOptions are the settings of one route: a push route, or the
-// gateway a CloudEvents function or a pull subscriber is wrapped with. A
-// zero field means the Gateway's own (Options.Key, AllowUnguarded,
-// MaxBodyBytes, Fingerprint, AcceptConflicts, MaxAttempts, Terminal,
-// AckFailed, WaitForHolder). The switches are pointers so that a route can turn off
-// what the Gateway turns on: nil inherits, new(false) turns it off for the
-// route, new(true) on.
+// RouteOptions are the settings of one route: a push route (Route), a
+// CloudEvents function (cloudevent.Options.Route) or a pull subscriber
+// (pull.Options.Route). Each field means what the Options field of its name
+// means, and the rule is one: a field left at its zero value (nil, 0)
+// takes the Gateway's setting, any other value replaces it. The switches
+// are pointers so that a route can turn off what the Gateway turns on
+// (new(false)); a negative MaxAttempts or WaitForHolder turns the
+// Gateway's off, as a Terminal that returns false does.
 type RouteOptions struct {
-	// Key resolves the idempotency key of the route's deliveries.
-	Key KeyFunc
-	// AllowUnguarded, when set, says whether the route's handler runs
-	// unguarded when no key can be resolved, instead of answering 500.
-	AllowUnguarded *bool
-	// MaxBodyBytes is the largest push body the route accepts; larger ones
-	// get 413.
-	MaxBodyBytes int64
-	// Fingerprint fingerprints the route's payloads (see FingerprintFunc).
-	Fingerprint FingerprintFunc
-	// AcceptConflicts, when set, says whether the route acknowledges its
-	// conflicts as duplicates.
+	Key             KeyFunc
+	AllowUnguarded  *bool
+	MaxBodyBytes    int64 // the HTTP surface's only
+	Fingerprint     FingerprintFunc
 	AcceptConflicts *bool
-	// MaxAttempts, when positive, is the route's attempt budget per key
-	// (see Options.MaxAttempts); negative turns the Gateway's off for the
-	// route.
-	MaxAttempts int
-	// Terminal says which errors of the route's work can never succeed;
-	// func(error) bool { return false } turns the Gateway's off.
-	Terminal func(err error) bool
-	// AckFailed, when set, says whether the route acknowledges the
-	// deliveries of its FAILED keys.
-	AckFailed *bool
-	// WaitForHolder, when positive, is how long the route's deliveries
-	// wait for a live holder to settle (see Options.WaitForHolder);
-	// negative turns the Gateway's off for the route.
-	WaitForHolder time.Duration
+	MaxAttempts     int
+	Terminal        func(err error) bool
+	AckFailed       *bool
+	WaitForHolder   time.Duration
 }
 
-// Route returns a Gateway for one push route, for its Idempotent and Push:
-// it shares g's store, lease, renewal, logger, telemetry, HideKeys and
-// Disabled, and takes the route's settings from o where they are set (nil
-// o: all of g's). o is read at the call and never kept. It is cheap, so
-// that one Gateway serves every route of a service:
+// Route returns a Gateway for one route, with the settings of o over g's
+// (nil o: all of g's). It shares g's store, lease, renewal, logger,
+// telemetry, HideKeys and Disabled, and reads o only during the call. It
+// is cheap, so that one Gateway serves every route of a service:
 //
 //	mux.Handle("POST /orders", g.Route(&gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}).Push(placeOrder))
 func (g *Gateway) Route(o *RouteOptions) *Gateway {
@@ -316,32 +262,31 @@ func (g *Gateway) Route(o *RouteOptions) *Gateway {
 	if o == nil {
 		return &r
 	}
-	if o.Key != nil {
-		r.opts.Key = o.Key
-	}
-	if o.AllowUnguarded != nil {
-		r.opts.AllowUnguarded = *o.AllowUnguarded
-	}
-	if o.MaxBodyBytes > 0 {
-		r.opts.MaxBodyBytes = o.MaxBodyBytes
-	}
-	if o.Fingerprint != nil {
-		r.opts.Fingerprint = o.Fingerprint
-	}
-	if o.AcceptConflicts != nil {
-		r.opts.AcceptConflicts = *o.AcceptConflicts
-	}
-	if o.MaxAttempts != 0 {
-		r.opts.MaxAttempts = max(o.MaxAttempts, 0)
-	}
-	if o.Terminal != nil {
-		r.opts.Terminal = o.Terminal
-	}
-	if o.AckFailed != nil {
-		r.opts.AckFailed = *o.AckFailed
-	}
-	if o.WaitForHolder != 0 {
-		r.opts.WaitForHolder = max(o.WaitForHolder, 0)
-	}
+	p := &r.opts
+	p.Key = orFunc(o.Key, p.Key)
+	p.Fingerprint = orFunc(o.Fingerprint, p.Fingerprint)
+	p.Terminal = orFunc(o.Terminal, p.Terminal)
+	p.AllowUnguarded = orBool(o.AllowUnguarded, p.AllowUnguarded)
+	p.AcceptConflicts = orBool(o.AcceptConflicts, p.AcceptConflicts)
+	p.AckFailed = orBool(o.AckFailed, p.AckFailed)
+	p.MaxBodyBytes = cmp.Or(max(o.MaxBodyBytes, 0), p.MaxBodyBytes)
+	p.MaxAttempts = max(cmp.Or(o.MaxAttempts, p.MaxAttempts), 0)
+	p.WaitForHolder = max(cmp.Or(o.WaitForHolder, p.WaitForHolder), 0)
 	return &r
+}
+
+// orFunc is the route's f if set, else the Gateway's.
+func orFunc[F KeyFunc | FingerprintFunc | func(error) bool](route, gw F) F {
+	if route != nil {
+		return route
+	}
+	return gw
+}
+
+// orBool is the route's switch if set, else the Gateway's.
+func orBool(route *bool, gw bool) bool {
+	if route != nil {
+		return *route
+	}
+	return gw
 }

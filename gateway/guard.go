@@ -21,37 +21,22 @@ func (g *Gateway) logFor(d *Delivery) *slog.Logger {
 
 var errEmptyKey = errors.New("the key function returned an empty key")
 
-// deliver runs one delivery of any surface (HTTP push, CloudEvents, pull)
-// and returns what became of it. It owns the rules they share:
-//
-//   - A delivery the adapter could not decode (d.Invalid) is rejected.
-//   - A disabled gateway runs the work unguarded.
-//   - No key (d.KeyErr, or an empty Key): refused with ErrNoKey, or run
-//     unguarded if d.AllowUnguarded.
-//   - Otherwise work runs under Lock, with the payload's fingerprint when
-//     the route takes one, and Lock's result becomes an outcome; a
-//     conflict is logged by the route's policy (d.AcceptConflicts).
-//   - A panic in work is recovered (after Lock released the claim) and
-//     returned in the Result; the adapter answers it or panics again. A
-//     work that calls runtime.Goexit is logged; the guard cannot return.
-//
-// It writes the delivery's one log line (DEBUG when the work ran, INFO by
-// default when it was a duplicate (Options.DuplicateLogLevel), WARN when a
-// live holder owns the key, when the work failed on a key of its own that
-// a live holder owns (its Mutex) or answered 503 or 429, or the work ran
-// unguarded, ERROR otherwise; Complete's failures are logged where they
-// happen) and counts the outcome. An Err of a work that did not run never
-// holds the key when HideKeys is set.
+// deliver is Deliver. Its one log line is at DEBUG when the work ran, at
+// Options.DuplicateLogLevel for a duplicate, WARN for contention (a live
+// holder, the work's own Mutex, a handler's 503 or 429) and unguarded
+// work, ERROR otherwise; Complete's failures are logged where they happen.
+// A work that calls runtime.Goexit is logged; the guard cannot return.
 func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Context) error) (res Result) {
 	var start time.Time // for the duration of the won and duplicate lines only
 	lg := g.logFor(d)
 	if lg.Enabled(ctx, slog.LevelDebug) || lg.Enabled(ctx, g.opts.DuplicateLogLevel) {
 		start = time.Now()
 	}
+	d.AcceptConflicts, d.AckFailed = g.opts.AcceptConflicts, g.opts.AckFailed
 	var fp []byte
-	if d.Fingerprint != nil && d.Invalid == nil {
+	if g.opts.Fingerprint != nil && d.Invalid == nil {
 		var err error
-		if fp, err = d.Fingerprint(d.Message); err == nil {
+		if fp, err = g.opts.Fingerprint(d.Message); err == nil {
 			err = store.CheckFingerprint(fp)
 		}
 		if err != nil {
@@ -63,9 +48,8 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 		g.logDelivery(ctx, lg, d, slog.LevelWarn, "idemgate: rejected a request that is not a usable delivery", OutcomeRejected, slog.Any("error", d.Invalid))
 		return Result{Outcome: OutcomeRejected, Err: d.Invalid}
 	}
-	d.AckFailed = g.opts.AckFailed
-	keyErr := d.KeyErr
-	if keyErr == nil && d.Key == "" {
+	var keyErr error
+	if d.Key, keyErr = g.opts.Key(d.Message); keyErr == nil && d.Key == "" {
 		keyErr = errEmptyKey
 	}
 	ran, returned := false, false
@@ -89,7 +73,7 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 		err     error
 	)
 	switch {
-	case g.disabled || keyErr != nil && d.AllowUnguarded:
+	case g.disabled || keyErr != nil && g.opts.AllowUnguarded:
 		msg, why := "idemgate: no key; running unguarded (AllowUnguarded)", slog.Any("error", keyErr)
 		if g.disabled {
 			msg, why = "idemgate: guard disabled; running unguarded", slog.Attr{}

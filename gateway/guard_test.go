@@ -34,7 +34,8 @@ func TestGuardOutcomes(t *testing.T) {
 	tests := []struct {
 		name     string
 		opts     gateway.Options
-		prepare  func(w *world) // before the delivery
+		prepare  func(w *world)       // before the delivery
+		route    gateway.RouteOptions // Key default: "k"
 		delivery gateway.Delivery
 		work     func(w *world) error
 		want     gateway.Result // Outcome, Ran, Panic; Err is checked with wantErr
@@ -44,21 +45,21 @@ func TestGuardOutcomes(t *testing.T) {
 		alsoLog  string         // "LEVEL outcome message" of the one line with another outcome; "" for none
 		wantRuns int
 	}{
-		{name: "won", delivery: gateway.Delivery{Key: "k"},
+		{name: "won",
 			want: gateway.Result{Outcome: "won", Ran: true}, wantLog: "DEBUG idemgate: delivery processed", wantRuns: 1},
-		{name: "duplicate", delivery: gateway.Delivery{Key: "k"},
+		{name: "duplicate",
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "in progress", delivery: gateway.Delivery{Key: "k"},
+		{name: "in progress",
 			prepare: func(w *world) { w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}) },
 			want:    gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: key held by another delivery; asking for a retry"},
-		{name: "failed", delivery: gateway.Delivery{Key: "k"},
+		{name: "failed",
 			work: func(*world) error { return errWork },
 			want: gateway.Result{Outcome: "failed", Ran: true}, wantErr: errWork, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
-		{name: "panicked", delivery: gateway.Delivery{Key: "k"},
+		{name: "panicked",
 			work: func(*world) error { panic("boom") },
 			want: gateway.Result{Outcome: "failed", Ran: true, Panic: "boom"}, wantLog: "ERROR idemgate: handler panicked; the claim was released for a retry", wantRuns: 1},
-		{name: "fenced out in the work's transaction", delivery: gateway.Delivery{Key: "k"},
+		{name: "fenced out in the work's transaction",
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
 				if _, err := w.mem.Claim(context.Background(), "k", time.Minute, store.ClaimOptions{}); err != nil {
@@ -67,7 +68,7 @@ func TestGuardOutcomes(t *testing.T) {
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
 			want: gateway.Result{Outcome: "in_progress", Ran: true}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the new holder is at work; asking for a retry", wantRuns: 1},
-		{name: "fenced out on a record done already", delivery: gateway.Delivery{Key: "k"},
+		{name: "fenced out on a record done already",
 			work: func(w *world) error {
 				c, _ := gateway.ClaimFromContext(w.ctx)
 				if _, err := w.mem.Complete(context.Background(), c); err != nil {
@@ -76,69 +77,69 @@ func TestGuardOutcomes(t *testing.T) {
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
 			},
 			want: gateway.Result{Outcome: "fenced_out", Ran: true}, wantLog: "WARN idemgate: claim taken over before the work committed; nothing written, the work is done", wantRuns: 1},
-		{name: "fenced out with nobody else holding the key", delivery: gateway.Delivery{Key: "k"},
+		{name: "fenced out with nobody else holding the key",
 			work: func(w *world) error { return fmt.Errorf("ledger: %w", store.ErrFenced) },
 			want: gateway.Result{Outcome: "failed", Ran: true}, wantErr: store.ErrFenced, wantLog: "ERROR idemgate: handler failed; the claim was released for a retry", wantRuns: 1},
-		{name: "fenced out after the lease", delivery: gateway.Delivery{Key: "k"},
+		{name: "fenced out after the lease",
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
 				_, err := w.mem.Claim(context.Background(), "k", time.Minute, store.ClaimOptions{})
 				return err
 			},
 			want: gateway.Result{Outcome: "fenced_out", Ran: true}, wantLog: "ERROR idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it", wantRuns: 1},
-		{name: "complete error", delivery: gateway.Delivery{Key: "k"},
+		{name: "complete error",
 			prepare: func(w *world) { w.st.failComplete.Store(true) },
 			want:    gateway.Result{Outcome: "complete_error", Ran: true}, wantLog: "ERROR idemgate: work done but not recorded as done; a redelivery may repeat it", wantRuns: 1},
-		{name: "store error", delivery: gateway.Delivery{Key: "k"},
+		{name: "store error",
 			prepare: func(w *world) { w.st.failClaim.Store(true) },
 			want:    gateway.Result{Outcome: "store_error"}, wantErr: gateway.ErrStore, wantLog: "ERROR idemgate: store failed; asking for a retry"},
-		{name: "no key", delivery: gateway.Delivery{KeyErr: errNoAttr},
+		{name: "no key", route: gateway.RouteOptions{Key: keyErr(errNoAttr)},
 			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: errNoAttr.Error()},
-		{name: "empty key", delivery: gateway.Delivery{},
+		{name: "empty key", route: gateway.RouteOptions{Key: keyOf("")},
 			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: "empty key"},
-		{name: "key the store refuses", delivery: gateway.Delivery{Key: "k\x00"},
+		{name: "key the store refuses", route: gateway.RouteOptions{Key: keyOf("k\x00")},
 			want: gateway.Result{Outcome: "no_key"}, wantErr: gateway.ErrNoKey, wantLog: "ERROR idemgate: no idempotency key; refusing to run unguarded",
 			logCause: "NUL byte"},
-		{name: "empty key, AllowUnguarded", delivery: gateway.Delivery{AllowUnguarded: true},
+		{name: "empty key, AllowUnguarded", route: gateway.RouteOptions{Key: keyOf(""), AllowUnguarded: new(true)},
 			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			logCause: "empty key"},
-		{name: "no key, AllowUnguarded", delivery: gateway.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+		{name: "no key, AllowUnguarded", route: gateway.RouteOptions{Key: keyErr(errNoAttr), AllowUnguarded: new(true)},
 			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			logCause: errNoAttr.Error()},
-		{name: "no key, AllowUnguarded, work fails", delivery: gateway.Delivery{KeyErr: errNoAttr, AllowUnguarded: true},
+		{name: "no key, AllowUnguarded, work fails", route: gateway.RouteOptions{Key: keyErr(errNoAttr), AllowUnguarded: new(true)},
 			work: func(*world) error { return errWork },
 			want: gateway.Result{Outcome: "unguarded", Ran: true}, wantErr: errWork, wantLog: "WARN idemgate: no key; running unguarded (AllowUnguarded)", wantRuns: 1,
 			alsoLog: "ERROR failed idemgate: handler failed; the claim was released for a retry"},
-		{name: "disabled", opts: gateway.Options{Disabled: true}, delivery: gateway.Delivery{Key: "k"},
+		{name: "disabled", opts: gateway.Options{Disabled: true},
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    gateway.Result{Outcome: "unguarded", Ran: true}, wantLog: "WARN idemgate: guard disabled; running unguarded", wantRuns: 1},
-		{name: "conflict with a done record", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+		{name: "conflict with a done record", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
 			want:    gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
-		{name: "conflict with a holder", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+		{name: "conflict with a holder", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) {
 				w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: []byte("order A")})
 			},
 			want: gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
-		{name: "conflict with a holder, AcceptConflicts", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+		{name: "conflict with a holder, AcceptConflicts", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B"), AcceptConflicts: new(true)},
 			prepare: func(w *world) {
 				w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: []byte("order A")})
 			},
 			want: gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrConflict, wantLog: "WARN idemgate: key reused for a different payload while the first is in progress; asking for a retry"},
-		{name: "conflict accepted", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B"), AcceptConflicts: true},
+		{name: "conflict accepted", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B"), AcceptConflicts: new(true)},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
 			want:    gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; acknowledged as a duplicate (AcceptConflicts)"},
-		{name: "same payload is a duplicate", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order A")},
+		{name: "same payload is a duplicate", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order A")},
 			prepare: func(w *world) { doneWith(t, w.mem, "k", "order A") },
 			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "a record without a fingerprint is a duplicate", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf("order B")},
+		{name: "a record without a fingerprint is a duplicate", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
-		{name: "fingerprint fails", delivery: gateway.Delivery{Key: "k", Fingerprint: func(*pushenvelope.Message) ([]byte, error) { return nil, errWork }},
+		{name: "fingerprint fails", route: gateway.RouteOptions{Fingerprint: func(*pushenvelope.Message) ([]byte, error) { return nil, errWork }},
 			want: gateway.Result{Outcome: "rejected"}, wantErr: errWork, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
-		{name: "fingerprint too long", delivery: gateway.Delivery{Key: "k", Fingerprint: fingerprintOf(strings.Repeat("x", 33))},
+		{name: "fingerprint too long", route: gateway.RouteOptions{Fingerprint: fingerprintOf(strings.Repeat("x", 33))},
 			want: gateway.Result{Outcome: "rejected"}, wantErr: store.ErrInvalidFingerprint, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
 		{name: "rejected", delivery: gateway.Delivery{Invalid: pushenvelope.ErrNotPush},
 			want: gateway.Result{Outcome: "rejected"}, wantErr: pushenvelope.ErrNotPush, wantLog: "WARN idemgate: rejected a request that is not a usable delivery"},
@@ -163,10 +164,14 @@ func TestGuardOutcomes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			route := tt.route
+			if route.Key == nil {
+				route.Key = keyOf("k")
+			}
 			d := tt.delivery
 			d.Message, d.Form = &pushenvelope.Message{ID: "m-1"}, "push-wrapped"
 			runs := 0
-			res := g.Deliver(t.Context(), &d, func(ctx context.Context) error {
+			res := g.Route(&route).Deliver(t.Context(), &d, func(ctx context.Context) error {
 				runs++
 				if tt.work == nil {
 					return nil
@@ -204,6 +209,16 @@ func TestGuardOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyOf is a key function that answers key.
+func keyOf(key string) gateway.KeyFunc {
+	return func(*pushenvelope.Message) (string, error) { return key, nil }
+}
+
+// keyErr is a key function that fails with err.
+func keyErr(err error) gateway.KeyFunc {
+	return func(*pushenvelope.Message) (string, error) { return "", err }
 }
 
 // fingerprintOf is a fingerprint function that answers fp.

@@ -3,18 +3,10 @@ package gateway
 import "errors"
 
 // hideKey returns cause, the reason a delivery's work did not run, with key
-// out of reach when Options.HideKeys is set: an adapter hands it on (the
-// CloudEvents SDK and functions-framework print what they are handed, and
-// may walk it with errors.As), so neither the text nor any error in the
-// tree may hold the raw key.
-//
-// An *InProgressError, a *ConflictError or a *FailedError is rebuilt with the digest as
-// its Key, so errors.As still finds it with its other fields. Any other cause (a store
-// error, the store's refusal of the key) is replaced by a *hiddenKeyError:
-// its text is cause's without the key (see withoutKey),
-// and errors.Is still matches what cause matched (ErrStore,
-// ErrNoKey, context.Canceled…), but errors.As reaches no type inside
-// it, since such a type could carry the key in a field.
+// out of reach when Options.HideKeys is set, in its text and in every
+// error of its tree (adapters hand it on). The gateway's own error types
+// are rebuilt with the digest as Key; any other cause becomes a
+// *hiddenKeyError, which errors.Is sees through but errors.As does not.
 func (g *Gateway) hideKey(key string, cause error) error {
 	if !g.opts.HideKeys || key == "" || cause == nil {
 		return cause

@@ -1,121 +1,76 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// storeKeyError is a store error type that carries the key in a field, as
-// a driver's error might.
-type storeKeyError struct{ Key string }
-
-func (e *storeKeyError) Error() string { return "record " + e.Key + " is locked by a migration" }
-
-func gatewayHiding(t *testing.T, hide bool) *Gateway {
-	t.Helper()
-	st, err := memstore.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(st, &Options{Logger: slog.New(slog.DiscardHandler), HideKeys: hide})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+// With HideKeys, no line the gateway logs holds the key, not even inside a
+// store's error; nor does the error a direct Lock returns for work that
+// did not run.
+func TestHideKeysScrubsStoreErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const key = "customer-4111111111111111"
+		st, _ := memstore.New(nil)
+		ks := &keyErrors{faulty: faulty{Store: st}}
+		ks.failRelease.Store(true)
+		ks.failExtend.Store(true)
+		ks.completeFailures.Store(1)
+		l := &logs{}
+		g, _ := gateway.New(ks, &gateway.Options{Logger: l.logger(), HideKeys: true, Lease: time.Second})
+		_ = g.Lock(t.Context(), key, func(ctx context.Context) error { <-ctx.Done(); return errors.New("gave up") })
+		_ = g.Lock(t.Context(), key+"-2", func(ctx context.Context) error { return nil })
+		ks.failClaim.Store(true)
+		err := g.Lock(t.Context(), key, func(context.Context) error { return nil })
+		if err == nil || strings.Contains(err.Error(), key) {
+			t.Errorf("Lock's store error = %v, want one without the key", err)
+		}
+		if len(l.Records()) < 4 {
+			t.Fatalf("only %d lines; the test needs the renewal, release, complete and claim failures", len(l.Records()))
+		}
+		for _, r := range l.Records() {
+			if strings.Contains(r.String(), key) {
+				t.Errorf("line holds the key: %s", r)
+			}
+		}
+	})
 }
 
-// errorTexts is the text of err and of every error reachable from it
-// through Unwrap.
-func errorTexts(err error) []string {
+// keyErrors fails as faulty does, with errors that quote the key, as a
+// store's errors may.
+type keyErrors struct{ faulty }
+
+func (s *keyErrors) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.faulty.Claim(ctx, key, lease, opts)
+	return c, quote(key, err)
+}
+
+func (s *keyErrors) Complete(ctx context.Context, c store.Claim) (bool, error) {
+	ok, err := s.faulty.Complete(ctx, c)
+	return ok, quote(c.Key, err)
+}
+
+func (s *keyErrors) Release(ctx context.Context, c store.Claim) error {
+	return quote(c.Key, s.faulty.Release(ctx, c))
+}
+
+func (s *keyErrors) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
+	nc, err := s.faulty.Extend(ctx, c, lease)
+	return nc, quote(c.Key, err)
+}
+
+func quote(key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	out := []string{err.Error(), fmt.Sprintf("%+v", err)}
-	switch e := err.(type) {
-	case interface{ Unwrap() error }:
-		out = append(out, errorTexts(e.Unwrap())...)
-	case interface{ Unwrap() []error }:
-		for _, inner := range e.Unwrap() {
-			out = append(out, errorTexts(inner)...)
-		}
-	}
-	return out
-}
-
-func TestHideKey(t *testing.T) {
-	const key = "customer-4711@example.com"
-	g := gatewayHiding(t, true)
-	digest := g.keyAttr(key).Value.String()
-	if !strings.HasPrefix(digest, "sha256:") {
-		t.Fatalf("keyAttr(key) = %v, want the gateway's sha256 digest", g.keyAttr(key))
-	}
-	lease := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-
-	t.Run("in progress keeps its type and lease, with the digest as Key", func(t *testing.T) {
-		got := g.hideKey(key, &InProgressError{Key: key, LeaseUntil: lease})
-		var ip *InProgressError
-		if !errors.As(got, &ip) || ip.Key != digest || !ip.LeaseUntil.Equal(lease) {
-			t.Fatalf("hideKey = %#v, want an *InProgressError{Key: %q, LeaseUntil: %v}", got, digest, lease)
-		}
-		if !errors.Is(got, ErrInProgress) {
-			t.Error("the hidden in-progress error must still match ErrInProgress")
-		}
-	})
-	t.Run("store error keeps its sentinels and text, not its types", func(t *testing.T) {
-		cause := fmt.Errorf("%w: claim: %w", ErrStore, errors.Join(context.DeadlineExceeded, &storeKeyError{Key: key}))
-		got := g.hideKey(key, cause)
-		for _, target := range []error{ErrStore, context.DeadlineExceeded} {
-			if !errors.Is(got, target) {
-				t.Errorf("errors.Is(hidden, %v) = false, want true", target)
-			}
-		}
-		var ske *storeKeyError
-		if errors.As(got, &ske) {
-			t.Errorf("errors.As reached the store's error type, whose field holds the key %q", ske.Key)
-		}
-		if want := "record " + digest + " is locked"; !strings.Contains(got.Error(), want) {
-			t.Errorf("text %q, want the cause's text with the digest in the key's place (%q)", got, want)
-		}
-	})
-	for _, cause := range []error{
-		&InProgressError{Key: key, LeaseUntil: lease},
-		fmt.Errorf("%w: %w", ErrNoKey, &storeKeyError{Key: key}),
-	} {
-		for _, text := range errorTexts(g.hideKey(key, cause)) {
-			if strings.Contains(text, key) {
-				t.Errorf("hideKey(%T) still says %q", cause, text)
-			}
-		}
-	}
-	t.Run("a store's name for the key is replaced, cut or escaped", func(t *testing.T) {
-		for _, k := range []string{strings.Repeat("alice@example.com/", 12), `order "4711" of alice`} {
-			got := g.hideKey(k, fmt.Errorf("somestore: Fail %s: %w", store.QuoteKey(k), context.Canceled))
-			if strings.Contains(got.Error(), "alice") {
-				t.Errorf("hideKey(%d-byte key) = %q; want no piece of the key", len(k), got)
-			}
-			if !errors.Is(got, context.Canceled) {
-				t.Errorf("hideKey(%d-byte key) = %v; want it to match context.Canceled still", len(k), got)
-			}
-		}
-	})
-	t.Run("keys shown: the cause is unchanged", func(t *testing.T) {
-		cause := &InProgressError{Key: key, LeaseUntil: lease}
-		if got := gatewayHiding(t, false).hideKey(key, cause); got != error(cause) {
-			t.Errorf("hideKey without HideKeys = %#v, want the cause itself", got)
-		}
-	})
-	t.Run("no key: the cause is unchanged", func(t *testing.T) {
-		cause := errors.New("the event has no id")
-		if got := g.hideKey("", cause); got != cause {
-			t.Errorf("hideKey with no key = %#v, want the cause itself", got)
-		}
-	})
+	return fmt.Errorf("record %q: %w", key, err)
 }

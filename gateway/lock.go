@@ -10,64 +10,31 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// Lock runs fn at most once per key while the key's record lives.
+// Lock runs fn at most once per key while the key's record lives:
 //
-//   - The key is free: fn runs with a context that carries the claim (see
-//     ClaimFromContext). If fn returns nil the key is completed and Lock
-//     returns nil. If fn returns an error the claim is released, so a
-//     retry runs fn again, and Lock returns fn's error. If fn panics the
-//     claim is released and the panic goes on.
-//   - The key's work is done: the OnDuplicate hook runs and Lock returns
-//     ErrDuplicate.
-//   - A live holder owns the key: Lock returns an *InProgressError (with
-//     Options.WaitForHolder, once the wait for the holder to settle is
-//     over: a holder that completes makes it ErrDuplicate, one that
-//     releases lets this call claim the key and run fn).
-//   - The key's work failed for good before (its record is FAILED; see
-//     Options.MaxAttempts): Lock returns a *FailedError; fn does not run.
-//   - fn fails for good (Permanent, Options.Terminal, or the failure that
-//     spends MaxAttempts): the record goes FAILED and Lock returns fn's
-//     error.
-//   - The key's record keeps a payload fingerprint other than the one in
-//     ctx (WithFingerprint): the key was reused for another payload.
-//     The OnConflict hook runs and Lock returns a *ConflictError; fn does
-//     not run. Without a fingerprint on either side nothing is compared.
-//   - The store fails: Lock returns an error wrapping ErrStore; fn did not
-//     run.
+//   - The key is free: fn runs with the claim in its context (see
+//     ClaimFromContext). nil completes the key; an error releases the
+//     claim for a retry and is returned; a panic releases it and goes on.
+//   - The key is done: OnDuplicate runs; Lock returns ErrDuplicate.
+//   - A live holder owns it: an *InProgressError (after
+//     Options.WaitForHolder, if set).
+//   - Its work failed for good (the record is FAILED): a *FailedError.
+//     Work that fails for good now (Permanent, Terminal, a spent
+//     MaxAttempts) makes the record FAILED, and its error is returned.
+//   - Its record keeps another payload's fingerprint than ctx's
+//     (WithFingerprint, which fn's context no longer carries):
+//     OnConflict runs; a *ConflictError.
+//   - The store fails: an error wrapping ErrStore.
 //
-// When the gateway is disabled (Options.Disabled, IDEMGATE_DISABLED), Lock
-// runs fn unguarded before looking at the key, even an empty one.
-//
-// Once fn has succeeded, Lock never reports failure: if the completion
-// cannot be recorded (a store error, or the claim was taken over after its
-// lease lapsed) Lock logs at ERROR and returns nil, because a retry would
-// repeat work that already happened.
-//
-// fn may record the key done itself, inside the transaction of its own
-// writes (a store's CompleteTx), so that they commit together; Lock's
-// Complete then finds the key done under its fence and succeeds quietly.
-// Once fn hands its claim to such a transaction (store.EnterTx), the lease
-// is no longer renewed and fn is no longer cancelled for it: the
-// transaction's own fence check decides. If fn returns an error matching
-// store.ErrFenced, its transaction was fenced out and rolled back: when
-// the key's record is DONE, Lock logs a warning and returns nil, since
-// nothing was written and the work is done; when another live claim holds
-// the key, Lock returns an *InProgressError, since that holder may yet
-// fail (or be a copy of this very message, whose crash nothing would
-// redeliver once this one is acked); otherwise nobody would do the work
-// (an operator's Forget, an expired record, a transaction on another
-// database), so Lock returns fn's error and the delivery is retried.
-//
-// A claim is never worked on when it may have lapsed: a Claim whose reply
-// comes after the whole lease is released and reported as a store error,
-// fn not run. When the renewal loses the claim while fn runs, fn's context
-// is cancelled with ErrLeaseLost; if fn returns nil all the same, Lock
-// releases the key and returns that cause instead of recording fn done.
-// The renewal goes on while a failing Complete is tried again.
-//
-// The fingerprint in ctx belongs to key alone: fn's context carries none,
-// so the Locks fn takes on other keys compare nothing. With HideKeys, an
-// error Lock returns for work that did not run holds no key.
+// Once fn has succeeded Lock returns nil, even when the completion cannot
+// be recorded (logged at ERROR): a retry would repeat the work. A claim
+// lost while fn runs cancels fn's context with cause ErrLeaseLost, which
+// Lock returns instead of completing. If fn's own transaction (a store's
+// CompleteTx) was fenced out (store.ErrFenced), Lock returns nil when the
+// key is done, an *InProgressError when another claim holds it, and fn's
+// error otherwise. docs/design.md, "The verbs", gives the reasons. With
+// Options.Disabled fn runs unguarded; with HideKeys, an error for work
+// that did not run holds no key.
 func (g *Gateway) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		panic("gateway: Lock with a nil function")
@@ -189,16 +156,11 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	return g.complete(ctx, c, sc), fence, by, nil
 }
 
-// fenced decides what becomes of a body whose transaction found its claim
-// fenced out (err matches store.ErrFenced), reading the key's record; c
-// was released already. The delivery is acknowledged only when the work
-// is done: the record is DONE. When another live claim holds the key, the
-// delivery is in progress, and retried later: that holder may yet fail,
-// or be a copy of this very message whose crash nothing would redeliver
-// once this one is acked. Otherwise nobody will do the work (an operator
-// forgot the key, the record expired, the transaction ran on another
-// database, or it could not see the claim), so the delivery fails and is
-// retried.
+// fenced decides, from the key's record, what becomes of a body whose
+// transaction was fenced out (err matches store.ErrFenced; c is released):
+// done when the record is DONE, in progress when another live claim holds
+// it (that holder may yet fail), failed otherwise, since nobody else will
+// do the work.
 func (g *Gateway) fenced(ctx context.Context, c store.Claim, err error, sc scope) (Outcome, error) {
 	rec, why := g.readAfterFence(ctx, c)
 	switch {
@@ -255,12 +217,10 @@ func claimOutcome(ctx context.Context, err error) Outcome {
 	return OutcomeStoreError
 }
 
-// claim validates key and claims it for the gateway's lease. It also
-// returns when the Claim was sent: the lease counts from there on the local
-// monotonic clock, which never runs ahead of the store's. A claim won but
-// answered after that whole lease had passed may have lapsed already, and
-// another delivery may hold the key: it is released, and claim fails with
-// ErrStore, as for a store too slow to use.
+// claim validates key and claims it for the gateway's lease, and returns
+// when the Claim was sent: the lease counts from there, on the local
+// monotonic clock. A claim won after that whole lease may have lapsed: it
+// is released, and claim fails with ErrStore.
 func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim, time.Time, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
@@ -283,11 +243,8 @@ func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim,
 }
 
 // complete records c as done and returns the outcome. Failures are logged,
-// never returned: the work already happened. A failed Complete is tried
-// again until SettleTimeout, with growing pauses: it is idempotent (the
-// same fence on a DONE record answers true, so a lost reply is harmless),
-// and work done but not recorded is the one failure that no redelivery can
-// mend.
+// never returned: the work already happened. A failed Complete, which is
+// idempotent, is tried again until SettleTimeout.
 func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome {
 	start := time.Now()
 	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
@@ -315,13 +272,10 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome
 	return OutcomeWon
 }
 
-// waitForHolder polls key with Claim while a live holder owns it
-// (Options.WaitForHolder): until the holder settles, its lease ends, the
-// wait's bound passes, or ctx ends, and returns the last Claim's result. The
-// bound is WaitForHolder, and at most half of what is left of ctx's
-// deadline, so that work claimed at the end of the wait has the other half.
-// Every poll is a Claim, so a key freed by its holder is won by the poll
-// that sees it free, and no two bodies ever run.
+// waitForHolder polls c's key with Claim while a live holder owns it
+// (Options.WaitForHolder), for at most half of what is left of ctx's
+// deadline, and returns the last Claim's result. A poll that finds the key
+// free wins it, so no two bodies ever run.
 func (g *Gateway) waitForHolder(ctx context.Context, c store.Claim, claimedAt time.Time, sc scope) (store.Claim, time.Time, error) {
 	end := time.Now().Add(g.opts.WaitForHolder)
 	if d, ok := ctx.Deadline(); ok {

@@ -452,3 +452,133 @@ func TestLockReleaseFailureIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// A body whose context was cancelled for a lost lease and that returns nil
+// anyway is not recorded done: Lock returns the cause, the claim is
+// released, and a redelivery runs the work.
+func TestLeaseLostBodyIsNotCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failExtend.Store(true)
+		g, err := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil // bails out without saying why
+		})
+		if !errors.Is(err, gateway.ErrLeaseLost) {
+			t.Fatalf("Lock = %v, want ErrLeaseLost", err)
+		}
+		if rec, _, _ := st.Inspect(t.Context(), "m1"); rec.State == store.Done {
+			t.Fatalf("record %+v: a body that lost its lease was recorded DONE", rec)
+		}
+		fs.failExtend.Store(false)
+		var runs atomic.Int32
+		if err := g.Lock(t.Context(), "m1", counter(&runs)); err != nil || runs.Load() != 1 {
+			t.Fatalf("redelivery = %v (ran %d), want one run", err, runs.Load())
+		}
+	})
+}
+
+// A Claim whose reply came after the whole lease had passed may have
+// lapsed, and another delivery may hold the key: the body does not start,
+// the claim is released, and the delivery fails as for a store error.
+func TestLateClaimDoesNotStartTheBody(t *testing.T) {
+	for _, renew := range []bool{false, true} {
+		t.Run(fmt.Sprint("renew=", renew), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st, _ := memstore.New(nil)
+				const lease = time.Second
+				fs := &faulty{Store: st, claimDelay: lease}
+				g, err := gateway.New(fs, &gateway.Options{Lease: lease, NoRenew: !renew, Logger: (&logs{}).logger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var runs atomic.Int32
+				if err := g.Lock(t.Context(), "m1", counter(&runs)); !errors.Is(err, gateway.ErrStore) || runs.Load() != 0 {
+					t.Fatalf("Lock after a Claim that took the whole lease = %v (ran %d), want ErrStore and no run", err, runs.Load())
+				}
+				if fs.releases.Load() != 1 {
+					t.Fatalf("%d releases, want the late claim released", fs.releases.Load())
+				}
+				fs.claimDelay = 0
+				if err := g.Lock(t.Context(), "m1", counter(&runs)); err != nil || runs.Load() != 1 {
+					t.Fatalf("redelivery = %v (ran %d), want one run", err, runs.Load())
+				}
+			})
+		})
+	}
+}
+
+// While a failing Complete is tried again, the renewal keeps the claim
+// alive: a redelivery after the lease is in progress, not a second run.
+func TestCompleteRetriesKeepTheClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.completeFailures.Store(8) // about 4.5 s of retries
+		const lease = 2 * time.Second
+		g, err := gateway.New(fs, &gateway.Options{Lease: lease, Logger: (&logs{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int32
+		done := make(chan error)
+		go func() { done <- g.Lock(context.Background(), "m1", counter(&runs)) }()
+		time.Sleep(2 * lease)
+		if c, err := st.Claim(context.Background(), "m1", lease, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
+			t.Errorf("a redelivery two leases into Complete's retries = %v, %v; want HeldByOther", c.Status, err)
+		}
+		if err := <-done; err != nil || runs.Load() != 1 {
+			t.Fatalf("Lock = %v (ran %d)", err, runs.Load())
+		}
+		if rec, _, _ := st.Inspect(context.Background(), "m1"); rec.State != store.Done {
+			t.Fatalf("record %+v, want DONE", rec)
+		}
+	})
+}
+
+// Once the body hands its claim to a transaction (store.EnterTx, which
+// every CompleteTx calls), the renewal stops, and the body is never
+// cancelled for the lease it no longer renews; its transaction may outlive
+// the lease and still commit. (A body's ErrFenced is held by
+// TestGuardOutcomes and TestPushFencedOutTransactionWaitsForTheHolder.)
+func TestTransactionOutlivesTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		l := &logs{}
+		const lease = time.Second
+		g, err := gateway.New(fs, &gateway.Options{Lease: lease, Logger: l.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.Lock(t.Context(), "m1", func(ctx context.Context) error {
+			c, _ := gateway.ClaimFromContext(ctx)
+			store.EnterTx(c) // as CompleteTx does
+			before := fs.extends.Load()
+			time.Sleep(3 * lease) // a long transaction
+			if err := context.Cause(ctx); err != nil {
+				return fmt.Errorf("the body was cancelled: %w", err)
+			}
+			if n := fs.extends.Load() - before; n != 0 {
+				return fmt.Errorf("%d renewals after the claim entered a transaction", n)
+			}
+			_, err := st.Complete(context.Background(), c) // the commit
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := l.Records().Level(slog.LevelError); len(lines) != 0 {
+			t.Errorf("ERROR lines:\n%s", lines)
+		}
+	})
+}
+
+// Item 14 is in TestGuardOutcomes: a body's ErrFenced is acked only when
+// the record is DONE; while another live claim holds the key it is in
+// progress (TestPushFencedOutTransactionWaitsForTheHolder too).

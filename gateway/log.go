@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/idemgate/idemgate/store"
@@ -117,4 +118,9 @@ func (g *Gateway) bodyText(key string, body []byte) string {
 		}
 	}
 	return b.String()
+}
+
+// millis is d as the log attribute name_ms, in milliseconds.
+func millis(name string, d time.Duration) slog.Attr {
+	return slog.Float64(name+"_ms", float64(d)/float64(time.Millisecond))
 }

@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,55 +13,27 @@ import (
 )
 
 // Idempotent wraps h, a handler of Pub/Sub push deliveries, so that its
-// work runs at most once per key. h may be a whole mux: GET, HEAD and
-// OPTIONS requests without a body, which are never push deliveries, go to h
-// untouched, so health checks keep answering; one with a body (announced or
-// not) may carry a push, which must not reach h unguarded: it gets 405
-// (Allow: POST) and a WARN line. Other methods but POST get 405. Every POST
-// is taken for a push delivery, so wrap the mux only when all its POST
-// routes receive pushes; otherwise wrap each push route's handler, with
-// the route's own key function through Route. It decodes the delivery (see package
-// pushenvelope; h reads the same body, and finds the Message with
-// pushenvelope.FromContext), resolves the key with Options.Key, runs h under
-// Lock and answers Pub/Sub:
+// work runs at most once per key: each POST is decoded (h finds the
+// Message with pushenvelope.FromContext), keyed with the route's Key and
+// run under Lock. h's status is the verdict: it should answer non-2xx when
+// its work failed. GET, HEAD and OPTIONS without a body go to h untouched,
+// so h may be a whole mux with health checks (wrap a mux only if all its
+// POST routes receive pushes); other requests get 405. The answers:
 //
-//	h answered 2xx, or wrote nothing   h's answer       ack; the key is done
-//	the key is already done            204              ack
-//	a live holder owns the key         503              nack: retried later
-//	h answered non-2xx                 h's answer       nack; the claim is released
-//	h answered non-2xx after a 2xx     the non-2xx      nack; the claim is released
-//	h panicked                         500              nack; the claim is released
-//	the store failed                   503              nack
-//	not a push delivery                400              nack (dead-lettered eventually)
-//	GET, HEAD, OPTIONS with a body     405              nack; h does not run
-//	no key                             500              nack, unless AllowUnguarded
-//	body over MaxBodyBytes             413              nack
-//	key reused for another payload     409              nack, or 204 (ack) with AcceptConflicts
-//	(with a Fingerprint on the route)
-//	the work failed for good, now or   422, or h's      nack, or 204 (ack) with AckFailed
-//	before (see Options.MaxAttempts)   failure status
+//	h answered 2xx, or wrote nothing   h's answer     ack; the key is done
+//	the key is already done            204            ack
+//	a live holder owns the key         503            nack, retried later
+//	h answered non-2xx, or panicked    h's, or 500    nack; the claim is released
+//	the store failed                   503            nack
+//	not a push delivery                400 (413 over MaxBodyBytes)
+//	no key                             500            nack, unless AllowUnguarded
+//	key reused for another payload     409            nack, or 204 with AcceptConflicts
+//	the work failed for good           422, or h's    nack, or 204 with AckFailed
 //
-// h's status is the verdict: it should answer non-2xx when its work failed.
-// The failure's log line carries the first 256 bytes of what h wrote with
-// the failure (its cause; never what it wrote under a 2xx before), and is
-// a WARN, not an ERROR, for a 503 or 429: h is busy, as a live holder is.
-// It is held back with h's body until the claim is settled, so that a 2xx
-// reaches Pub/Sub only once the key is recorded done (flushes wait too),
-// and a handler that panics after writing a 2xx answers 500. Since nothing
-// has gone out, a failure set late is not lost: a non-2xx WriteHeader after
-// h's first status, explicit or the 200 of a first Write or Flush
-// (http.Error after a line of progress, say), is the answer, and the
-// delivery fails. A 2xx after a failure or after another 2xx changes
-// nothing, as on net/http's own writer. A handler may still cut the
-// connection with panic(http.ErrAbortHandler): the claim is released and
-// nothing was sent.
-//
-// What the hold changes for h: interim answers (1xx) are dropped, not
-// sent, since Pub/Sub takes a 102 for a success; only the first 4 KiB of
-// the body are kept and sent (Pub/Sub reads none of it), and a
-// Content-Length h set is then left out; Hijack answers an error, through
-// http.ResponseController too. The acknowledging codes used here (200 and
-// 204) are acks on Pub/Sub and on its emulator alike.
+// h's answer is held until the claim is settled, so that a 2xx reaches
+// Pub/Sub only once the key is done: a non-2xx after a first 2xx is the
+// answer, 1xx answers are dropped, only the first 4 KiB of the body are
+// sent, and Hijack fails (docs/design.md, "The push middleware's hold").
 func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	if h == nil {
 		panic("gateway: Idempotent with a nil handler")
@@ -79,12 +49,10 @@ func (g *Gateway) Idempotent(h http.Handler) http.Handler {
 	})
 }
 
-// Push returns a handler that decodes each push delivery and runs fn on it
-// under the guard of Idempotent. fn's nil answers 200 (ack); an error
-// answers 500 (nack, retried) and is logged, except one matching
-// store.ErrFenced (fn's transaction found its claim taken over and wrote
-// nothing), which answers 200 when the key is done and 503 while another
-// claim holds it (see Lock). Requests other than POST get 405.
+// Push returns a handler that runs fn on each push delivery under the guard
+// of Idempotent: fn's nil answers 200 (ack), an error 500 (nack), except
+// that a fenced-out transaction answers as Lock returns (see Lock).
+// Requests other than POST get 405.
 func (g *Gateway) Push(fn func(ctx context.Context, m *pushenvelope.Message) error) http.Handler {
 	if fn == nil {
 		panic("gateway: Push with a nil function")
@@ -143,8 +111,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 		http.Error(w, "idemgate: push deliveries are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	d := Delivery{Path: r.URL.Path, AllowUnguarded: g.opts.AllowUnguarded,
-		Fingerprint: g.opts.Fingerprint, AcceptConflicts: g.opts.AcceptConflicts}
+	d := Delivery{Path: r.URL.Path}
 	ctx := r.Context()
 	m, err := pushenvelope.Decode(r, g.opts.MaxBodyBytes)
 	if err != nil {
@@ -158,7 +125,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, pass http.Handle
 	} else {
 		ctx = pushenvelope.NewContext(ctx, m)
 		d.Message, d.Form = m, m.Form.String()
-		d.Key, d.KeyErr = g.opts.Key(m)
 	}
 	rec := &recorder{ResponseWriter: w}
 	res := g.deliver(ctx, &d, func(ctx context.Context) error { return work(ctx, rec, m) })
@@ -259,89 +225,3 @@ func answer(w http.ResponseWriter, rec *recorder, d *Delivery, res *Result) {
 		rec.send()
 	}
 }
-
-// recorder holds the wrapped handler's answer back until the delivery's
-// outcome is settled, because the status is the ack: a 2xx must not reach
-// Pub/Sub before the key is recorded done, nor at all if the handler then
-// panics. The first maxHeldBody bytes of the body are held with it, and
-// the rest counted and dropped: Pub/Sub reads none of it. Headers go to
-// the real writer's map at once: they are only sent with the status.
-// Interim 1xx answers are dropped: Pub/Sub counts 102 among its acks.
-// Unwrap lets http.ResponseController reach deadlines and the rest; it
-// finds Flush and Hijack here first, so neither reaches the connection.
-// No other path does: the recorder has no ReadFrom or WriteString, so
-// io.Copy and io.WriteString come through Write.
-type recorder struct {
-	http.ResponseWriter
-	status    int    // the status h answered (see WriteHeader); 0 until it does
-	after     int    // the 2xx a failure replaced, or 0
-	body      []byte // the first maxHeldBody bytes h wrote
-	failedAt  int    // where in body h's failure status began: 0, or past a 2xx's bytes
-	discarded int64  // how many it wrote past them
-}
-
-// maxHeldBody is how much of a wrapped handler's body is held and sent.
-// Pub/Sub reads only the status; the rest is counted and dropped, so that
-// a handler writing much holds no more memory than this.
-const maxHeldBody = 4 << 10
-
-// WriteHeader holds code as the answer if it is h's first status, or if it
-// is a failure after a 2xx, which net/http would have sent and kept: h
-// found that its work failed after all. A 2xx after a failure, or after
-// another 2xx, changes nothing, as on net/http's own writer. A code
-// outside 100–999 panics, as there, inside the guard.
-func (rw *recorder) WriteHeader(code int) {
-	switch {
-	case code < 100 || code > 999:
-		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http's own writer does
-	case code < 200:
-		// An interim answer: dropped, since Pub/Sub takes 102 for a success.
-	case rw.status == 0:
-		rw.status = code
-	case is2xx(rw.status) && !is2xx(code):
-		rw.status, rw.after = code, rw.status // a failure after progress is the verdict
-		rw.failedAt = len(rw.body)
-	}
-}
-
-// is2xx reports whether code is a 2xx, an ack.
-func is2xx(code int) bool { return code >= 200 && code <= 299 }
-
-func (rw *recorder) Write(b []byte) (int, error) {
-	if rw.status == 0 {
-		rw.status = http.StatusOK
-	}
-	keep := min(len(b), maxHeldBody-len(rw.body))
-	rw.body = append(rw.body, b[:keep]...)
-	rw.discarded += int64(len(b) - keep)
-	return len(b), nil
-}
-
-// Flush keeps handlers that assert http.Flusher working. There is nothing
-// to flush while the answer is held.
-func (rw *recorder) Flush() {
-	if rw.status == 0 {
-		rw.status = http.StatusOK
-	}
-}
-
-// send writes the held answer, if h gave one, to the client.
-func (rw *recorder) send() {
-	if rw.status != 0 {
-		if rw.discarded > 0 {
-			rw.ResponseWriter.Header().Del("Content-Length") // h's no longer holds
-		}
-		rw.ResponseWriter.WriteHeader(rw.status)
-		rw.ResponseWriter.Write(rw.body) // a client that is gone cannot hear it; Pub/Sub retries
-	}
-}
-
-// errHijack is what Hijack answers on a guarded route.
-var errHijack = errors.New("idemgate: a guarded push handler cannot hijack the connection")
-
-// Hijack refuses: a handler that took the connection could answer Pub/Sub
-// behind the hold. http.ResponseController finds it before it unwraps to
-// the real writer's.
-func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
-
-func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
@@ -871,5 +872,87 @@ func TestIdempotentSendsAWholeAnswerAsWritten(t *testing.T) {
 	wantStatus(t, deliver(t, h, push("1", nil, "x")), 204, "the redelivery of a message answered 299")
 	if n := runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want once", n)
+	}
+}
+
+// On the HTTP surface, under AcceptConflicts a conflict with a record that
+// is only held is not acked: the holder may yet fail and release the key,
+// and then this payload is the one to run.
+func TestAcceptConflictsNacksAHeldKey(t *testing.T) {
+	f := newFixture(t, gateway.Options{Key: gateway.KeyFromAttribute("order_id"),
+		Fingerprint: gateway.FingerprintPayload, AcceptConflicts: true})
+	var runs atomic.Int32
+	h := f.g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { runs.Add(1) }))
+	first := push("1", map[string]string{"order_id": "7"}, "2 chairs")
+	m, err := pushenvelope.Decode(httpRequest(first), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := gateway.FingerprintPayload(m)
+	holder, err := f.st.Claim(t.Context(), "order_id:7", time.Minute, store.ClaimOptions{Fingerprint: fp})
+	if err != nil || holder.Status != store.Won {
+		t.Fatalf("the first payload's claim = %v, %v", holder.Status, err)
+	}
+
+	other := push("2", map[string]string{"order_id": "7"}, "3 tables")
+	wantStatus(t, deliver(t, h, other), http.StatusServiceUnavailable, "a conflict with a held key")
+
+	// The holder fails: the other payload runs on its redelivery.
+	if err := f.st.Release(t.Context(), holder); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, deliver(t, h, other), http.StatusOK, "the other payload once the holder released")
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs.Load())
+	}
+	// Against a DONE record the conflict is accepted, as documented.
+	wantStatus(t, deliver(t, h, first), http.StatusNoContent, "a conflict with a done key")
+}
+
+func httpRequest(body string) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	return r
+}
+
+// A handler that returns on ctx.Done after a lost lease, without writing,
+// is answered 500, not 200.
+func TestLeaseLostHandlerIsNotAcked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memstore.New(nil)
+		fs := &faulty{Store: st}
+		fs.failExtend.Store(true)
+		g, _ := gateway.New(fs, &gateway.Options{Logger: (&logs{}).logger()})
+		h := g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		wantStatus(t, deliver(t, h, push("1", nil, "x")), http.StatusInternalServerError, "a handler that lost its lease")
+		// One that answered 200 before its lease was lost: the 200 is
+		// held, and must not go out (the simulator found this one).
+		h = g.Idempotent(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			<-r.Context().Done()
+		}))
+		wantStatus(t, deliver(t, h, push("2", nil, "x")), http.StatusInternalServerError, "a handler that answered 200, then lost its lease")
+	})
+}
+
+// A caller whose context ended before the key was claimed is not a store
+// failure: outcome cancelled, one WARN line, no ERROR, and still a nack
+// (503).
+func TestCancelledCallerIsNotAStoreFailure(t *testing.T) {
+	st, _ := memstore.New(nil)
+	fs := &faulty{Store: st}
+	fs.failClaim.Store(true) // the Claim fails as a network client's does on a cancelled context
+	l := &logs{}
+	g, _ := gateway.New(fs, &gateway.Options{Logger: l.logger()})
+	h := g.Idempotent(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/", strings.NewReader(push("1", nil, "x"))))
+	wantStatus(t, rec, http.StatusServiceUnavailable, "a cancelled caller")
+	if lines := l.Records().Outcome(gateway.OutcomeCancelled); len(lines) != 1 || lines[0].Level != slog.LevelWarn {
+		t.Errorf("want one WARN cancelled line, got:\n%s", l.Records())
+	}
+	if lines := l.Records().Level(slog.LevelError); len(lines) != 0 {
+		t.Errorf("ERROR lines for a caller that went away:\n%s", lines)
 	}
 }

@@ -10,26 +10,17 @@ import (
 
 // Mutex runs fn while holding key, so that no two callers run for one key
 // at the same time, anywhere the store is shared. Unlike Lock it never
-// marks the key done: after fn returns the key is released and the next
-// caller runs too. Mutex serializes; it does not de-duplicate, and it does
-// not order.
+// marks the key done: the key is released after fn, and the next caller
+// runs too. It serializes; it neither de-duplicates nor orders, and it
+// does not wait: a live holder, or a key completed by Lock, gives an
+// *InProgressError at once.
 //
-// Mutex does not wait for the key: a live holder, or a key completed by
-// Lock, gives an *InProgressError at once, and the caller (a delivery's
-// nack, its retry) comes back later. So every caller runs, one at a time,
-// as long as it keeps trying.
-//
-// Without renewal (a store that cannot extend claims, or NoRenew) nothing
-// stops fn when its lease lapses, and the next caller may then run beside
-// it: Mutex reports that at ERROR (outcome fenced_out) and returns fn's
-// nil, since the work is done. Choose the lease longer than fn can take.
-//
-// A live holder, or a key completed by Lock, gives an *InProgressError;
-// a store failure gives an error wrapping ErrStore. Otherwise Mutex returns
-// fn's error, or, when fn returns nil after its context was cancelled for
-// a lost lease, that cause (ErrLeaseLost): fn did not hold the key all
-// along. If the release fails after fn succeeded, Mutex logs it and
-// returns nil: the key frees when its lease ends.
+// Mutex returns fn's error; ErrLeaseLost when fn returned nil after its
+// claim was lost; an error wrapping ErrStore when the store fails. A
+// failed release after fn succeeded is logged, not returned: the key frees
+// when its lease ends. Without renewal, fn may outlive its lease and the
+// next caller then runs beside it (logged at ERROR): choose the lease
+// longer than fn can take.
 func (g *Gateway) Mutex(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
 	if fn == nil {
 		panic("gateway: Mutex with a nil function")

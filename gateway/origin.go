@@ -5,12 +5,8 @@ import (
 )
 
 // originOf names d for the record its claim wins (WithOrigin): its
-// surface and its message id, such as "push/4711". The id is the Pub/Sub
-// messageId (for a CloudEvent, the event id when the data carries none:
-// Pub/Sub's events use the messageId as their id), the one every log line
-// of the delivery shows as delivery.message_id; a delivery without one
-// (an unwrapped push without the header) is named by its surface alone.
-// It never holds the key, unless the key is the message id itself.
+// surface and its message id (delivery.message_id in its log lines), such
+// as "push/4711", or its surface alone when it has no id.
 func originOf(d *Delivery) string {
 	var id string
 	if d.Message != nil {

@@ -12,10 +12,7 @@ import (
 
 // ack acknowledges m, whose delivery had outcome o, and, on a subscription
 // with exactly-once delivery, waits for Pub/Sub to accept it. A failed ack
-// means a redelivery; what that redelivery meets depends on o (see
-// redelivery). It is logged because it costs a delivery, may repeat
-// work that was not recorded, and may point at ack deadlines that are too
-// short.
+// is logged with what its redelivery will meet (see redelivery).
 func (h *handler) ack(ctx context.Context, m *pubsub.Message, d *gateway.Delivery, o gateway.Outcome) {
 	if h.opts.AckTimeout < 0 {
 		m.Ack()

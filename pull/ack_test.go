@@ -248,10 +248,10 @@ func TestFailedAckSaysWhatTheRedeliveryDoes(t *testing.T) {
 			return id, func(context.Context, *pubsub.Message) error { return nil }
 		}, "the key is done, so the gateway answers it as a duplicate"},
 		{gateway.OutcomeConflict, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
-			r.opts.Key, r.opts.Fingerprint, r.opts.AcceptConflicts = gateway.KeyFromAttribute("order_id"), gateway.FingerprintPayload, true
+			r.opts.Route = gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: new(true)}
 			// The order was done for another payload.
 			first := &pushenvelope.Message{Data: []byte("2 chairs"), Attributes: map[string]string{"order_id": "7"}}
-			key, err := r.opts.Key(first)
+			key, err := r.opts.Route.Key(first)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -283,7 +283,7 @@ func TestFailedAckSaysWhatTheRedeliveryDoes(t *testing.T) {
 			return r.f.publish("order 1"), func(context.Context, *pubsub.Message) error { return nil }
 		}, "the key was not recorded as done, so once the claim's lease ends it may run the work again"},
 		{gateway.OutcomeUnguarded, func(t *testing.T, r *run) (string, func(context.Context, *pubsub.Message) error) {
-			r.opts.Key, r.opts.AllowUnguarded = gateway.KeyFromAttribute("order_id"), true
+			r.opts.Route = gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: new(true)}
 			return r.f.publish("order without id"), func(context.Context, *pubsub.Message) error { return nil }
 		}, "the message ran unguarded, so it runs the work again, unguarded"},
 	} {

@@ -79,7 +79,8 @@ func succeed(context.Context, *pubsub.Message) error { return nil }
 func conflicting(accept bool) func(t *testing.T) string {
 	return func(t *testing.T) string {
 		cb := pull.Wrap(answerGateway(t, nil, gateway.Options{}), succeed, quietOptions(pull.Options{
-			Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: accept}))
+			Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: new(accept)},
+		}))
 		order := map[string]string{"order_id": "o-1"}
 		if v := verdict(t.Context(), t, cb, "m-1", "x", order); v != "ack" {
 			t.Fatalf("the first order: %q, want ack", v)
@@ -195,7 +196,7 @@ var answerCases = []answerCase{
 	{"conflict", conflicting(false)},
 	{"conflict_accepted", conflicting(true)},
 	{"no_key", func(t *testing.T) string {
-		cb := pull.Wrap(answerGateway(t, nil, gateway.Options{}), succeed, quietOptions(pull.Options{Key: gateway.KeyFromAttribute("order_id")}))
+		cb := pull.Wrap(answerGateway(t, nil, gateway.Options{}), succeed, quietOptions(pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}}))
 		return verdict(t.Context(), t, cb, "m-1", "x", nil)
 	}},
 	{"store_error", func(t *testing.T) string {

@@ -72,7 +72,7 @@ func TestEmulator(t *testing.T) {
 			}
 			done.inc(order)
 			return nil
-		}, &pull.Options{Logger: slog.New(logs.Handler()), Subscription: sub.Name, Key: gateway.KeyFromAttribute("order_id"), InProgressDelay: 10 * time.Millisecond}))
+		}, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: slog.New(logs.Handler()), Subscription: sub.Name, InProgressDelay: 10 * time.Millisecond}))
 	}()
 	logs.Wait(t, waitFor, "an ack of every message", func(recs logtest.Records) bool {
 		for _, id := range ids {

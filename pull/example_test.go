@@ -51,7 +51,7 @@ func ExampleWrap() {
 		return nil // an error nacks the message: it is delivered again
 	}
 	err = sub.Receive(ctx, pull.Wrap(g, ship, &pull.Options{
-		Key:          gateway.KeyFromAttribute("order_id"),
+		Route:        gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")},
 		Subscription: sub.String(),
 	}))
 	if err != nil {

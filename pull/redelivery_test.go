@@ -138,7 +138,7 @@ func TestConcurrentReceivers(t *testing.T) {
 		runtime.Gosched()
 		return nil
 	}
-	opts := &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), InProgressDelay: time.Millisecond}
+	opts := &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: f.logger(), InProgressDelay: time.Millisecond}
 	stopA := f.receive(f.sub, pull.Wrap(f.g, fn, opts))
 	stopB := f.receiveWith(second, f.sub, pull.Wrap(f.g, fn, opts))
 

@@ -29,71 +29,36 @@ const (
 // Options configures Wrap. The zero value means the defaults; Wrap copies
 // it, so the caller may reuse it.
 type Options struct {
-	// Key resolves the idempotency key of a message, from the message as
-	// pushenvelope describes a push delivery, so that one key function
-	// serves push, CloudEvents and pull alike: its ID, Data, Attributes,
-	// PublishTime, OrderingKey and DeliveryAttempt are the pulled message's,
-	// its Subscription is Options.Subscription, and its Form is zero (a
-	// pulled message came in none of the push forms). Default
-	// gateway.KeyFromMessageID.
-	Key gateway.KeyFunc
+	// Route is the subscriber's route settings over the Gateway's (see
+	// gateway.RouteOptions): its key function sees a pulled message as a
+	// pushenvelope.Message with the subscription below and a zero Form.
+	// A refusal (no key, a conflict, a FAILED key) is a nack.
+	Route gateway.RouteOptions
 
-	// Fingerprint, if set, fingerprints each message so that a key reused
-	// for a different payload is a conflict (see gateway.FingerprintFunc):
-	// nacked, so that it ends in the dead-letter topic, or acknowledged as
-	// a duplicate with AcceptConflicts. Default: none.
-	Fingerprint     gateway.FingerprintFunc
-	AcceptConflicts bool
-
-	// AllowUnguarded runs fn unguarded when no key can be resolved, instead
-	// of nacking the message. Default false (fail closed: the message is
-	// nacked, logged at ERROR, and ends in the dead-letter topic if the
-	// subscription has one).
-	AllowUnguarded bool
-
-	// Subscription names the subscription in log lines, e.g.
-	// sub.String(). A pulled message does not say which subscription it
-	// came from. Default: not logged.
+	// Subscription names the subscription in log lines (a pulled message
+	// does not say which it came from), e.g. sub.String(). Default: not
+	// logged.
 	Subscription string
 
-	// AckTimeout bounds how long the callback waits for the result of its
-	// ack or nack. Wrap always acknowledges with AckWithResult and
-	// NackWithResult: on a subscription with exactly-once delivery the
-	// result says whether Pub/Sub accepted the ack, and a failure is logged;
-	// on other subscriptions the client resolves the result at once, so
-	// there is nothing to wait for and nothing to configure. Pub/Sub
-	// reports exactly-once delivery to the client with each pull; it cannot
-	// be read from a message. Default DefaultAckTimeout; negative: do not
-	// wait or log (plain Ack and Nack).
+	// AckTimeout bounds the wait for the result of each ack or nack, which
+	// Wrap sends with AckWithResult and NackWithResult: on a subscription
+	// with exactly-once delivery a failure is then logged; on others the
+	// result is at once. Default DefaultAckTimeout; negative: plain Ack and
+	// Nack (docs/pull.md, "Exactly-once delivery").
 	AckTimeout time.Duration
 
 	// InProgressDelay is how long a message whose key a live holder owns
-	// (another delivery of it is being processed, here or elsewhere) is
-	// kept before it is nacked, capped by the end of the holder's lease.
-	// The same holds when fn returns an error matching
-	// gateway.ErrInProgress: its own Mutex (or a Lock on another key) met
-	// a live holder, and the cap is that holder's lease. Pub/Sub
-	// redelivers a nacked message at once unless the subscription has a
-	// retry policy, so nacking straight away would spin, spending a
-	// delivery attempt (towards the dead-letter topic) each time, until the
-	// holder finishes. The client keeps extending the message's ack
-	// deadline meanwhile, and the message counts against
-	// MaxOutstandingMessages. Default DefaultInProgressDelay; negative: nack
-	// at once (set a retry policy on the subscription instead).
-	//
-	// A message with an ordering key (on any subscription: a pulled message
-	// does not say whether its subscription enables ordering) is not nacked
-	// while the holder lives: a nack would let the key's later messages
-	// overtake it. It is tried again in place after each such wait
-	// (DefaultInProgressDelay if InProgressDelay is negative) until the
-	// holder settles or Receive stops.
+	// (or whose fn met a holder: gateway.ErrInProgress) is kept before it
+	// is nacked, capped by the holder's lease, so that its redeliveries do
+	// not spin and spend delivery attempts. Default DefaultInProgressDelay;
+	// negative: nack at once. A message with an ordering key is never
+	// nacked while the holder lives: it is tried again in place after each
+	// wait (docs/pull.md, "Why a held key waits before the nack",
+	// "Ordering keys").
 	InProgressDelay time.Duration
 
-	// Logger receives the guard's line for each message, the one every
-	// surface writes (DEBUG when it was processed, INFO when a duplicate:
-	// the gateway's Options.DuplicateLogLevel), and the
-	// lines about failed acks. Default: the gateway's logger. Keys are logged as the gateway logs them (hidden
-	// behind a digest when its Options.HideKeys is set).
+	// Logger receives the guard's line for each message and the lines about
+	// failed acks. Default: the gateway's logger.
 	Logger *slog.Logger
 
 	// after, if set, replaces time.After in the waits of held messages
@@ -102,37 +67,23 @@ type Options struct {
 }
 
 // Wrap returns a callback for pubsub.Subscriber.Receive that runs fn under
-// g.Lock, keyed by Options.Key, and acknowledges each message according to
-// the outcome:
+// g.Lock, with the route's settings of Options.Route, and acknowledges each
+// message by the outcome:
 //
-//	fn returned nil                 ack (after the key was recorded as done)
-//	the key is already done         ack: a duplicate; fn does not run
-//	a live holder owns the key      nack after InProgressDelay; WARN
-//	fn's own Mutex met a holder     nack after InProgressDelay (after the claim was
-//	(an error matching              released); WARN
-//	gateway.ErrInProgress)
-//	fn returned an error            nack (after the claim was released); ERROR
-//	fn's transaction fenced out     ack when the key is done: nothing was written; WARN.
-//	(store.ErrFenced)               While another claim holds it, as a live holder;
-//	                                otherwise nack; ERROR
-//	fn panicked                     nack (after the claim was released); the panic goes on
-//	no key could be resolved        nack; ERROR (unless AllowUnguarded)
-//	the store failed                nack; ERROR
-//	key reused for another payload  nack, or ack with AcceptConflicts; ERROR
-//	(with Options.Fingerprint)
-//	the work failed for good, now   nack, or ack with the gateway's AckFailed;
-//	or before (gateway MaxAttempts) ERROR when it fails, WARN after
+//	fn returned nil, or the key is done   ack
+//	a live holder owns the key, or fn's   nack after InProgressDelay
+//	own Mutex met one
+//	fn returned an error, or panicked     nack (after the claim was released)
+//	fn's transaction fenced out           ack when the key is done, else as held or failed
+//	no key, or the store failed           nack
+//	key reused for another payload        nack, or ack with AcceptConflicts
+//	the work failed for good              nack, or ack with AckFailed
 //
-// A message with an ordering key whose key, or fn's own Mutex, is held is
-// not nacked while the holder lives: it is tried again in place, after
-// each wait of InProgressDelay, so that the key's later messages cannot
-// overtake it (see Options.InProgressDelay).
-//
-// fn must not Ack or Nack the message itself: the callback does, once fn's
+// fn must not Ack or Nack the message: the callback does, once fn's
 // outcome is settled in the store. fn's context carries the claim (see
-// gateway.ClaimFromContext). A panic in fn is not recovered: as in any
-// Receive callback it ends the program, but only after the claim was
-// released and the message nacked, so the redelivery runs fn again.
+// gateway.ClaimFromContext). A panic in fn ends the program, as in any
+// Receive callback, but only after the claim was released and the message
+// nacked. docs/pull.md, "How outcomes map to acks", gives each log line.
 //
 // Wrap panics if g or fn is nil.
 func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) error, opts *Options) func(context.Context, *pubsub.Message) {
@@ -142,13 +93,11 @@ func Wrap(g *gateway.Gateway, fn func(ctx context.Context, m *pubsub.Message) er
 	if fn == nil {
 		panic("pull: Wrap with a nil fn")
 	}
-	h := &handler{g: g, fn: fn}
+	h := &handler{fn: fn}
 	if opts != nil {
 		h.opts = *opts
 	}
-	if h.opts.Key == nil {
-		h.opts.Key = gateway.KeyFromMessageID
-	}
+	h.g = g.Route(&h.opts.Route)
 	if h.opts.AckTimeout == 0 {
 		h.opts.AckTimeout = DefaultAckTimeout
 	}
@@ -177,9 +126,7 @@ func (h *handler) receive(ctx context.Context, m *pubsub.Message) {
 			m.Nack()
 		}
 	}()
-	d := gateway.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", AllowUnguarded: h.opts.AllowUnguarded, Logger: h.opts.Logger,
-		Fingerprint: h.opts.Fingerprint, AcceptConflicts: h.opts.AcceptConflicts, CancelIsShutdown: true}
-	d.Key, d.KeyErr = h.opts.Key(d.Message)
+	d := gateway.Delivery{Message: messageOf(m, h.opts.Subscription), Form: "pull", Logger: h.opts.Logger, CancelIsShutdown: true}
 	work := func(ctx context.Context) error { return h.fn(ctx, m) }
 	for {
 		res := h.g.Deliver(ctx, &d, work)
@@ -231,7 +178,7 @@ func (h *handler) settle(ctx context.Context, m *pubsub.Message, d *gateway.Deli
 	case held:
 		h.hold(ctx, until)
 		h.nack(ctx, m, d)
-	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && h.opts.AcceptConflicts,
+	case o == gateway.OutcomeDuplicate, o == gateway.OutcomeConflict && d.AcceptConflicts,
 		(o == gateway.OutcomeAlreadyFailed || o == gateway.OutcomeAbandoned) && d.AckFailed,
 		res.Ran && res.Err == nil: // won, fenced_out, complete_error, unguarded
 		h.ack(ctx, m, d, o)

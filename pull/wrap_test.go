@@ -219,7 +219,7 @@ func TestNoKeyFailsClosed(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
+	}, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeNoKey, id, 2) // nacked, so delivered again
 	stop()
 	if n := runs.Load(); n != 0 {
@@ -238,7 +238,7 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error {
 		runs.Add(1)
 		return nil
-	}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true}))
+	}, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: new(true)}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -250,6 +250,21 @@ func TestNoKeyAllowUnguarded(t *testing.T) {
 	}
 }
 
+// A subscriber's Options.Route is merged over the Gateway's settings: one
+// it leaves zero is the Gateway's, here its Key and AllowUnguarded.
+func TestRouteInheritsTheGateway(t *testing.T) {
+	f := newFixture(t, setup{})
+	g, err := gateway.New(f.st, &gateway.Options{Key: gateway.KeyFromAttribute("order_id"), AllowUnguarded: true, Logger: f.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.publish("order without id")
+	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil }, &pull.Options{Logger: f.logger()}))
+	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
+	f.waitAcked(id)
+	stop()
+}
+
 func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	f := newFixture(t, setup{})
 	g, err := gateway.New(f.st, &gateway.Options{Disabled: true, Logger: f.logger()})
@@ -258,7 +273,7 @@ func TestNoKeyDisabledGatewayPassesThrough(t *testing.T) {
 	}
 	id := f.publish("order without id")
 	stop := f.receive(f.sub, pull.Wrap(g, func(context.Context, *pubsub.Message) error { return nil },
-		&pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id")}))
+		&pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: f.logger()}))
 	waitOutcome(t, f.logs, gateway.OutcomeUnguarded, id, 1)
 	f.waitAcked(id)
 	stop()
@@ -292,7 +307,7 @@ func TestHideKeys(t *testing.T) {
 	f := newFixture(t, setup{hideKeys: true})
 	id := f.publish("order 1", "email", "ann@example.com")
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return errors.New("no") },
-		&pull.Options{Key: gateway.KeyFromAttribute("email")})) // logs through the gateway's logger
+		&pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("email")}})) // logs through the gateway's logger
 	waitOutcome(t, f.logs, gateway.OutcomeFailed, id, 1)
 	stop()
 	r := matching(f.logs.Records(), gateway.OutcomeFailed, id)[0]
@@ -356,7 +371,7 @@ func TestFencedOutTransactionIsAcked(t *testing.T) {
 	}
 }
 
-// With Options.Fingerprint, an order_id reused for another payload is a
+// With a Fingerprint on the route, an order_id reused for another payload is a
 // conflict: nacked (so it reaches the dead-letter topic), or acked as a
 // duplicate with AcceptConflicts; fn does not run for it.
 func TestConflictIsNackedOrAccepted(t *testing.T) {
@@ -368,8 +383,10 @@ func TestConflictIsNackedOrAccepted(t *testing.T) {
 			stop := f.receive(f.sub, pull.Wrap(f.g, func(_ context.Context, m *pubsub.Message) error {
 				runs.inc(m.ID)
 				return nil
-			}, &pull.Options{Logger: f.logger(), Key: gateway.KeyFromAttribute("order_id"),
-				Fingerprint: gateway.FingerprintPayload, AcceptConflicts: accept}))
+			}, &pull.Options{
+				Route:  gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id"), Fingerprint: gateway.FingerprintPayload, AcceptConflicts: new(accept)},
+				Logger: f.logger(),
+			}))
 			waitOutcome(t, f.logs, gateway.OutcomeWon, first, 1)
 			other := f.publish("9 tables", "order_id", "7")
 			if accept {

@@ -63,6 +63,9 @@ func googleURL(rawURL string, known ...string) (project string, params map[strin
 	}
 	params = make(map[string]string, len(q))
 	for name, vs := range q {
+		if err := misspelled([]string{name}, known...); err != nil {
+			return "", nil, err
+		}
 		if !slices.Contains(known, name) {
 			return "", nil, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(known, ", "))
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -187,6 +188,9 @@ func boundBy(ctx context.Context, q url.Values, dial *time.Duration, rw ...*time
 // redisStoreOptions takes the store's own parameters out of q.
 func redisStoreOptions(q url.Values) (*redisstore.Options, error) {
 	names := []string{"prefix", "ttl", "allow_eviction"}
+	if err := misspelled(slices.Sorted(maps.Keys(q)), names...); err != nil {
+		return nil, err
+	}
 	for _, name := range names {
 		if vs, ok := q[name]; ok && len(vs) != 1 {
 			return nil, fmt.Errorf("parameter %q given %d times", name, len(vs))

@@ -257,6 +257,9 @@ func cutTableParam(scheme, rawURL string) (dsn, table string, err error) {
 	var kept []string
 	for _, p := range strings.Split(rawURL[start+1:], "&") {
 		name, value, _ := strings.Cut(p, "=")
+		if err := misspelled([]string{name}, "table"); err != nil {
+			return "", "", err
+		}
 		if name != "table" {
 			kept = append(kept, p)
 			continue

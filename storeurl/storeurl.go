@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idemgate/idemgate/store"
@@ -148,4 +149,39 @@ func orDefault(what string, given bool) string {
 		return what
 	}
 	return what + " (default)"
+}
+
+// misspelled returns an error naming the first parameter of names that is
+// not one of ours but within two edits of one (tabel for table): a
+// parameter the driver would otherwise take as its own, or refuse in
+// words of its own.
+func misspelled(names []string, ours ...string) error {
+	for _, n := range names {
+		for _, o := range ours {
+			if n != o && !slices.Contains(ours, n) && edits(n, o) <= 2 {
+				return fmt.Errorf("unknown parameter %q: did you mean %q?", n, o)
+			}
+		}
+	}
+	return nil
+}
+
+// edits is the Levenshtein distance between a and b.
+func edits(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -148,3 +148,26 @@ func whereRedis(t *testing.T) string {
 	}
 	return testenv.Private(t, "redis", testenv.StartRedis).Addr
 }
+
+// A parameter two edits from one of the store's own is a usage error
+// that names the one meant, before any I/O; a driver's own passes.
+func TestMisspelledParameter(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"postgres://127.0.0.1:1/test?tabel=x", `unknown parameter "tabel": did you mean "table"?`},
+		{"mysql://root@tcp(127.0.0.1:1)/test?tables=x", `unknown parameter "tables": did you mean "table"?`},
+		{"sqlite:///nowhere/x.db?tabl=x", `unknown parameter "tabl": did you mean "table"?`},
+		{"redis://127.0.0.1:1/0?prefx=a", `unknown parameter "prefx": did you mean "prefix"?`},
+		{"redis://127.0.0.1:1/0?allow_evictions=true", `did you mean "allow_eviction"?`},
+		{"datastore://p?namespce=a", `unknown parameter "namespce": did you mean "namespace"?`},
+		{"firestore://p?colection=a", `did you mean "collection"?`},
+	} {
+		_, err := Open(t.Context(), tc.url)
+		var ue *URLError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v; want a URLError saying %s", tc.url, err, tc.want)
+		}
+	}
+	if err := misspelled([]string{"sslmode", "application_name", "tls", "table"}, "table"); err != nil {
+		t.Errorf("misspelled of driver parameters = %v, want nil", err)
+	}
+}

@@ -48,5 +48,5 @@ func newOnOrder(st store.Store, cfg example.Config, log *slog.Logger) (func(cont
 		}
 		return sup.Send(ctx, key, m.Data, m.Attributes)
 	}
-	return cloudevent.Wrap(g, send, &cloudevent.Options{Key: messageKey, Logger: log}), nil
+	return cloudevent.Wrap(g, send, &cloudevent.Options{Route: gateway.RouteOptions{Key: messageKey}, Logger: log}), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
@@ -22,7 +23,11 @@ maxmemory-policy. On a store with an outbox (SQL, Datastore, Firestore)
 it reports the outbox's backlog, how long its oldest unsent message has
 waited, and its dead messages: a message older than -max-outbox-age (a
 relay that does not run or cannot publish) or a dead one is a problem.
-It writes nothing. Run it in the deploy pipeline before rolling out: it
+Where the store lists records, more FAILED keys than -max-failed (the
+work failed for good: each waits for an operator's retry) and a claim
+held or lapsed for longer than -max-held (a holder slow or crashed: its
+work may have run) are problems too, as the shipped alert policies
+failed-keys.json and relay-behind.json see them. It writes nothing. Run it in the deploy pipeline before rolling out: it
 exits 1 when it finds a problem.
 `
 
@@ -63,6 +68,8 @@ func (c *cli) check(ctx context.Context, args []string) int {
 	fs, cm := c.flags("check", "", checkHelp, 30*time.Second)
 	maxSkew := fs.Duration("max-skew", 2*time.Second, "largest skew of the store's clock against this machine's that passes")
 	maxAge := fs.Duration("max-outbox-age", 10*time.Minute, "longest wait of the oldest unsent outbox message that passes")
+	maxFailed := fs.Int("max-failed", 0, "most FAILED keys that pass")
+	maxHeld := fs.Duration("max-held", 10*time.Minute, "longest a claim may stay held or lapsed and pass")
 	rest, code, done := c.parse(fs, cm, args)
 	if done {
 		return code
@@ -135,13 +142,52 @@ func (c *cli) check(ctx context.Context, args []string) int {
 		}
 	}
 
-	// 5. The outbox, where the store has one.
+	// 5. The records that wait for an operator, where the store lists them.
+	if x, err := lister(o); err == nil {
+		r.records(ctx, x, *maxFailed, *maxHeld)
+	}
+
+	// 6. The outbox, where the store has one.
 	if src, ok := outboxOf(o.Store); ok {
 		if s, ok := src.(relay.Stater); ok {
 			r.outbox(ctx, s, *maxAge)
 		}
 	}
 	return r.done()
+}
+
+// records reports the FAILED keys of x by reason, a problem when there are
+// more than maxFailed, and the claims held or lapsed for longer than
+// maxHeld, a problem when there is one.
+func (r *report) records(ctx context.Context, x store.Lister, maxFailed int, maxHeld time.Duration) {
+	failed, err := failedRecords(ctx, x, selection{})
+	switch {
+	case err != nil:
+		r.fail("failed", "listing the FAILED records: %v", err)
+	case len(failed) > maxFailed:
+		var by []string
+		for _, g := range groupFailed(failed) {
+			by = append(by, fmt.Sprintf("%d %q", len(g.records), g.reason))
+		}
+		r.fail("failed", "%s, more than -max-failed %d (by reason: %s): the work failed for good; idemgate failed lists them, idemgate retry -reason R runs them again once the cause is fixed",
+			plural(len(failed), "FAILED key"), maxFailed, strings.Join(by, ", "))
+	default:
+		r.ok("failed", "%s", plural(len(failed), "FAILED key"))
+	}
+	page, err := x.List(ctx, store.ListOptions{States: store.StateHeld | store.StateLapsed, OlderThan: maxHeld, Limit: store.MaxListLimit})
+	switch n := len(page.Records); {
+	case err != nil:
+		r.fail("held", "listing the held and lapsed claims: %v", err)
+	case n > 0:
+		more := ""
+		if page.Next != "" {
+			more = " or more"
+		}
+		r.fail("held", "%s%s held or lapsed for longer than -max-held %v (the oldest listed: %q): a holder slow or crashed, whose work may have run: check the sink before a replay (idemgate list -state held,lapsed -older %v)",
+			plural(n, "claim"), more, maxHeld, page.Records[0].Key, maxHeld)
+	default:
+		r.ok("held", "no claim held or lapsed for longer than %v", maxHeld)
+	}
 }
 
 // outbox reports the state of s, an outbox: a problem when its oldest
@@ -151,7 +197,7 @@ func (c *cli) check(ctx context.Context, args []string) int {
 func (r *report) outbox(ctx context.Context, s relay.Stater, maxAge time.Duration) {
 	st, err := s.Stats(ctx)
 	if err != nil {
-		r.info("outbox", "not readable (a service that enqueues messages creates it: Options.Outbox and CreateTable on SQL): %v", err)
+		r.info("outbox", "not readable: %v", err)
 		return
 	}
 	msg := fmt.Sprintf("%d unsent", st.Unsent)

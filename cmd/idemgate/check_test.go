@@ -155,3 +155,24 @@ func TestCheckReadsOutbox(t *testing.T) {
 		t.Errorf("check = %d:\n%s", r.code, r.stdout)
 	}
 }
+
+// check on every real store: FAILED keys past -max-failed and claims held
+// past -max-held are problems, each reported with its threshold.
+func TestCheckRecords(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			url, _ := failedOnBackend(t, b)
+			r := idemgate(t, "", "check", "-store", url)
+			if r.code != exitProblem || !strings.Contains(r.stdout, `FAIL  failed    3 FAILED keys, more than -max-failed 0 (by reason: 2 "card declined", 1 `) ||
+				!strings.Contains(r.stdout, "ok    held      no claim held or lapsed for longer than 10m0s") {
+				t.Errorf("check with 3 FAILED keys = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			r = idemgate(t, "", "check", "-store", url, "-max-failed", "3", "-max-held", "1ns")
+			if !strings.Contains(r.stdout, "ok    failed    3 FAILED keys") || !strings.Contains(r.stdout, "held or lapsed for longer than -max-held 1ns") ||
+				!strings.Contains(r.stdout, "check the sink before a replay") || r.code != exitProblem {
+				t.Errorf("check -max-failed 3 -max-held 1ns = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}

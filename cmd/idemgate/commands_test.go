@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func inspectJSON(t *testing.T, url string, keys ...string) map[string]jsonRecord
 		}
 		out[j.Key] = j
 	}
-	if len(out) != len(keys) {
+	if n := len(slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return strings.HasPrefix(k, "-") })); len(out) != n {
 		t.Fatalf("inspect -json printed %d records for %d keys:\n%s", len(out), len(keys), r.stdout)
 	}
 	return out
@@ -155,8 +156,15 @@ func TestCommands(t *testing.T) {
 					t.Errorf("inspect %s = %+v, want status %s, fence %d", key, j, want.status, want.fence)
 				}
 			}
-			if j := got["held"]; j.Token != s.held.Token || j.LeaseUntil == nil || j.LeaseUntil.Sub(s.held.LeaseUntil).Abs() > time.Millisecond {
-				t.Errorf("inspect held = %+v, want the holder's token %q and lease %v", j, s.held.Token, s.held.LeaseUntil)
+			// The token, the claim's credential, is printed only when asked for.
+			if j := got["held"]; strings.Contains(j.Token, s.held.Token) || !strings.Contains(j.Token, "-show-token") {
+				t.Errorf("inspect held printed the token %q; want it hidden", j.Token)
+			}
+			if r := idemgate(t, "", "list", "-store", url, "-json"); r.code != exitOK || strings.Contains(r.stdout, s.held.Token) || !strings.Contains(r.stdout, "-show-token") {
+				t.Errorf("list -json = %d, printed\n%s\nwant the held claim's token hidden", r.code, r.stdout)
+			}
+			if j := inspectJSON(t, url, "held", "-show-token")["held"]; j.Token != s.held.Token || j.LeaseUntil == nil || j.LeaseUntil.Sub(s.held.LeaseUntil).Abs() > time.Millisecond {
+				t.Errorf("inspect -show-token held = %+v, want the holder's token %q and lease %v", j, s.held.Token, s.held.LeaseUntil)
 			}
 			if j := got["done"]; j.Fingerprint != hex.EncodeToString([]byte("order-7-payload")) || got["held"].Fingerprint != "" {
 				t.Errorf("inspect fingerprints: done %q, held %q; want the kept one, and none", j.Fingerprint, got["held"].Fingerprint)
@@ -212,7 +220,8 @@ func TestCommands(t *testing.T) {
 
 			// forget, confirmed: the holder is fenced out, the DONE key runs again.
 			r = idemgate(t, "y\n", "forget", "-store", url, "held", "done", "absent")
-			if r.code != exitOK || strings.Count(r.stdout, ": forgotten") != 2 || !strings.Contains(r.stdout, `"absent": nothing to forget`) {
+			if r.code != exitProblem || strings.Count(r.stdout, ": forgotten") != 2 || !strings.Contains(r.stdout, `"absent": nothing to forget`) ||
+				!strings.Contains(r.stderr, "1 of 3 keys had no live record") {
 				t.Fatalf("forget = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			if ok, err := s.st.Complete(t.Context(), s.held); ok || err != nil {
@@ -231,7 +240,7 @@ func TestCommands(t *testing.T) {
 				t.Errorf("forget -yes = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			r = idemgate(t, "", "forget", "-store", url, "never-seen")
-			if r.code != exitOK || strings.Contains(r.stdout, "[y/N]") {
+			if r.code != exitProblem || strings.Contains(r.stdout, "[y/N]") || !strings.Contains(r.stderr, "1 of 1 keys had no live record") {
 				t.Errorf("forget of an absent key = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 

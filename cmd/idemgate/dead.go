@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
+	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
 // deadListing is how relay -dead lists.
@@ -45,6 +47,13 @@ func (c *cli) deadLetters(ctx context.Context, cm *common, rest []string, list b
 		return c.fail(ctx, cm, err)
 	}
 	defer st.Close()
+	if _, sql := st.Store.(*sqlstore.Store); sql && !list {
+		for _, id := range ids {
+			if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+				return c.fail(ctx, cm, fmt.Errorf("%w: -revive %q: a SQL outbox's IDs are numbers (relay -dead lists them)", errUsage, id))
+			}
+		}
+	}
 	src, err := openOutbox(ctx, st)
 	if err != nil {
 		return c.fail(ctx, cm, err)

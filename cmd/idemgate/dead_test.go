@@ -114,6 +114,7 @@ func TestRelayDeadUsage(t *testing.T) {
 		{"-revive", " , "},
 		{"-dead", "extra"},
 		{"-dead", "-n", "0"},
+		{"-revive", "1,abc"}, // a SQL outbox's IDs are numbers
 	} {
 		r := idemgate(t, "", append([]string{"relay", "-store", url}, args...)...)
 		if r.code != exitUsage {

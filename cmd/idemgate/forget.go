@@ -18,8 +18,9 @@ claim one fence higher, so a holder still at work is fenced out (its
 completion is refused) and fences never restart.
 
 Forget shows the records first, warns about those a holder is working on
-now, and asks for confirmation on stdin, unless -yes is given. Keys
-without a live record have nothing to forget. It then forgets only the
+now, and asks for confirmation on stdin, unless -yes is given. A KEY
+without a live record has nothing to forget, and makes forget exit 1
+once it has forgotten the others. It then forgets only the
 records it showed: a record whose state or fence changed since (a holder
 took it, completed it, or released it) is left alone and reported, unless
 -force is given. That check and the forget are two steps of the store: a
@@ -57,8 +58,14 @@ func (c *cli) forget(outer context.Context, args []string) int {
 			live = append(live, key)
 			shown[key] = r
 		}
+		// A KEY without a live record is not a success (exit 1), after
+		// the others are forgotten.
+		var absent error
+		if n := len(keys) - len(live); n > 0 {
+			absent = fmt.Errorf("%d of %d keys had no live record: nothing forgotten for them", n, len(keys))
+		}
 		if len(live) == 0 {
-			return nil
+			return absent
 		}
 		// 2. Confirm. The question waits for as long as the operator
 		// needs: -timeout bounds the store's work, before and after.
@@ -102,7 +109,7 @@ func (c *cli) forget(outer context.Context, args []string) int {
 				fmt.Fprintf(c.stdout, "%q: nothing to forget any more (the record expired meanwhile)\n", key)
 			}
 		}
-		return nil
+		return absent
 	})
 }
 

@@ -48,6 +48,7 @@ machine's clock reads them).
 func (c *cli) inspect(ctx context.Context, args []string) int {
 	fs, cm := c.flags("inspect", "KEY…", inspectHelp, 10*time.Second)
 	asJSON := fs.Bool("json", false, "print one JSON object per key, one per line, for scripts")
+	showToken := fs.Bool("show-token", false, "print a live claim's token, the credential that completes or releases it")
 	keys, code, done := c.parse(fs, cm, args)
 	if done {
 		return code
@@ -61,6 +62,7 @@ func (c *cli) inspect(ctx context.Context, args []string) int {
 			if err != nil {
 				return err
 			}
+			hideToken(&r, *showToken)
 			var near nearby
 			if !ok {
 				near = findNearby(ctx, o, x, key)
@@ -76,6 +78,15 @@ func (c *cli) inspect(ctx context.Context, args []string) int {
 		}
 		return nil
 	})
+}
+
+// hideToken replaces r's token by a mark unless show: the token is the
+// credential that completes or releases the claim, and is printed only
+// when asked for.
+func hideToken(r *store.Record, show bool) {
+	if r.Token != "" && !show {
+		r.Token = "(hidden: -show-token prints it)"
+	}
 }
 
 // clockOf names the clock o's records are read on.

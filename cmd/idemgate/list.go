@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -45,6 +46,7 @@ func (c *cli) list(ctx context.Context, args []string) int {
 	limit := fs.Int("limit", store.DefaultListLimit, fmt.Sprintf("the most records on the page, at most %d", store.MaxListLimit))
 	cursor := fs.String("cursor", "", "continue from the page that printed `C`")
 	asJSON := fs.Bool("json", false, "print one JSON object per record, then {\"next\": C}, for scripts")
+	showToken := fs.Bool("show-token", false, "with -json: print a live claim's token, the credential that completes or releases it")
 	rest, code, done := c.parse(fs, cm, args)
 	if done {
 		return code
@@ -75,12 +77,16 @@ func (c *cli) list(ctx context.Context, args []string) int {
 		return c.fail(ctx, cm, err)
 	}
 	page, err := x.List(ctx, opts)
+	if errors.Is(err, store.ErrInvalidCursor) {
+		err = fmt.Errorf("%w: -cursor %.40q is not one a listing printed (a page's next cursor, for the same store, -state and -prefix)", errUsage, opts.Cursor)
+	}
 	if err != nil {
 		return c.fail(ctx, cm, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		for _, r := range page.Records {
+			hideToken(&r, *showToken)
 			j := listedJSON{toJSON(o, r.Key, r, true, nearby{}), r.Age().Round(time.Millisecond).String()}
 			if err := enc.Encode(j); err != nil {
 				return c.fail(ctx, cm, err)

@@ -16,6 +16,7 @@
 //	idemgate childkey PARENT NAME   print the child key of message NAME published under PARENT
 //	idemgate relay -project P       publish a store's outbox to Pub/Sub, until interrupted
 //	idemgate relay -dead | -revive ID,…  list the outbox's dead messages, or revive them
+//	idemgate version                print the module's version and build information
 //
 // Every command takes -store URL (default $IDEMGATE_STORE), in the form the
 // examples take (redis://…, postgres://…, mysql://…, sqlite:///…,
@@ -29,8 +30,9 @@
 //
 // Exit status: 0 when the command did what was asked (inspect found the
 // records or their absence; check found no problem); 1 when check found a
-// problem, an operation failed, the store could not be opened or reached,
-// or a forget was not confirmed; 2 for a usage error.
+// problem, an operation failed, a KEY given to retry or forget had nothing
+// to retry or forget, the store could not be opened or reached, or a
+// forget was not confirmed; 2 for a usage error.
 package main
 
 import (
@@ -117,6 +119,7 @@ Commands:
   relay -dead | -revive ID,…
                          list the outbox's dead messages (given up after
                          -max-attempts refused publishes), or revive them
+  version                print the module's version, Go release and VCS revision
 
 Every command takes:
   -store URL       the store (default $IDEMGATE_STORE): redis://host:6379/0,
@@ -135,8 +138,9 @@ Run "idemgate COMMAND -h" for a command's flags.
 
 Exit status:
   0  done as asked (for check: no problem found)
-  1  a problem found, an operation failed, the store could not be reached,
-     or a forget was not confirmed
+  1  a problem found, an operation failed, a KEY given to retry or forget
+     had nothing to retry or forget, the store could not be reached, or a
+     forget was not confirmed
   2  usage error
 `
 
@@ -152,6 +156,7 @@ var commands = map[string]func(*cli, context.Context, []string) int{
 	"digest":   (*cli).digest,
 	"childkey": (*cli).childKey,
 	"relay":    (*cli).relay,
+	"version":  (*cli).version,
 }
 
 // run runs the command line args (without the program name) and returns
@@ -169,7 +174,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, failed, retry, forget, purge, check, digest, childkey or relay; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, failed, retry, forget, purge, check, digest, childkey, relay or version; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])

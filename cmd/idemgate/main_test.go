@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -87,6 +88,9 @@ func TestUsage(t *testing.T) {
 		{"memory store", []string{"check", "-store", "memory://"}, exitUsage, "store of one process"},
 		{"check takes no arguments", []string{"check", "x"}, exitUsage, "no arguments"},
 		{"purge batch", []string{"purge", "-batch", "0"}, exitUsage, "-batch must be positive"},
+		{"version", []string{"version"}, exitOK, runtime.Version()},
+		{"version takes no arguments", []string{"version", "x"}, exitUsage, "no arguments"},
+		{"garbage cursor", []string{"list", "-store", "redis://127.0.0.1:6379/0", "-cursor", "garbage"}, exitUsage, `-cursor "garbage" is not one a listing printed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := idemgate(t, "", tc.args...)

@@ -23,9 +23,10 @@ retries the FAILED records whose reason starts with R, -prefix and
 
 Each key is reported "retried", or "not FAILED any more; unchanged" when
 its record was not FAILED when retry reached it (retried, forgotten or
-expired meanwhile, or never FAILED): retry changes no other record. A
-record selected by -reason that failed again, for another reason, between
-the listing and its retry is retried all the same.
+expired meanwhile, or never FAILED): retry changes no other record, and
+exits 1 when a KEY given was not retried. A record selected by -reason
+that failed again, for another reason, between the listing and its retry
+is retried all the same.
 `
 
 func (c *cli) retry(ctx context.Context, args []string) int {
@@ -117,17 +118,21 @@ func (c *cli) retryOn(ctx context.Context, o *storeurl.Opened, how retrying) err
 		fmt.Fprintf(c.stdout, "dry run: %s would be retried; nothing changed.\n", plural(len(failed), "record"))
 		return nil
 	}
-	return c.retryKeys(ctx, f, keys)
+	n, err := c.retryKeys(ctx, f, keys)
+	if err == nil && !how.selecting && n < len(keys) {
+		err = fmt.Errorf("%d of %d keys not retried: not FAILED (inspect KEY shows what they are)", len(keys)-n, len(keys))
+	}
+	return err
 }
 
-// retryKeys retries each of keys in f, saying what became of it. It
-// stops at the first error.
-func (c *cli) retryKeys(ctx context.Context, f store.Failer, keys []string) error {
+// retryKeys retries each of keys in f, saying what became of it, and
+// returns how many it retried. It stops at the first error.
+func (c *cli) retryKeys(ctx context.Context, f store.Failer, keys []string) (int, error) {
 	n := 0
 	for _, key := range keys {
 		ok, err := f.Retry(ctx, key)
 		if err != nil {
-			return fmt.Errorf("retrying %q: %w (%d of %d retried before it)", key, err, n, len(keys))
+			return n, fmt.Errorf("retrying %q: %w (%d of %d retried before it)", key, err, n, len(keys))
 		}
 		if ok {
 			n++
@@ -137,5 +142,5 @@ func (c *cli) retryKeys(ctx context.Context, f store.Failer, keys []string) erro
 		}
 	}
 	fmt.Fprintf(c.stdout, "retried %d of %d.\n", n, len(keys))
-	return nil
+	return n, nil
 }

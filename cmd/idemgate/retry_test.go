@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,22 +33,27 @@ func TestRetryOn(t *testing.T) {
 	seedFailed(t, o.Store)
 	var out bytes.Buffer
 	c := &cli{stdout: &out}
-	run := func(how retrying) string {
+	// run retries how, and fails t unless retryOn's error is the one
+	// expected for the keys not retried.
+	run := func(how retrying, notRetried ...string) string {
 		t.Helper()
 		out.Reset()
-		if err := c.retryOn(t.Context(), o, how); err != nil {
+		err := c.retryOn(t.Context(), o, how)
+		if want := fmt.Sprintf("%d of %d keys not retried", len(notRetried), len(how.keys)); len(notRetried) > 0 && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Fatalf("retry %+v: %v; want %q", how, err, want)
+		} else if len(notRetried) == 0 && err != nil {
 			t.Fatalf("retry %+v: %v", how, err)
 		}
 		return out.String()
 	}
 
-	got := run(retrying{keys: []string{"order-3", "order-4"}})
+	got := run(retrying{keys: []string{"order-3", "order-4"}}, "order-4")
 	if !strings.Contains(got, `"order-3": retried: the next delivery runs the work`) || !strings.Contains(got, `"order-4": not FAILED any more; unchanged`) ||
 		!strings.HasSuffix(got, "retried 1 of 2.\n") {
 		t.Errorf("retry order-3 order-4 printed\n%s", got)
 	}
 	wins(t, o.Store, "order-3")
-	if got := run(retrying{keys: []string{"order-3"}}); !strings.Contains(got, `"order-3": not FAILED any more; unchanged`) {
+	if got := run(retrying{keys: []string{"order-3"}}, "order-3"); !strings.Contains(got, `"order-3": not FAILED any more; unchanged`) {
 		t.Errorf("a second retry of order-3 printed\n%s", got)
 	}
 
@@ -88,7 +94,8 @@ func TestRetry(t *testing.T) {
 			}
 			wins(t, st, "order-3")
 			r = idemgate(t, "", "retry", "-store", url, "order-3", "held")
-			if r.code != exitOK || !strings.Contains(r.stdout, `"order-3": not FAILED any more; unchanged`) || !strings.Contains(r.stdout, `"held": not FAILED any more; unchanged`) {
+			if r.code != exitProblem || !strings.Contains(r.stdout, `"order-3": not FAILED any more; unchanged`) || !strings.Contains(r.stdout, `"held": not FAILED any more; unchanged`) ||
+				!strings.Contains(r.stderr, "2 of 2 keys not retried") {
 				t.Errorf("a second retry of order-3 = %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 

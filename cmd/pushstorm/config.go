@@ -94,8 +94,9 @@ status, a network error or no answer within -timeout is a nack: the message is
 redelivered after an exponential backoff with deliveryAttempt+1, and
 dead-lettered when attempt number -max-attempts is nacked.
 
-Exit status: 0 when every message was acked (and the -expect-once check
-passed), 1 when a message was dead-lettered or lost or a check failed, 2 for
+Exit status: 0 when every message was acked but those of -poison orders,
+which are meant to be dead-lettered (and the -expect-once check passed); 1
+when another message was dead-lettered or lost, or a check failed; 2 for
 bad flags.
 
 Flags:

@@ -17,7 +17,7 @@ import (
 // Exit statuses.
 const (
 	exitOK    = 0 // every message acked, and the -expect-once check passed
-	exitFail  = 1 // a message dead-lettered or lost, a check failed, or the run could not start
+	exitFail  = 1 // a message not of a poison order dead-lettered or lost, a check failed, or the run could not start
 	exitUsage = 2 // bad flags
 )
 

@@ -280,7 +280,7 @@ func RunPipeline(sc *PipeScenario, b *PipeBackend) *Result {
 	if err != nil {
 		panic(err)
 	}
-	recv := pull.Wrap(gB, w.stageB, &pull.Options{Key: gateway.KeyFromChildKey, Logger: quiet})
+	recv := pull.Wrap(gB, w.stageB, &pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromChildKey}, Logger: quiet})
 	bctx, bstop := context.WithCancel(ctx)
 	var bwg sync.WaitGroup
 	for _, t := range []string{pipeTopicA, pipeTopicB} {

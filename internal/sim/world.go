@@ -320,9 +320,10 @@ func (w *world) newProcess(slot int) *process {
 	route := g.Route(&gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts), AckFailed: w.routeAckFailed()})
 	p.push = route.Push(w.pushBody)
 	p.idem = route.Idempotent(http.HandlerFunc(w.idempotentBody))
-	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts})
+	surface := gateway.RouteOptions{Key: key, Fingerprint: fp, AcceptConflicts: new(w.sc.AcceptConflicts)}
+	p.ce = cloudevent.Wrap(g, w.cloudEventBody, &cloudevent.Options{Route: surface})
 	p.auth = w.verifier().Middleware(p.idem)
-	p.pull = pull.Wrap(g, w.pullBody, &pull.Options{Key: key, Fingerprint: fp, AcceptConflicts: w.sc.AcceptConflicts,
+	p.pull = pull.Wrap(g, w.pullBody, &pull.Options{Route: surface,
 		AckTimeout: -1, InProgressDelay: w.t.Lease / 2})
 	return p
 }

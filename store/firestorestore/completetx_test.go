@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/googletest"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/firestorestore"
 )
@@ -167,5 +169,53 @@ func TestZombiesCannotRepeatTransactionalWrites(t *testing.T) {
 			}
 			googletest.CheckLedger(t, msgs, count, stats, mode.transactional)
 		})
+	}
+}
+
+// A body that completes inside its transaction must be able to outlive the
+// renewed lease: a renewal writes the record the transaction has read.
+// Once CompleteTx has entered the transaction (store.EnterTx) the renewal
+// ends, and a transaction three leases long commits, once.
+func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
+	client := newClient(t)
+	st := newStore(t, client, firestorestore.Options{})
+	ledger := client.Collection(collection())
+	logs := &logtest.Sink{}
+	const lease = time.Second
+	g, err := gateway.New(st, &gateway.Options{Lease: lease, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The emulator's first call can take longer than a lease.
+	if _, err := st.Claim(t.Context(), "warm-up", time.Minute, store.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	err = g.Lock(t.Context(), "long-tx", func(ctx context.Context) error {
+		c, _ := gateway.ClaimFromContext(ctx)
+		return client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			tries++
+			if err := st.CompleteTx(tx, c); err != nil {
+				return err
+			}
+			if err := tx.Create(ledger.NewDoc(), map[string]any{"msg": c.Key, "fence": c.Fence}); err != nil {
+				return err
+			}
+			select { // a transaction three leases long
+			case <-time.After(3 * lease):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	})
+	if err != nil || tries != 1 {
+		t.Fatalf("Lock = %v after %d tries, want nil after one: the transaction outlives the lease", err, tries)
+	}
+	if docs, err := ledger.Documents(t.Context()).GetAll(); err != nil || len(docs) != 1 {
+		t.Fatalf("ledger documents = %d, %v; want 1", len(docs), err)
+	}
+	if lines := logs.Records().Where(func(r logtest.Record) bool { return r.Level >= slog.LevelWarn }); len(lines) != 0 {
+		t.Errorf("WARN and ERROR lines:\n%s", lines)
 	}
 }

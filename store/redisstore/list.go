@@ -23,21 +23,11 @@ const (
 	listMaxReads  = 1000 // records read per page
 )
 
-// List implements [store.Lister] with SCAN … MATCH on the store's key
-// prefix followed by the listing's prefix, which the pattern takes
-// literally. Redis keeps no order of its keys, so a listing walks the
-// whole keyspace (O(keys in the database), whatever the prefix), in the
-// order of SCAN's cursor; a page is in key order within itself only. On a
-// cluster it walks each master in turn, in the order of their addresses.
-// Each key found is read as [Store.Inspect] reads it (one script per key)
-// and kept when it matches. A page ends after Limit records, or after
-// 1000 records read or 64 SCAN calls (of COUNT 1000), whichever comes
-// first, so a page may be short, or empty, with a Next cursor.
-//
-// The cursor is SCAN's, with the node and the last key listed from its
-// batch. SCAN returns every key that exists throughout the walk, but may
-// return one twice while Redis resizes its table: List drops repeats within
-// a page; a repeat across pages is listed twice.
+// List implements [store.Lister] with SCAN … MATCH on the store's prefix
+// and the listing's, on each master in turn, reading each key found as
+// [Store.Inspect] does. Redis keeps no order of keys, so a listing walks the
+// whole keyspace; a page is in key order within itself only and may be
+// short, or empty, with a Next cursor (docs/stores/redis.md, "Listing").
 func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListPage, error) {
 	o, err := opts.Check()
 	if err != nil {

@@ -22,12 +22,9 @@ type Options struct {
 	Prefix string
 
 	// HashTag wraps the caller's key in braces after the prefix
-	// ("idemgate:{order-42}"), so that on Redis Cluster the record's slot is
-	// the slot of the key itself, not of the whole string. Use it to keep a
-	// record in the same slot as your own keys that carry the same tag, for
-	// example to touch both from one script of your own. The store itself
-	// never needs it: every operation touches one key. With HashTag, Prefix
-	// must not contain '{'. Default false.
+	// ("idemgate:{order-42}"), so that on Redis Cluster the record shares the
+	// slot of your own keys with the same tag. The store never needs it. With
+	// HashTag, Prefix must not contain '{'. Default false.
 	HashTag bool
 
 	// TTL is how long a completed record suppresses duplicates, and how long
@@ -37,23 +34,16 @@ type Options struct {
 	TTL time.Duration
 
 	// Grace is how long Redis keeps a record after its expiresAt before it
-	// deletes it (PEXPIREAT = expiresAt + Grace). During the grace the record
-	// suppresses nothing, but a Claim on it continues its fence. Fences
-	// never repeat without it either: a record made anew starts at the
-	// server's clock in microseconds, above every fence of the one Redis
-	// deleted (see the package documentation). The grace moves that
-	// deletion later, a margin for a server clock that steps back. Default:
-	// TTL. A negative Grace means none: Redis deletes the record at
-	// expiresAt exactly, which halves the memory held by completed records.
+	// deletes it; a Claim during the grace continues its fence, a margin for a
+	// server clock that steps back (fences never repeat without it either).
+	// Default: TTL. A negative Grace means none, which halves the memory held
+	// by completed records.
 	Grace time.Duration
 
-	// AllowEviction accepts a Redis whose maxmemory-policy may evict
-	// records, and skips the check New makes. It costs the guarantee: an
-	// evicted done record lets the next delivery of its message run the work
-	// again, and an evicted claim lets a second holder in, at fence 1, while
-	// the first is still working. Set it only where that is acceptable, or
-	// where the policy is noeviction but the server refuses INFO. Default
-	// false: New refuses every policy but noeviction.
+	// AllowEviction accepts a Redis whose maxmemory-policy may evict records,
+	// and skips New's check. It costs the guarantee: an evicted record lets the
+	// work run again, or a second holder in while the first still works.
+	// Default false: New refuses every policy but noeviction.
 	AllowEviction bool
 }
 

@@ -29,10 +29,9 @@ const (
 	MariaDB
 
 	// SQLite 3.37 or later, for example through modernc.org/sqlite (driver
-	// name "sqlite", pure Go). Every operation is one statement, except a
-	// Claim that does not find the record DONE: it reads first, then
-	// upserts (both in process). See the package documentation for the
-	// connection settings it wants.
+	// name "sqlite", pure Go). A Claim reads first and upserts unless the
+	// record is DONE or FAILED (both in process); see the package
+	// documentation for the connection settings.
 	SQLite
 )
 
@@ -84,47 +83,33 @@ func (d Dialect) spec() (spec, bool) {
 // ttl (in milliseconds, written into the texts as a literal).
 type statements struct {
 	// claim takes $1 key hash, $2 key, $3 token, $4 lease (ms), $5
-	// fingerprint and $6 origin (NULL for none) and yields the record as it
-	// stands afterwards: its fence, its lease as the caller sees it, its
-	// fingerprint, its origin, and a FAILED record's attempt count (NULL
-	// in other states) and reason (claimResult in postgres.go).
+	// fingerprint, $6 origin (NULL for none) and yields claimResult.
 	claim query
-	// claimNoWrite, for PostgreSQL only, is the Claim a store switches to
-	// once it meets a serialization failure (pgClaimNoWrite).
+	// claimNoWrite is PostgreSQL's Claim above READ COMMITTED (pgClaimNoWrite).
 	claimNoWrite query
-	// claimFinal, for SQLite only, runs before claim and answers a DONE
-	// or FAILED, unexpired record without writing (finalRead in
-	// postgres.go); it takes $1 the key hash and yields what claim would,
-	// or no row.
+	// claimFinal, SQLite's, runs before claim: finalRead, $1 key hash.
 	claimFinal query
-	// claimRead, for MySQL only, reads back what claim wrote; it takes $1
-	// the token.
+	// claimRead, MySQL's, reads back what claim wrote; $1 token.
 	claimRead query
 	complete  query // $1 key hash, $2 fence, $3 token
-	// completeTx is complete for CompleteTx: it matches only a CLAIMED
-	// record, so that a record already DONE fails the caller's
-	// transaction. $1 key hash, $2 fence, $3 token.
+	// completeTx matches only a CLAIMED record (completeTxUpdate); as complete.
 	completeTx query
-	// recordState reads what CompleteTx needs to know when completeTx
-	// matched nothing: the record's state, its fence, its token, and 1 when it has
-	// not expired (else 0). $1 key hash.
+	// recordState reads state, fence, token and 1 if unexpired (else 0) for
+	// CompleteTx when completeTx matched nothing. $1 key hash.
 	recordState query
 	release     query // $1 key hash, $2 fence, $3 token
 	extend      query // $1 key hash, $2 fence, $3 lease (ms), $4 token
 	purge       query // $1 batch size
-	// fail records a failed attempt (failUpdate in fail.go): $1 key hash,
-	// $2 fence, $3 token, $4 reason, $5 the count at which the record
-	// goes FAILED (0 for never).
+	// fail: $1 key hash, $2 fence, $3 token, $4 reason, $5 failAt.
 	fail query
-	// create is the idempotent DDL of a new table, run in order; the
-	// schema lookup is in schemacheck.go.
+	// create is the idempotent DDL of a new table, run in order.
 	create []string
-	// addColumn adds the fingerprint column to a table that lacks it.
-	addColumn string
-	// addOrigin adds the origin column to a table that lacks it.
-	addOrigin string
-	// addFailures add, each, one of failureColumns to a table that lacks
-	// it, in that order.
+	// render writes another template as these are written.
+	render func(tmpl string) query
+	// addColumn, addOrigin and addFailures add the fingerprint, origin and
+	// failure columns to a table that lacks them.
+	addColumn   string
+	addOrigin   string
 	addFailures []string
 }
 

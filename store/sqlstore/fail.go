@@ -13,11 +13,9 @@ import (
 
 var _ store.Failer = (*Store)(nil)
 
-// failureColumns are the columns that keep a record's failures
-// (store.Failer): its count of failed attempts, the last one's reason and
-// the first one's instant (epoch milliseconds). All three are NULL on a
-// record without failures, so that tables made before them need no
-// rewrite and a record that never failed costs nothing more.
+// failureColumns keep a record's failures (store.Failer): the count of
+// failed attempts, the last reason, the first failure's instant (ms). All
+// NULL until an attempt fails, so older tables need no rewrite.
 var failureColumns = [...]string{"attempts", "reason", "first_failure"}
 
 // allFailures is the schema lookup's answer for a table that has all of
@@ -34,25 +32,12 @@ func addColumns(tbl string, types ...string) []string {
 	return ddls
 }
 
-// failUpdate records a failed attempt of the claim that owns a live
-// CLAIMED record (fence $2, token $3), in one statement that PostgreSQL
-// and SQLite share: the count rises by one, the reason becomes $4, and the
-// first failure is kept, or is now. When the new count reaches $5 (0:
-// never; see failAt) the record goes FAILED under the same fence, its
-// lease ending now and its expiry a ttl later, like a completion;
-// otherwise the claim is released as releaseUpdate releases it. Either
-// way the token goes, so that no Complete, Release or Extend of the claim
-// matches the record again, and a FAILED record keeps the fingerprint,
-// which Claim answers with. RETURNING gives the count and the state.
-//
-// A live FAILED record under fence $2 matches too, whatever the token,
-// and is left as it is: that is a Fail retried after its reply was lost,
-// which answers as the first one did. (It costs a row version that
-// changes nothing, as a retried Complete does.)
-//
-// The sub-select reads the clock once and takes the verdict (f.failed)
-// once, so a final first failure's first_failure and lease_until are one
-// instant (store.Record.FailedAt).
+// failUpdate records a failed attempt of the live claim under fence $2 and
+// token $3 (or answers a retried Fail on the FAILED record under $2 as the
+// first did), in one statement shared by PostgreSQL and SQLite: reason $4,
+// FAILED when the new count reaches $5 (0: never), else released. One
+// sub-select reads the clock and takes the verdict once; RETURNING gives the
+// count and the state (docs/stores/sql.md, "Fail, in one statement").
 const failUpdate = `UPDATE {T} SET (state, fence, token, fingerprint, lease_until, expires_at, attempts, reason, first_failure) = (
 	SELECT
 		CASE WHEN f.failed THEN 3 ELSE 1 END,
@@ -75,11 +60,9 @@ RETURNING attempts, state`
 // retryUpdate is forgetUpdate (inspect.go) for a FAILED record only.
 const retryUpdate = forgetUpdate + ` AND state = 3`
 
-// failAt is the count of failed attempts at which f makes a record
-// FAILED, as f.FailedAttempts decides, for the statements to compare the
-// new count with: 1 when f is final, f.MaxAttempts when positive, and 0
-// for never. A budget above what the count column holds (a 32-bit
-// integer) can never be spent, so it is never too.
+// failAt is the count at which f makes a record FAILED: 1 when final,
+// f.MaxAttempts when positive and within the 32-bit count column, else 0
+// (never).
 func failAt(f store.Failure) int64 {
 	switch {
 	case f.Final:
@@ -156,18 +139,6 @@ func (s *Store) free(ctx context.Context, op, tmpl, key string) (bool, error) {
 		return false, fmt.Errorf("sqlstore: %s: %w", op, s.schemaHint(ctx, err))
 	}
 	return n > 0, nil
-}
-
-// missingFailures returns the DDL that adds the failure columns that
-// present (a bit per failureColumns entry, from the schema lookup) lacks,
-// and their names.
-func (s *Store) missingFailures(present int) (ddls, cols []string) {
-	for i, col := range failureColumns {
-		if present&(1<<i) == 0 {
-			ddls, cols = append(ddls, s.q.addFailures[i]), append(cols, col)
-		}
-	}
-	return ddls, cols
 }
 
 // failureColumnsLookup is the column of the schema lookup (see

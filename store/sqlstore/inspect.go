@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/idemgate/idemgate/store"
@@ -22,13 +21,10 @@ const inspectSelect = `SELECT clock.ms, r.state, r.fence, r.token, r.lease_until
 	r.attempts, r.reason, r.first_failure
 FROM (SELECT {NOW} AS ms) AS clock LEFT JOIN {T} AS r ON r.key_hash = $1 AND r.expires_at > clock.ms`
 
-// forgetUpdate turns a live record, CLAIMED, DONE or FAILED, into a
-// released claim: Release's assignments (releaseUpdate in postgres.go)
-// without its fence, token and state guards; the origin stays, naming the
-// last holder, and the failures go, so the next holder has a fresh budget.
-// It never deletes, so the fence goes on rising.
-// The fence always changes, so MySQL counts the row as affected whatever
-// CLIENT_FOUND_ROWS says.
+// forgetUpdate turns a live record, CLAIMED, DONE or FAILED, into a released
+// claim: Release's assignments without its guards. The origin stays, the
+// failures go (a fresh budget), and the fence rises, so MySQL counts the row
+// as affected whatever CLIENT_FOUND_ROWS says.
 const forgetUpdate = `UPDATE {T} SET
 	state       = 1,
 	fence       = {MAX}(fence + 1, {NOW} * 1000),
@@ -41,19 +37,9 @@ const forgetUpdate = `UPDATE {T} SET
 	first_failure = NULL
 WHERE key_hash = $1 AND expires_at > {NOW}`
 
-// render writes tmpl for the store's dialect and table. Only the MySQL
-// family uses positional placeholders and backquotes; only SQLite prepares
-// its statements, which tells it from PostgreSQL.
-func (s *Store) render(tmpl string) query {
-	ttl := strconv.FormatInt(s.ttl, 10)
-	switch {
-	case s.spec.mysql:
-		return positional(expand(tmpl, "T", s.table.ref(backquote), "NOW", mysqlNow, "TTL", ttl, "MAX", "GREATEST"))
-	case s.spec.prepare:
-		return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", sqliteNow, "TTL", ttl, "MAX", "MAX"))
-	}
-	return numbered(expand(tmpl, "T", s.table.ref(doubleQuote), "NOW", pgNow, "TTL", ttl, "MAX", "GREATEST"))
-}
+// render writes tmpl for the store's dialect, table and ttl, as its own
+// statements are written.
+func (s *Store) render(tmpl string) query { return s.q.render(tmpl) }
 
 // Inspect implements [store.Inspector] in one statement, which reads the
 // record and the database's clock together.
@@ -126,14 +112,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-// TableExists reports whether the store's schema is complete: the table,
-// its index on expires_at and its fingerprint, origin and failure columns (and,
-// with Options.Outbox, the outbox table and its index). It changes
-// nothing; [Store.CreateTable] creates what is missing, and adds the
-// columns to a table that predates them. A table whose key_hash is not unique as every
-// Claim needs it (the primary key, or the only column of a full unique
-// index or constraint) is an error, which names the table and what it
-// lacks.
+// TableExists reports whether the store's schema is complete (what
+// [Store.CreateTable] makes). It changes nothing. A table whose key_hash is
+// not unique as every Claim needs is an error naming what it lacks.
 func (s *Store) TableExists(ctx context.Context) (bool, error) {
 	st, err := s.lookSchema(ctx)
 	if err != nil || !st.complete() {

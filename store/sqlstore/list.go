@@ -12,19 +12,12 @@ import (
 
 var _ store.Lister = (*Store)(nil)
 
-// listSelect finds the keys of a page: the live rows whose key, compared
-// as bytes ({KB}), lies in the prefix's range ($1 ≤ key, and key < $3
-// unless $2 is 0) after the cursor ($4), in one of the states asked for
-// ($5 held, $6 lapsed, $7 released, $8 done, $9 failed, each 1 or 0) for
-// at least the age asked for ($10 in microseconds for a fence, $11 in
-// milliseconds), in byte order, $12 of them. The states and ages are those of
-// store.Record.ListState and store.Record.Age, on the database's clock.
-//
-// No index serves it: the primary key is the key's hash, so the range is
-// a scan of the whole table (the expires_at index does not narrow it
-// either, since nearly every row is live). Keys compare as bytes, not
-// text, because the text collations of PostgreSQL and MySQL do not order
-// by code point (MySQL's utf8mb4_bin pads with spaces).
+// listSelect finds the keys of a page: live rows whose key, compared as
+// bytes ({KB}), lies in the prefix's range ($1 ≤ key, key < $3 unless $2 is
+// 0) after the cursor ($4), in the states asked for ($5 held, $6 lapsed, $7
+// released, $8 done, $9 failed: 1 or 0) for at least the age asked for ($10
+// µs for a fence, $11 ms), in byte order, $12 of them. It scans the table
+// (docs/stores/sql.md, "Reading a record's state by hand").
 const listSelect = `SELECT r.key_text
 FROM (SELECT {NOW} AS ms) AS clock JOIN {T} AS r ON r.expires_at > clock.ms
 WHERE {KB} >= $1 AND ($2 = 0 OR {KB} < $3) AND {KB} > $4
@@ -38,21 +31,12 @@ AND (
 ORDER BY {KB}
 LIMIT $12`
 
-// List implements [store.Lister]. One SELECT finds the keys of the page,
-// filtering prefix, state and age in SQL (see the cost below), and each
-// key's record is then read as [Store.Inspect] reads it, by its primary
-// key: a page costs 1 + Limit statements at most. A record that changed
-// between the two reads is listed as the second read finds it, or left out
-// when it no longer matches. The cursor is the last key the SELECT
-// returned.
-//
-// Cost: the SELECT scans the whole table (the primary key is the key's
-// hash, so no index orders keys) and sorts the matching keys; on a table
-// of a million rows that is a second or so of the database's time per
-// page, acceptable for an operator's question, not for a dashboard polling
-// it. A table listed often can be given an index on the key as bytes,
-// which PostgreSQL then uses for the range: CREATE INDEX ON
-// idemgate_records (convert_to(key_text, 'UTF8')).
+// List implements [store.Lister]: one SELECT finds the page's keys, then
+// each record is read as [Store.Inspect] reads it (1 + Limit statements at
+// most). A record that changed between the two reads is listed as the
+// second finds it, or left out. The SELECT scans the whole table: fine for
+// an operator, not for a dashboard (docs/stores/sql.md, "Reading a record's
+// state by hand").
 func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListPage, error) {
 	o, err := opts.Check()
 	if err != nil {

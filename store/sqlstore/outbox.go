@@ -20,22 +20,13 @@ import (
 )
 
 // Outbox is the outbox of a Store with Options.Outbox: the source a relay
-// (package relay) publishes from. It implements relay.Source,
-// relay.Waker and relay.DeadLetters. It is safe for concurrent use, also
-// by relays in other processes on the same database.
-//
-// A Take reads the database's clock once, judges every row at that
-// instant, and leases its messages in one short transaction: on PostgreSQL,
-// MySQL 8 and MariaDB 10.6 it selects them FOR UPDATE SKIP LOCKED, so
-// relays taking at once pass over each other's rows instead of waiting;
-// on SQLite, whose writers take turns, one UPDATE chooses and leases them.
-// Nothing is held open while the relay publishes. Both leave out, in the
-// statement that chooses, every message behind a held, backing-off or
-// dead-and-holding message of its order key (outbox.OrderKey), so that
-// such messages never fill a Take that a free message waits for.
-//
-// A failure given back with a reason counts in the message's attempts; a
-// dead one stays in the table, out of the backlog, until Revive.
+// (package relay) publishes from. It implements relay.Source, relay.Waker
+// and relay.DeadLetters, and is safe for concurrent use, also by relays in
+// other processes on the same database. A Take leases its messages in one
+// short transaction and holds nothing open while the relay publishes; it
+// never returns a message behind a held, backing-off or dead-and-holding
+// message of its order key (outbox.OrderKey). A dead message stays in the
+// table, out of the backlog, until Revive (docs/stores/sql.md, "The outbox").
 type Outbox struct {
 	s *Store
 }
@@ -78,7 +69,7 @@ func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: outbox take: %w", err)
+		return nil, fmt.Errorf("sqlstore: outbox take: %w", o.noTable(err))
 	}
 	return out, nil
 }
@@ -90,10 +81,9 @@ func newTakeToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// beginTake begins a Take's transaction and reads the database's clock in
-// it (see outboxSQL.clock), in ms. READ COMMITTED: on InnoDB, no gap
-// locks; and every statement sees the latest committed rows. The caller
-// rolls tx back unless it commits.
+// beginTake begins a Take's transaction under READ COMMITTED (no gap locks
+// on InnoDB; every statement sees the latest committed rows) and reads the
+// database's clock in it (outboxSQL.clock), in ms.
 func (o *Outbox) beginTake(ctx context.Context) (tx *sql.Tx, now int64, err error) {
 	tx, err = o.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -106,12 +96,9 @@ func (o *Outbox) beginTake(ctx context.Context) (tx *sql.Tx, now int64, err erro
 	return tx, now, nil
 }
 
-// takeLocked is Take on MySQL and MariaDB: it locks the
-// candidates, which the statement chose free of any earlier blocked
-// message of their key, keeps those of an ordering key only behind a
-// message kept too (or the first of its key), leases what it keeps and
-// commits. The candidates it drops, whose key has an earlier message
-// locked by a Take in flight, stay where they are.
+// takeLocked is Take on MySQL and MariaDB: it locks the candidates, keeps a
+// message of an ordering key only behind one it keeps too (or the first of
+// its key), leases what it keeps and commits.
 func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
 	tx, now, err := o.beginTake(ctx)
@@ -165,10 +152,8 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 	return out, nil
 }
 
-// takePostgres is Take on PostgreSQL: in one transaction, the clock
-// (which also sets the transaction's planner settings and turns off
-// synchronous_commit: see outboxSQL.clock) and one UPDATE … RETURNING that
-// locks, chooses and leases.
+// takePostgres is Take on PostgreSQL: the clock, then one UPDATE … RETURNING
+// that locks, chooses and leases, in one transaction.
 func (o *Outbox) takePostgres(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
 	tx, now, err := o.beginTake(ctx)
@@ -309,7 +294,7 @@ func (o *Outbox) Backlog(ctx context.Context) (int64, error) {
 	s := o.s
 	var n int64
 	if err := s.db.QueryRowContext(ctx, s.ob.backlog()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", err)
+		return 0, fmt.Errorf("sqlstore: outbox backlog: %w", o.noTable(err))
 	}
 	return n, nil
 }
@@ -323,20 +308,17 @@ func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
 		oldest sql.NullInt64
 	)
 	if err := s.db.QueryRowContext(ctx, s.ob.stats()).Scan(&st.Unsent, &oldest, &st.Dead); err != nil {
-		return outbox.Stats{}, fmt.Errorf("sqlstore: outbox stats: %w", err)
+		return outbox.Stats{}, fmt.Errorf("sqlstore: outbox stats: %w", o.noTable(err))
 	}
 	st.Oldest = time.Duration(max(oldest.Int64, 0)) * time.Millisecond
 	return st, nil
 }
 
 // Listen implements relay.Waker. On PostgreSQL through pgx's database/sql
-// driver (github.com/jackc/pgx/v5/stdlib) it LISTENs on a dedicated
-// connection, taken from the store's *sql.DB for as long as it runs, to
-// the channel that CompleteTx notifies (pg_notify, which PostgreSQL
-// delivers when the transaction commits). Elsewhere it returns an error
-// matching errors.ErrUnsupported, and the relay polls. The connection is
-// closed when Listen returns, never handed back to the pool; the relay's
-// Take and Settle need another, so give the store's *sql.DB at least two.
+// driver it LISTENs, on a connection of the store's *sql.DB that it closes
+// when it returns, to the channel CompleteTx notifies on commit; give the
+// *sql.DB at least two connections. Elsewhere it returns an error matching
+// errors.ErrUnsupported, and the relay polls.
 func (o *Outbox) Listen(ctx context.Context, wake func()) error {
 	s := o.s
 	if s.dialect != PostgreSQL {
@@ -380,8 +362,20 @@ func listen(ctx context.Context, c *pgx.Conn, channel string, wake func()) error
 }
 
 // enqueue writes msgs, prepared, in the transaction that exec runs
-// statements in, and on PostgreSQL notifies the outbox's channel there.
-func (s *Store) enqueue(ctx context.Context, exec func(ctx context.Context, q string, args ...any) error, msgs []outbox.Pending) error {
+// statements in, and on PostgreSQL notifies the outbox's channel there; op
+// names the caller in errors.
+func (s *Store) enqueue(ctx context.Context, op string, exec func(q string, args ...any) error, msgs []outbox.Pending) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.insertMsgs(exec, msgs); err != nil {
+		return fmt.Errorf("sqlstore: %s: enqueue: %w", op, err)
+	}
+	return nil
+}
+
+// insertMsgs is enqueue's work, its errors unwrapped.
+func (s *Store) insertMsgs(exec func(q string, args ...any) error, msgs []outbox.Pending) error {
 	const perStatement = 500
 	for len(msgs) > 0 {
 		chunk := msgs[:min(len(msgs), perStatement)]
@@ -411,13 +405,13 @@ func (s *Store) enqueue(ctx context.Context, exec func(ctx context.Context, q st
 			}
 			args = append(args, m.Topic, m.OrderingKey, orderHash, m.ChildKey, data, string(js))
 		}
-		if err := exec(ctx, s.ob.insert(len(chunk)), args...); err != nil {
+		if err := exec(s.ob.insert(len(chunk)), args...); err != nil {
 			return err
 		}
 		msgs = msgs[len(chunk):]
 	}
 	if s.ob.channel != "" {
-		return exec(ctx, `SELECT pg_notify($1, '')`, s.ob.channel)
+		return exec(`SELECT pg_notify($1, '')`, s.ob.channel)
 	}
 	return nil
 }
@@ -431,34 +425,4 @@ func (s *Store) prepareMsgs(parent string, msgs []outbox.Message) ([]outbox.Pend
 		return nil, errNoOutbox
 	}
 	return outbox.Prepare(parent, msgs)
-}
-
-// enqueueTx is enqueue in a database/sql transaction.
-func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Pending) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	err := s.enqueue(ctx, func(ctx context.Context, q string, args ...any) error {
-		_, err := tx.ExecContext(ctx, q, args...)
-		return err
-	}, msgs)
-	if err != nil {
-		return fmt.Errorf("sqlstore: complete in tx: enqueue: %w", err)
-	}
-	return nil
-}
-
-// enqueuePgxTx is enqueue in a pgx transaction.
-func (s *Store) enqueuePgxTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Pending) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	err := s.enqueue(ctx, func(ctx context.Context, q string, args ...any) error {
-		_, err := tx.Exec(ctx, q, args...)
-		return err
-	}, msgs)
-	if err != nil {
-		return fmt.Errorf("sqlstore: complete in pgx tx: enqueue: %w", err)
-	}
-	return nil
 }

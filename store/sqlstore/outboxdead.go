@@ -88,7 +88,7 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) 
 	}
 	rows, err := s.db.QueryContext(ctx, s.ob.dead(), min(n, maxTake))
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: outbox dead: %w", err)
+		return nil, fmt.Errorf("sqlstore: outbox dead: %w", o.noTable(err))
 	}
 	defer rows.Close()
 	var out []outbox.DeadMessage

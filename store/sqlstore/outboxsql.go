@@ -8,29 +8,12 @@ import (
 	"strings"
 )
 
-// outboxSQL is the outbox of one store: its table, beside the records'
-// one, and the texts of its statements. Each row is one message:
-//
-//	id          ascending, never reused: the enqueue order
-//	topic, ordering_key, data, attributes (a JSON object), child_key
-//	order_hash  outbox.OrderKey of topic and ordering key, its 32 bytes;
-//	            NULL when unordered
-//	enqueued_at when CompleteTx wrote it, ms on the database's clock
-//	lease_until until when it may not be taken (ms): a Take's lease, a
-//	            failure's backoff, deadHolds for a dead message that
-//	            holds its key; 0 once given back at once, or dead and
-//	            released
-//	taker       the token of the Take that holds it (NULL: none)
-//	attempts    failed publishes (with a reason) since the enqueue or
-//	            the last Revive
-//	reason      the last failure's reason ('' before any)
-//	died_at     when a relay gave it up, ms on the database's clock;
-//	            NULL while it lives
-//
-// A sent message is deleted; a dead one stays until it is revived (or an
-// operator deletes it). Every check "an earlier message of the key is
-// held" reads lease_until > now, so a lease, a backoff and a holding dead
-// message block their key alike, and a released dead one (0) does not.
+// outboxSQL is the outbox of one store: its table beside the records' and
+// the texts of its statements; one row per message (docs/stores/sql.md, "The
+// outbox", lists the columns). A sent message is deleted; a dead one stays
+// until revived. lease_until carries every reason a message is not takeable
+// (a lease, a backoff, deadHolds), so "an earlier message of the key is held"
+// is lease_until > now.
 type outboxSQL struct {
 	table   table  // "<records>_outbox"
 	ref     string // its quoted reference in statements
@@ -53,8 +36,8 @@ type outboxSQL struct {
 // of its key waits behind it.
 const deadHolds = math.MaxInt64
 
-// deadColumns are the columns of failures and dead messages, which the
-// outbox table lacked before issue 29.
+// deadColumns are the columns of failures and dead messages, which outbox
+// tables of earlier versions lack.
 var deadColumns = []string{"attempts", "reason", "died_at"}
 
 // newOutboxSQL returns the outbox of records table t in dialect d.
@@ -221,26 +204,10 @@ func (o *outboxSQL) unblocked(c, now string) string {
 		SELECT 1 FROM ` + o.ref + ` p WHERE p.order_hash = ` + c + `.order_hash AND p.id < ` + c + `.id AND p.lease_until > ` + now + `))`
 }
 
-// clock reads the database's clock, in ms. Take reads it first and hands
-// it to its statement, which then judges every row at one instant and
-// reads no clock per row (PostgreSQL's clock_timestamp() and MySQL's
-// SYSDATE() run again for each).
-//
-// On PostgreSQL it also sets three settings for the rest of the Take's
-// transaction, at no extra round trip. synchronous_commit off: the commit
-// does not wait for its WAL to reach the disk; should the server crash
-// before it does, the lease is lost and the messages are taken again,
-// perhaps published twice, which the relay contract allows (as when a
-// relay dies holding them). Two planner settings: enable_seqscan off: on a
-// table filled faster than autovacuum analyzes it (a burst into a fresh
-// outbox), the planner thinks few rows qualify and scans the whole table,
-// checking every row's ordering key, then sorts, where the primary key's
-// order with the LIMIT stops after n rows (measured: 35 s against 24 ms
-// for 1,000 of 20,000 rows on four keys; a Take that slow is given back
-// untried by the relay, again and again). jit off: the planner's estimate
-// of that check grows with the rows of a hot key past jit_above_cost, and
-// compiling the plan cost about half a second per Take (0.56 s of JIT for
-// a 0.1 s query), for a statement that runs once.
+// clock reads the database's clock once, in ms, for Take's statement to
+// judge every row at that instant. On PostgreSQL it also turns off, for the
+// Take's transaction, synchronous_commit, enable_seqscan and jit
+// (docs/stores/sql.md, "PostgreSQL settings of a Take and a Settle").
 func (o *outboxSQL) clock() string {
 	if o.channel != "" { // PostgreSQL
 		return `SELECT ` + o.now + ` FROM set_config('jit', 'off', true) j, set_config('enable_seqscan', 'off', true) s, set_config('synchronous_commit', 'off', true) c`
@@ -248,17 +215,13 @@ func (o *outboxSQL) clock() string {
 	return `SELECT ` + o.now
 }
 
-// candidates selects, by id, the order hash and prev, up to the limit
-// placeholder messages that are free and unblocked at now (a placeholder),
-// oldest first, locking them and skipping those another transaction has
-// locked (a Take or a Settle in flight). prev is, for an ordered message,
-// the id of the one before it on its key that holds it (NULL for none, or
-// unordered): any but a dead one released. The Take keeps those of an
-// ordering key only behind a message it keeps too: the row before one on
-// its key, free by the statement's look, may be locked by a Take in
-// flight, which leases it when it commits. Plant 293 leaves unblocked out,
-// so that the rows behind a blocked message fill the window and are only
-// dropped after the LIMIT.
+// candidates selects, by id, the order hash and prev, up to limit messages
+// free and unblocked at now, oldest first, locking them FOR UPDATE SKIP
+// LOCKED. prev is, for an ordered message, the id of the one before it on
+// its key that holds it (NULL for none): Take keeps a message only behind
+// one it keeps too, since that one may be locked by a Take in flight. The
+// rows behind a blocked message are left out here, before the LIMIT, so they
+// never fill the window.
 func (o *outboxSQL) candidates(columns string, now, limit func() string) string {
 	prev := `CASE WHEN o.order_hash IS NULL THEN NULL ELSE (SELECT MAX(p.id) FROM ` + o.ref +
 		` p WHERE p.order_hash = o.order_hash AND p.id < o.id AND (p.died_at IS NULL OR p.lease_until > 0)) END`
@@ -283,14 +246,10 @@ func (o *outboxSQL) takeLocked(n int, now int64) (string, []any) {
 	return o.candidates(o.takeColumns("o"), arg(now), arg(n)), args
 }
 
-// takePostgres takes, in one statement, up to $3 messages that are free
-// and unblocked at $4 (ms), oldest first, for the token $1 and $2 ms: it
-// locks the candidates, keeps each unless a candidate of its key at or
-// before it is broken (its prev is not among the candidates: locked by a
-// Take in flight), leases what it keeps and returns it. One statement
-// leaves the SELECT and the UPDATE no round trip between them, and its
-// text does not depend on n, so the driver prepares it once per
-// connection.
+// takePostgres takes, in one statement, up to $3 messages free and unblocked
+// at $4 (ms), oldest first, for token $1 and $2 ms: it keeps each candidate
+// unless one of its key at or before it is broken (its prev is not among the
+// candidates: locked by a Take in flight). Its text does not depend on n.
 func (o *outboxSQL) takePostgres() string {
 	lit := func(s string) func() string { return func() string { return s } }
 	return `WITH c AS (` + o.candidates(`o.id, o.order_hash`, lit("$4"), lit("$3")) + `),
@@ -305,12 +264,9 @@ func (o *outboxSQL) lease(count int) string {
 	return `UPDATE ` + o.ref + ` SET taker = ` + o.ph(1) + `, lease_until = ` + o.now + ` + ` + o.ph(2) + ` WHERE id IN (` + o.list(3, count, 1) + `)`
 }
 
-// takeSQLite takes, in one statement, up to $3 messages that are free and
-// unblocked at $4 (ms), oldest first, for the token $1 and $2 ms. Since the
-// candidates come in id order and a message that is not free blocks its
-// key (unless dead and released), every earlier live message of a taken
-// one's key is taken too. SQLite runs one
-// writer at a time, so nothing changes between the choice and the write.
+// takeSQLite takes, in one statement, up to $3 messages free and unblocked
+// at $4 (ms), oldest first, for token $1 and $2 ms. SQLite runs one writer
+// at a time, so nothing changes between the choice and the write.
 func (o *outboxSQL) takeSQLite() string {
 	return `UPDATE ` + o.ref + ` AS o SET taker = $1, lease_until = ` + o.now + ` + $2 WHERE o.id IN (
 	SELECT c.id FROM ` + o.ref + ` c WHERE ` + o.free("c", "$4") + ` AND ` + o.unblocked("c", "$4") + `
@@ -324,15 +280,11 @@ type statement struct {
 	args []any
 }
 
-// deleteSent returns the statements that delete the sent messages, given
-// by id and child key: the pair, not the id alone, so that a message is
-// never taken for another. On PostgreSQL it is one statement whatever the
-// count, its arrays passed as text (any driver can), which also turns off
-// synchronous_commit for its transaction: should the server crash before
-// the commit reaches the disk, the messages come back and are published
-// again, which the relay contract allows (a relay that dies before it
-// settles does the same), and every commit no longer waits for a WAL
-// flush. Elsewhere, one statement per maxTake messages.
+// deleteSent returns the statements that delete the sent messages by id and
+// child key (the pair, so that a message is never taken for another): on
+// PostgreSQL one statement whatever the count, with synchronous_commit off;
+// elsewhere one per maxTake messages (docs/stores/sql.md, "PostgreSQL
+// settings of a Take and a Settle").
 func (o *outboxSQL) deleteSent(ids []int64, childKeys []string) []statement {
 	if len(ids) == 0 {
 		return nil
@@ -352,9 +304,8 @@ func (o *outboxSQL) deleteSent(ids []int64, childKeys []string) []statement {
 		for i := first; i < last; i++ {
 			args = append(args, ids[i])
 		}
-		// The id list lets InnoDB find the rows by the primary key: with
-		// the pairs alone, it scans the table and locks every row it
-		// reads, which a Take running beside the Settle then skips.
+		// The id list lets InnoDB find the rows by the primary key, locking
+		// no row that a Take beside it would then skip.
 		out = append(out, statement{`DELETE FROM ` + o.ref + ` WHERE (id, child_key) IN (` + o.list(1, last-first, 2) +
 			`) AND id IN (` + o.list(1+2*(last-first), last-first, 1) + `)`, args})
 	}
@@ -402,16 +353,9 @@ func (o *outboxSQL) giveBack(f failure, ids []any) (string, []any) {
 	default:
 		set += `, lease_until = ` + strconv.FormatInt(deadHolds, 10) + `, died_at = ` + o.now
 	}
-	var b strings.Builder
-	b.WriteString(`UPDATE ` + o.ref + ` SET ` + set + ` WHERE taker = ` + arg(f.token) + ` AND id IN (`)
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(arg(id))
-	}
-	b.WriteByte(')')
-	return b.String(), args
+	taker := arg(f.token)
+	q := `UPDATE ` + o.ref + ` SET ` + set + ` WHERE taker = ` + taker + ` AND id IN (` + o.list(len(args)+1, len(ids), 1) + `)`
+	return q, append(args, ids...)
 }
 
 // stats counts the live messages, reads how long the oldest of them has

@@ -21,13 +21,10 @@ const maxAttempts = 10
 const maxBackoff = 256 * time.Millisecond
 
 // retry runs op until it succeeds, fails for good, or has run maxAttempts
-// times. Between attempts it waits a random time whose bound doubles each
-// attempt (2ms, 4ms, … up to maxBackoff), so that the contenders of a
-// deadlock do not collide again in step: about a second in all, at worst.
-//
-// A transient error (see spec.transient) means the database rolled the
-// statement back, so running it again is safe for every operation: Claim
-// reuses its token, and the others are guarded by the fence.
+// times, pausing a random time whose bound doubles each attempt (2ms up to
+// maxBackoff). A transient error (spec.transient) means the database rolled
+// the statement back, so running it again is safe: Claim reuses its token,
+// and the others are guarded by the fence.
 func (s *Store) retry(ctx context.Context, op func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := op()

@@ -31,15 +31,9 @@ func (s *Store) queryRow(ctx context.Context, q query, dest []any, a ...any) err
 	return st.QueryRowContext(ctx, q.args(a...)...).Scan(dest...)
 }
 
-// stmtCache holds the statements a store prepared, for the dialects where
-// preparing pays: SQLite compiles a statement on every call otherwise, and
-// compiling the claim upsert costs more than running it. (pgx caches
-// prepared statements itself, per connection, and honours the exec mode
-// its user chose; the MySQL driver prepares on the server, which costs a
-// round trip unless it can be avoided with interpolateParams.)
-//
-// The statements live as long as the *sql.DB, which closes them; database/sql
-// prepares each again on every connection it is used on.
+// stmtCache holds the statements a store prepared, for SQLite, which would
+// otherwise compile every statement on every call (the claim upsert costs
+// more to compile than to run). They live as long as the *sql.DB.
 type stmtCache struct {
 	mu    sync.Mutex // guards stmts
 	stmts map[string]*sql.Stmt

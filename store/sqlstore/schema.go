@@ -11,34 +11,16 @@ import (
 	"time"
 )
 
-// CreateTable makes the store's schema complete: it creates the table and
-// its index on expires_at (and, with Options.Outbox, the outbox table and
-// its index), adds the fingerprint, origin and failure (attempts, reason,
-// first_failure) columns to a table created by an earlier version without them (nullable columns without a default:
-// no rewrite of the table on any dialect), and builds the index on a table
-// that lacks it. It first looks, in one statement, and runs DDL only for what is
-// missing, so an application whose database user may not run DDL can still
-// call it at start-up once the schema is in place. Instances that start
-// together may all call it: DDL that races another instance's is followed
-// by another look rather than reported.
-//
-// It refuses a table whose key_hash is not unique as every Claim needs it
-// (the primary key, or the only column of a full unique index or
-// constraint), since no DDL of the store mends it: the error names the
-// table and what it lacks.
-//
-// On a table in use, DDL must not stall the service. Each statement waits
-// at most a second for its lock, so that the statements queued behind
-// it (every Claim, Extend and Complete of every instance) wait no longer;
-// CreateTable then tries again, a few times with a growing pause, within
-// ctx, and returns an error that says the table stayed locked. On
-// PostgreSQL an index missing from a table that exists is built with
-// CREATE INDEX CONCURRENTLY, and on MySQL and MariaDB with ALGORITHM=INPLACE,
-// LOCK=NONE, so writes go on meanwhile; an INVALID index that a failed
-// concurrent build left behind is dropped and built again, unless another
-// session seems to be building it still: CreateTable then waits for that
-// build as for a lock (a second a try, looking every 100 ms), so that the
-// other instances of a rollout wait for the one that builds the index.
+// CreateTable makes the store's schema complete: the table and its index on
+// expires_at (with Options.Outbox, the outbox table and its index too), and
+// the fingerprint, origin and failure columns a table of an earlier version
+// lacks (nullable, no rewrite). It looks first, in one statement, and runs
+// DDL only for what is missing, so it may be called at start-up by a user
+// without DDL rights once the schema is in place, and by instances starting
+// together. It refuses a table whose key_hash is not unique as every Claim
+// needs. On a table in use each DDL statement waits at most a second for
+// its lock, and CreateTable tries again a few times within ctx
+// (docs/stores/sql.md, "Upgrades next to live traffic").
 func (s *Store) CreateTable(ctx context.Context) error {
 	pause := ddlPause
 	var err error
@@ -98,14 +80,7 @@ func (s *Store) upgrade(ctx context.Context, st schemaState) error {
 	if !st.table {
 		ddls = s.q.create
 	} else {
-		if !st.fingerprint {
-			ddls = append(ddls, s.q.addColumn)
-		}
-		if !st.origin {
-			ddls = append(ddls, s.q.addOrigin)
-		}
-		add, _ := s.missingFailures(st.failures)
-		ddls = append(ddls, add...)
+		_, ddls = s.missingColumns(st)
 		if st.index == indexInvalid {
 			ddls = append(ddls, `DROP INDEX CONCURRENTLY IF EXISTS `+s.table.qualify(doubleQuote, s.table.index()))
 		}
@@ -145,14 +120,9 @@ var errIndexBuilding = errors.New("the index on expires_at is still being built 
 // buildPoll is how often awaitIndexBuild looks at another session's build.
 const buildPoll = 100 * time.Millisecond
 
-// awaitIndexBuild waits for another session's build of the index to end,
-// as a DDL statement waits for its lock: at most ddlLockTimeout, so that
-// CreateTable's tries wait as long in all for a build as for a lock. (A
-// build waits for every older transaction on the database, so it may
-// outlast quick looks by seconds.) It returns nil once the index is no
-// longer being built, valid or left INVALID by a build that failed, for
-// the next look to act on; errIndexBuilding if it still is. It only looks,
-// a statement of a few milliseconds, so it holds up the build no longer.
+// awaitIndexBuild waits at most ddlLockTimeout, as DDL waits for its lock,
+// for another session's build of the index to end, valid or INVALID, for
+// the next look to act on; errIndexBuilding if it has not ended.
 func (s *Store) awaitIndexBuild(ctx context.Context) error {
 	deadline := time.NewTimer(ddlLockTimeout)
 	defer deadline.Stop()
@@ -269,11 +239,14 @@ func (s *Store) purgeBatch(ctx context.Context, limit int) (int64, error) {
 }
 
 // schemaHint explains err when it is the database's complaint that the
-// table lacks a column: the table was created by an earlier version, before
+// table does not exist (CreateTable has not run), or lacks a column: the table was created by an earlier version, before
 // the store kept payload fingerprints, origins or failures, and CreateTable, which
 // adds them, has not run since. It looks the schema up (this path only) to
 // name exactly the columns missing and the DDL that adds each.
 func (s *Store) schemaHint(ctx context.Context, err error) error {
+	if missingTable(err) {
+		return &noTableError{s.table.String(), "call CreateTable when the service starts (docs/stores/sql.md has its DDL)", err}
+	}
 	if !missingColumn(err) {
 		return err
 	}
@@ -281,34 +254,21 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 	defer cancel()
 	var cols, ddls []string
 	if st, lerr := s.lookSchema(ctx); lerr == nil && st.table {
-		if !st.fingerprint {
-			cols, ddls = append(cols, "fingerprint"), append(ddls, s.q.addColumn)
-		}
-		if !st.origin {
-			cols, ddls = append(cols, "origin"), append(ddls, s.q.addOrigin)
-		}
-		add, names := s.missingFailures(st.failures)
-		cols, ddls = append(cols, names...), append(ddls, add...)
+		cols, ddls = s.missingColumns(st)
 	}
 	if len(cols) == 0 {
 		// The lookup failed, or the column was added since the statement
 		// failed (CreateTable in another instance): name the one the
 		// database named.
-		switch msg := err.Error(); {
-		case strings.Contains(msg, "fingerprint"):
-			cols, ddls = []string{"fingerprint"}, []string{s.q.addColumn}
-		case strings.Contains(msg, "origin"):
-			cols, ddls = []string{"origin"}, []string{s.q.addOrigin}
-		default:
-			for i, col := range failureColumns {
-				if strings.Contains(msg, col) {
-					cols, ddls = []string{col}, []string{s.q.addFailures[i]}
-					break
-				}
+		names, all := s.addedColumns()
+		for i, col := range names {
+			if strings.Contains(err.Error(), col) {
+				cols, ddls = []string{col}, []string{all[i]}
+				break
 			}
-			if len(cols) == 0 {
-				return err
-			}
+		}
+		if len(cols) == 0 {
+			return err
 		}
 	}
 	noun := "column"
@@ -319,12 +279,70 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		s.table, noun, joinAnd(cols), strings.Join(ddls, "; "), err)
 }
 
+// addedColumns lists the columns that versions after the first added to
+// the records table, with the DDL that adds each: fingerprint, origin, then
+// failureColumns.
+func (s *Store) addedColumns() (names, ddls []string) {
+	return append([]string{"fingerprint", "origin"}, failureColumns[:]...),
+		append([]string{s.q.addColumn, s.q.addOrigin}, s.q.addFailures...)
+}
+
+// missingColumns returns the added columns that st lacks, and their DDL.
+func (s *Store) missingColumns(st schemaState) (cols, ddls []string) {
+	present := st.failures << 2
+	if st.fingerprint {
+		present |= 1
+	}
+	if st.origin {
+		present |= 2
+	}
+	names, all := s.addedColumns()
+	for i, col := range names {
+		if present&(1<<i) == 0 {
+			cols, ddls = append(cols, col), append(ddls, all[i])
+		}
+	}
+	return cols, ddls
+}
+
 // joinAnd lists names as prose: "a", "a and b", "a, b and c".
 func joinAnd(names []string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// noTableError is a statement's failure on a table that does not exist,
+// said as what to do; the database's own error is its cause.
+type noTableError struct {
+	table, fix string
+	err        error
+}
+
+func (e *noTableError) Error() string { return "table " + e.table + " does not exist: " + e.fix }
+func (e *noTableError) Unwrap() error { return e.err }
+
+// noTable explains err when the outbox's table does not exist.
+func (o *Outbox) noTable(err error) error {
+	if !missingTable(err) {
+		return err
+	}
+	return &noTableError{o.s.ob.table.String(), "give Options.Outbox and call CreateTable when the service starts", err}
+}
+
+// missingTable reports whether err is an unknown-table error of
+// PostgreSQL (SQLSTATE 42P01), MySQL (1146) or SQLite (SQLITE_ERROR, "no
+// such table").
+func missingTable(err error) bool {
+	if pgState(err) == "42P01" {
+		return true
+	}
+	if n, ok := mysqlErrorNumber(err); ok {
+		return n == 1146
+	}
+	var e interface{ Code() int }
+	return errors.As(err, &e) && e.Code() == 1 && strings.Contains(err.Error(), "no such table")
 }
 
 // missingColumn reports whether err is an unknown-column error of

@@ -6,15 +6,11 @@ import (
 )
 
 // A schema lookup answers, in one row of one statement, what of the store's
-// schema is in place: the table, its fingerprint, origin and failure columns, its index on
-// expires_at, and whether key_hash is unique in the way every Claim relies
-// on. Claim's upsert (ON CONFLICT (key_hash), ON DUPLICATE KEY) needs
-// key_hash to be the primary key or the only column of a unique index or
-// constraint: without one, PostgreSQL and SQLite fail every Claim, and
-// MySQL and MariaDB let every Claim of a key win. A unique index that is
-// partial, on an expression, on a prefix of the column, deferrable or not
-// (yet) valid does not count: ON CONFLICT cannot use it, or it does not
-// make two keys' hashes distinct.
+// schema is in place. Claim's upsert needs key_hash to be the primary key or
+// the only column of a unique index or constraint that is valid, not
+// deferrable, not partial and not on an expression or a prefix: without one,
+// PostgreSQL and SQLite fail every Claim, and MySQL and MariaDB let every
+// Claim of a key win.
 
 // schemaState is what a lookup found.
 type schemaState struct {

@@ -6,25 +6,16 @@ import (
 	"fmt"
 )
 
-// sqliteNow is SQLite's clock in epoch milliseconds. julianday('now') is
-// kept internally as whole milliseconds, so rounding recovers them exactly;
-// it works on every SQLite version, unlike unixepoch('subsec') (3.42).
-// 'now' is one instant for a whole sqlite3_step, so every reading in one
-// statement agrees (TestSQLiteClockFixedPerStep): a statement decides on
-// one reading even where its text reads the clock twice.
+// sqliteNow is SQLite's clock in epoch milliseconds, one instant for a whole
+// sqlite3_step (docs/stores/sql.md, "One reading, taken after the row lock").
 const sqliteNow = `CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`
 
 func sqliteStatements(t table, ttl int64) statements {
 	tbl := t.ref(doubleQuote)
 	s, x := upsertStatements(tbl, sqliteNow, "MAX", ttl)
-	// SQLite has no INSERT inside WITH, and an INSERT takes the write lock
-	// even when it ends up writing nothing. So a Claim first runs finalRead
-	// on its own, a read that takes no write lock, and answers a DONE or
-	// FAILED record from it; only otherwise does it run the upsert. Both are
-	// prepared and run in process: the read costs a fresh message a few
-	// microseconds, and spares a duplicate the write lock, a page rewritten
-	// and a WAL frame (TestDuplicateClaimWritesNothing). The upsert decides
-	// on its own, so nothing needs to hold between the two.
+	// No INSERT inside WITH, and an INSERT takes the write lock even when it
+	// writes nothing: a Claim reads first, in a statement of its own, and
+	// upserts only when no DONE or FAILED record answered.
 	s.claimFinal = x(finalRead)
 	s.claim = x(expand(claimUpsert, "FIRST", "true"))
 	// SQLite runs one writer at a time, so the batch it selects cannot
@@ -33,8 +24,6 @@ func sqliteStatements(t table, ttl int64) statements {
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
 )`)
 	s.create = []string{
-		// WITHOUT ROWID keeps each record in the primary key's b-tree, so a
-		// lookup by key hash is one search rather than two.
 		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
 	key_hash    BLOB    NOT NULL PRIMARY KEY,
 	key_text    TEXT    NOT NULL,
@@ -59,13 +48,8 @@ func sqliteStatements(t table, ttl int64) statements {
 }
 
 // sqliteWaitHint explains err when it is an Extend that ran out of time on
-// SQLite, which serves one writer at a time: the statement waited for a
-// connection (all of the pool's were held; with the single connection the
-// package advises, most likely by a transaction of the body being renewed)
-// or for the write lock another connection's transaction held. A lease
-// cannot be renewed behind that transaction; a transaction that calls
-// CompleteTx first ends the gateway's renewal (store.EnterTx) and is not
-// affected.
+// SQLite waiting for a connection or the write lock, most likely held by the
+// body's own transaction (docs/stores/sql.md, "SQLite settings").
 func (s *Store) sqliteWaitHint(err error) error {
 	if s.dialect != SQLite || !errors.Is(err, context.DeadlineExceeded) {
 		return err

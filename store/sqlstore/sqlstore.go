@@ -27,12 +27,10 @@ type Options struct {
 	// millisecond.
 	TTL time.Duration
 
-	// Outbox gives the store a transactional outbox: the table
-	// "<Table>_outbox" beside the records, which CreateTable then creates
-	// too (and TableExists checks), where CompleteTx enqueues messages.
-	// Default false: CompleteTx refuses messages, and CreateTable leaves
-	// the outbox alone. [Store.Outbox] relays from the table whatever
-	// this says, so a relay's process needs no DDL of its own.
+	// Outbox gives the store the transactional outbox "<Table>_outbox", which
+	// CreateTable then creates (and TableExists checks) and where CompleteTx
+	// enqueues messages. Default false: CompleteTx refuses messages.
+	// [Store.Outbox] relays from the table either way.
 	Outbox bool
 }
 
@@ -67,8 +65,8 @@ var (
 
 // New returns a Store that keeps its records in a table of db, written in
 // dialect. A nil opts means the defaults. New does no I/O: create the table
-// with [Store.CreateTable] or by hand (see the package documentation). The
-// db is the caller's to configure and close.
+// with [Store.CreateTable] or by hand (docs/stores/sql.md, "Schema"). The db
+// is the caller's to configure and close.
 func New(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlstore: nil *sql.DB")
@@ -116,9 +114,9 @@ func leaseMillis(lease time.Duration) (int64, error) {
 	return ceilMillis(lease), nil
 }
 
-// keyHash is the primary key of key's record: its SHA-256. Every dialect
-// keys on it, because an index entry is limited (about 2.7 kB in
-// PostgreSQL, 3 kB in InnoDB) while a key may be 64 KiB.
+// keyHash is the primary key of key's record: its SHA-256, because an index
+// entry is limited (about 2.7 kB in PostgreSQL, 3 kB in InnoDB) while a key
+// may be 64 KiB.
 func keyHash(key string) []byte {
 	h := sha256.Sum256([]byte(key))
 	return h[:]
@@ -187,10 +185,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts
 	return c, nil
 }
 
-// claimOnce runs the claim statement once and scans into dest the
-// record's fence, its lease as the caller sees it (claimResult in
-// postgres.go), its fingerprint, its origin, and a FAILED record's
-// attempts and reason.
+// claimOnce runs the claim statement once and scans claimResult into dest.
 func (s *Store) claimOnce(ctx context.Context, dest []any, hash []byte, key, token string, lease int64, fp, origin any) (err error) {
 	if s.q.claimFinal.text != "" {
 		err = s.queryRow(ctx, s.q.claimFinal, dest, hash)
@@ -271,14 +266,11 @@ func (s *Store) Release(ctx context.Context, c store.Claim) error {
 	return nil
 }
 
-// Extend implements [store.Extender] in one statement.
-//
-// On SQLite the statement needs a connection and the write lock: an open
-// transaction that holds the only connection, or has written on another,
-// makes it wait, and an Extend that runs out of time there returns an
-// error that says so (and matches context.DeadlineExceeded). A
-// transaction that calls [Store.CompleteTx] first ends the gateway's
-// renewal, so only transactions that do not are concerned.
+// Extend implements [store.Extender] in one statement. On SQLite an open
+// transaction that holds the connection or the write lock makes it wait; an
+// Extend that runs out of time there says so (and matches
+// context.DeadlineExceeded). A transaction that calls [Store.CompleteTx]
+// first ends the gateway's renewal.
 func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckWon(c); err != nil {
 		return store.Claim{}, fmt.Errorf("sqlstore: extend: %w", err)

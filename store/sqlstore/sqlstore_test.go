@@ -187,3 +187,19 @@ func TestShortLeaseRejected(t *testing.T) {
 		t.Error("Extend with a zero lease must fail")
 	}
 }
+
+// TestLongFingerprintRejectedWithoutIO checks that a fingerprint longer than
+// store.MaxFingerprintLen is refused before the store reaches the database
+// (db0 fails any connection).
+func TestLongFingerprintRejectedWithoutIO(t *testing.T) {
+	for _, d := range []sqlstore.Dialect{sqlstore.PostgreSQL, sqlstore.MySQL, sqlstore.MariaDB, sqlstore.SQLite} {
+		s, err := sqlstore.New(db0, d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: make([]byte, store.MaxFingerprintLen+1)}
+		if _, err := s.Claim(ctx, "k", time.Minute, opts); !errors.Is(err, store.ErrInvalidFingerprint) {
+			t.Errorf("%v: Claim with a %d-byte fingerprint = %v, want store.ErrInvalidFingerprint", d, store.MaxFingerprintLen+1, err)
+		}
+	}
+}

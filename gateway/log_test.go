@@ -229,7 +229,6 @@ func TestDeliveryGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gateway.Options{})
 			d := tc.d
-			d.Key = "k"
 			f.g.Deliver(t.Context(), &d, func(context.Context) error { return nil })
 			recs := f.logs.Records()
 			if len(recs) != 1 {
