@@ -133,10 +133,10 @@ func (g *Gateway) terminal(ctx context.Context, key string, err error, sc scope)
 func (g *Gateway) fail(ctx context.Context, c store.Claim, err error, final string, sc scope) (failed, settled bool) {
 	f := store.Failure{Reason: g.reason(c.Key, err), Final: final != "", MaxAttempts: g.opts.MaxAttempts}
 	start := time.Now()
-	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
+	sctx, stop := g.settle(ctx, start)
 	attempts, failed, ferr := g.failer.Fail(sctx, c, f)
 	g.tel.timed(ctx, opFail, start)
-	sctx.stop()
+	stop()
 	if ferr != nil {
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: recording the failure failed; the claim is released and the attempt not counted",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), g.errorAttr(c.Key, ferr))

@@ -46,6 +46,13 @@ type Options struct {
 	// work's context with cause ErrLeaseLost if the claim is lost.
 	NoRenew bool
 
+	// RenewJitter returns how far from a third of the lease each renewal
+	// of a claim comes, so that many holders do not renew in step; ctx
+	// carries the values of the context Lock or Mutex was given. It must
+	// be safe for concurrent use. Default: a uniform draw within ±lease/30
+	// from math/rand/v2's global source.
+	RenewJitter func(ctx context.Context, lease time.Duration) time.Duration
+
 	// SettleTimeout bounds each Complete (with its retries) and Release,
 	// which ignore the caller's cancellation so that a cancelled request
 	// still settles its claim. Default DefaultSettleTimeout.
@@ -157,7 +164,6 @@ type Gateway struct {
 	tel      *telemetry
 	ext      store.Extender // nil when the store cannot renew, or renewal is off
 	failer   store.Failer   // nil when the store keeps no failures
-	renewals *scheduler     // renews the live claims when ext is set; shared by Route
 	opts     Options
 	log      *slog.Logger
 	disabled bool
@@ -182,7 +188,7 @@ func New(st store.Store, opts *Options) (*Gateway, error) {
 			return nil, errors.New("gateway: Options." + f.name + " is negative")
 		}
 	}
-	g := &Gateway{st: st, renewals: new(scheduler)}
+	g := &Gateway{st: st}
 	if x, ok := st.(store.Extender); ok && !o.NoRenew {
 		g.ext = x
 	}

@@ -183,9 +183,9 @@ func (g *Gateway) readAfterFence(ctx context.Context, c store.Claim) (rec store.
 	if !ok {
 		return store.Record{}, "the store cannot be read to tell"
 	}
-	sctx := newSettleCtx(ctx, time.Now().Add(g.opts.SettleTimeout))
+	sctx, stop := g.settle(ctx, time.Now())
 	rec, found, err := in.Inspect(sctx, c.Key)
-	sctx.stop()
+	stop()
 	switch {
 	case err != nil:
 		return store.Record{}, "the record could not be read: " + g.hideKey(c.Key, err).Error()
@@ -247,7 +247,7 @@ func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim,
 // idempotent, is tried again until SettleTimeout.
 func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome {
 	start := time.Now()
-	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
+	sctx, stop := g.settle(ctx, start)
 	ok, err := g.st.Complete(sctx, c)
 	tries := 1
 	for wait := firstCompleteRetry; err != nil && pause(sctx, wait); wait = min(2*wait, time.Second) {
@@ -255,7 +255,7 @@ func (g *Gateway) complete(ctx context.Context, c store.Claim, sc scope) Outcome
 		tries++
 	}
 	g.tel.timed(ctx, opComplete, start)
-	sctx.stop()
+	stop()
 	switch {
 	case err != nil:
 		sc.logAttrs(ctx, slog.LevelError, "idemgate: work done but not recorded as done; a redelivery may repeat it",
@@ -334,10 +334,10 @@ func pause(ctx context.Context, d time.Duration) bool {
 // lease still frees the key in time.
 func (g *Gateway) release(ctx context.Context, c store.Claim, why string, sc scope) {
 	start := time.Now()
-	sctx := newSettleCtx(ctx, start.Add(g.opts.SettleTimeout))
+	sctx, stop := g.settle(ctx, start)
 	err := g.st.Release(sctx, c)
 	g.tel.timed(ctx, opRelease, start)
-	sctx.stop()
+	stop()
 	if err != nil {
 		sc.logAttrs(ctx, slog.LevelWarn, "idemgate: release failed; the key frees when its lease ends",
 			g.keyAttr(c.Key), slog.Int64("fence", c.Fence), slog.String("after", why), slog.Time("lease_until", c.LeaseUntil), g.errorAttr(c.Key, err))

@@ -1,15 +1,14 @@
 package gateway
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/seedrand"
 	"github.com/idemgate/idemgate/store"
 )
 
@@ -45,13 +44,15 @@ func (g *Gateway) renew(ctx context.Context, c store.Claim, claimedAt time.Time,
 	r := &renewal{
 		claimCtx: claimCtx{Context: bctx},
 		g:        g, cancel: cancel, c: c, sc: sc,
-		// The first renewal counts from the Claim's sending, as the
-		// lease does, so that a slow Claim leaves the renewal its margin.
-		due:      claimedAt.Add(g.renewInterval(ctx)),
 		deadline: claimedAt.Add(g.opts.Lease),
 	}
 	r.claimCtx.claim = store.OnEnterTx(c, r)
-	g.renewals.add(r)
+	// The first renewal counts from the Claim's sending, as the lease
+	// does, so that a slow Claim leaves the renewal its margin.
+	due := claimedAt.Add(g.renewInterval(ctx))
+	r.mu.Lock() // the timer may fire before it is stored
+	r.timer = time.AfterFunc(time.Until(due), r.renew)
+	r.mu.Unlock()
 	return r
 }
 
@@ -83,19 +84,22 @@ func (r *renewal) settling() {
 	if r == nil {
 		return
 	}
-	s := r.g.renewals
-	s.mu.Lock()
+	r.mu.Lock()
 	r.returned = true
-	s.mu.Unlock()
+	r.mu.Unlock()
 }
 
 // end stops the renewal and releases the body's context. It may be called
-// more than once.
+// more than once. An Extend in flight is cancelled rather than waited for
+// to its own deadline, which may be most of a lease away: the body's
+// answer must not wait on a slow store for a lease it no longer needs.
+// end returns once that call has returned.
 func (r *renewal) end() {
 	if r == nil {
 		return
 	}
-	r.g.renewals.stop(r)
+	r.halt()
+	r.inflight.Wait()
 	r.cancel(nil)
 }
 
@@ -104,23 +108,34 @@ func (r *renewal) end() {
 // decides whether the work commits. A renewal would queue behind that
 // transaction's lock on the record, or abort it, and the lease no longer
 // guards anything a takeover could break: see store.EnterTx.
-func (r *renewal) EnteredTx() {
-	s := r.g.renewals
-	s.mu.Lock()
-	s.halt(r)
-	s.mu.Unlock()
+func (r *renewal) EnteredTx() { r.halt() }
+
+// halt ends r's renewals, as end does, but does not wait for an Extend in
+// flight.
+func (r *renewal) halt() {
+	r.mu.Lock()
+	r.stopped = true
+	r.timer.Stop()
+	if r.abort != nil {
+		r.abort()
+	}
+	r.mu.Unlock()
 }
 
-// renewInterval is a third of the lease, jittered by ±10% so that many
-// holders do not renew in step. The jitter comes from the source a
-// simulation put in ctx (internal/seedrand), else the global one.
+// renewInterval is a third of the lease, moved by Options.RenewJitter so
+// that many holders do not renew in step.
 func (g *Gateway) renewInterval(ctx context.Context) time.Duration {
 	l := g.opts.Lease
-	return l/3 + time.Duration(seedrand.Int64N(ctx, int64(l/15)+1)) - l/30
+	if g.opts.RenewJitter != nil {
+		return l/3 + g.opts.RenewJitter(ctx, l)
+	}
+	return l/3 + time.Duration(rand.Int64N(int64(l/15)+1)) - l/30
 }
 
-// renewal is one live claim under renewal. It is also the body's context,
-// so that a claim costs one allocation beside its cancellable context.
+// renewal is one live claim under renewal, with its own timer; each
+// renewal's Extend runs on the timer's goroutine, so a slow store delays
+// only its claim. It is also the body's context, so that a claim costs
+// one allocation beside its cancellable context and its timer.
 type renewal struct {
 	claimCtx // the body's context; never changes
 	g        *Gateway
@@ -128,9 +143,8 @@ type renewal struct {
 	cancel   context.CancelCauseFunc
 	inflight sync.WaitGroup // a renew call in progress
 
-	// Guarded by the scheduler's mu.
-	index    int       // in the scheduler's heap; -1 when not queued
-	due      time.Time // when to renew next
+	mu       sync.Mutex  // guards the fields below
+	timer    *time.Timer // runs renew when the next renewal is due
 	c        store.Claim
 	deadline time.Time          // when the lease ends, on the local clock
 	abort    context.CancelFunc // cancels the Extend in flight, if any
@@ -138,123 +152,17 @@ type renewal struct {
 	returned bool // the body returned: see settling
 }
 
-// scheduler renews the claims of one Gateway from a heap ordered by due
-// time and a single timer set for the earliest, so that a claim costs no
-// timer and no goroutine until its first renewal is due. Each renewal then
-// runs on a goroutine of its own, so a slow store delays only its claim.
-//
-// The zero scheduler is ready. It holds a timer only while it has claims
-// to renew, or, outside a synctest bubble, until that timer fires: inside a
-// bubble the timer is fake, and is dropped as soon as the heap empties so
-// that no timer outlives the bubble's claims. One Gateway may thus serve
-// many bubbles in turn, but not live claims of two clocks at once.
-type scheduler struct {
-	mu    sync.Mutex // guards the fields below and the renewals' guarded fields
-	heap  renewalHeap
-	timer *time.Timer
-	fake  bool      // timer runs on a synctest bubble's clock
-	armed bool      // timer is set and has not fired
-	when  time.Time // when an armed timer fires
-}
-
-// add queues r for its first renewal.
-func (s *scheduler) add(r *renewal) {
-	s.mu.Lock()
-	s.queue(r, time.Now())
-	s.mu.Unlock()
-}
-
-// queue puts r in the heap, and sets the timer again if r is now the
-// first due and the timer would fire too late for it. Called with s.mu
-// held.
-func (s *scheduler) queue(r *renewal, now time.Time) {
-	heap.Push(&s.heap, r)
-	if s.heap[0] == r && s.late(r.due) {
-		s.arm(now, r.due)
-	}
-}
-
-// late reports whether the timer would fire after due: then it must be
-// set again. Most claims end long before their first renewal, so the timer
-// is left set for the earliest claim ever queued and fires to find it
-// gone, rather than being moved on each claim. Called with s.mu held.
-func (s *scheduler) late(due time.Time) bool { return !s.armed || due.Before(s.when) }
-
-// arm makes the timer fire at due. Called with s.mu held.
-func (s *scheduler) arm(now, due time.Time) {
-	if s.timer == nil {
-		// A time from a synctest bubble carries no monotonic reading.
-		s.fake = now == now.Round(0)
-		s.timer = time.AfterFunc(due.Sub(now), s.fire)
-	} else {
-		s.timer.Reset(due.Sub(now))
-	}
-	s.armed, s.when = true, due
-}
-
-// stop ends r's renewals. An Extend in flight is cancelled rather than
-// waited for to its own deadline, which may be most of a lease away: the
-// body's answer must not wait on a slow store for a lease it no longer
-// needs. stop returns once that call has returned.
-func (s *scheduler) stop(r *renewal) {
-	s.mu.Lock()
-	s.halt(r)
-	s.mu.Unlock()
-	r.inflight.Wait()
-}
-
-// halt ends r's renewals, as stop does, but does not wait for an Extend in
-// flight. Called with s.mu held.
-func (s *scheduler) halt(r *renewal) {
-	r.stopped = true
-	if r.index >= 0 {
-		heap.Remove(&s.heap, r.index)
-	}
-	if r.abort != nil {
-		r.abort()
-	}
-	if len(s.heap) == 0 && s.fake && s.timer != nil {
-		s.timer.Stop()
-		s.timer, s.armed = nil, false
-	}
-}
-
-// fire runs on the timer: it starts the renewals now due and sets the timer
-// for the next one.
-func (s *scheduler) fire() {
-	now := time.Now()
-	var due []*renewal
-	s.mu.Lock()
-	s.armed = false
-	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
-		r := heap.Pop(&s.heap).(*renewal)
-		r.inflight.Add(1)
-		due = append(due, r)
-	}
-	if len(s.heap) > 0 {
-		s.arm(now, s.heap[0].due)
-	}
-	s.mu.Unlock()
-	for i, r := range due {
-		if i == len(due)-1 {
-			r.renew() // this goroutine is the timer's own
-		} else {
-			go r.renew()
-		}
-	}
-}
-
-// renew extends r's lease, and queues its next renewal, or cancels the body
-// when the claim is lost or about to lapse unrenewed. r.inflight was added
-// to by the caller.
+// renew runs on r's timer: it extends r's lease and sets the timer for the
+// next renewal, or cancels the body when the claim is lost or about to
+// lapse unrenewed.
 func (r *renewal) renew() {
-	defer r.inflight.Done()
-	s := r.g.renewals
-	s.mu.Lock()
+	r.mu.Lock()
 	if r.stopped {
-		s.mu.Unlock()
+		r.mu.Unlock()
 		return
 	}
+	r.inflight.Add(1) // before end's Wait, which follows stopped
+	defer r.inflight.Done()
 	c, deadline, lease := r.c, r.deadline, r.g.opts.Lease
 	// Give up early enough to cancel the body before the lease ends. The
 	// caller's cancellation does not reach Extend: see run. A renewal that
@@ -268,7 +176,7 @@ func (r *renewal) renew() {
 	}
 	ectx, ecancel := context.WithDeadline(context.WithoutCancel(&r.claimCtx), try)
 	r.abort = ecancel
-	s.mu.Unlock()
+	r.mu.Unlock()
 
 	sent := time.Now()
 	nc, err := r.g.ext.Extend(ectx, c, lease)
@@ -276,42 +184,44 @@ func (r *renewal) renew() {
 	completed := errors.Is(err, store.ErrFenced) && r.g.doneUnder(ectx, c)
 	ecancel()
 
-	s.mu.Lock()
+	r.mu.Lock()
 	r.abort = nil
 	if r.stopped {
-		s.mu.Unlock()
+		r.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	var lost error
+	var (
+		lost error
+		next time.Duration
+	)
 	switch {
 	case completed:
 		// The body recorded the key done itself, in its own transaction
 		// (a store's CompleteTx): nothing is left to renew, nothing lost.
-		s.mu.Unlock()
+		r.mu.Unlock()
 		return
 	case err == nil:
 		r.c, r.deadline = nc, sent.Add(lease)
-		r.due = now.Add(r.g.renewInterval(&r.claimCtx))
+		next = r.g.renewInterval(&r.claimCtx)
 	case errors.Is(err, store.ErrFenced):
 		lost = fmt.Errorf("%w: the key was taken over or released", ErrLeaseLost)
 	default:
 		// Retry sooner as the end nears, but not in ever smaller steps:
 		// below a fiftieth of the lease there is no time left to retry.
-		retry := min(lease/10, giveUp.Sub(now)/2)
-		if retry < lease/50 {
+		next = min(lease/10, giveUp.Sub(now)/2)
+		if next < lease/50 {
 			lost = fmt.Errorf("%w: could not renew before the lease ended", ErrLeaseLost)
 		}
-		r.due = now.Add(retry)
 	}
 	if lost == nil {
-		s.queue(r, now)
+		r.timer.Reset(next)
 	}
 	returned := r.returned
-	s.mu.Unlock()
+	r.mu.Unlock()
 
-	// Log and cancel outside the lock, which every claim of the Gateway
-	// shares; stop waits for this call, so the body still runs.
+	// Log and cancel outside the lock; end waits for this call, so the
+	// body still runs.
 	switch {
 	case lost != nil && returned:
 		// Complete's answer tells the rest.
@@ -337,33 +247,4 @@ func (g *Gateway) doneUnder(ctx context.Context, c store.Claim) bool {
 	}
 	rec, ok, err := in.Inspect(ctx, c.Key)
 	return err == nil && ok && rec.State == store.Done && rec.Fence == c.Fence
-}
-
-// renewalHeap orders the queued renewals by due time for container/heap.
-// Each renewal keeps its index, so that a stopped claim leaves the heap in
-// O(log n). Used with the scheduler's mu held.
-type renewalHeap []*renewal
-
-func (h renewalHeap) Len() int           { return len(h) }
-func (h renewalHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-
-func (h renewalHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *renewalHeap) Push(x any) {
-	r := x.(*renewal)
-	r.index = len(*h)
-	*h = append(*h, r)
-}
-
-func (h *renewalHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	r := old[n]
-	old[n] = nil
-	*h = old[:n]
-	r.index = -1
-	return r
 }

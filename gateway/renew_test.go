@@ -222,8 +222,8 @@ func (s *extendsPerKey) count(key string) int {
 	return s.n[key]
 }
 
-// One Gateway renews all its live claims from one scheduler. Many bodies of
-// different lengths run at once: each must keep its key exactly as long as
+// One Gateway renews many live claims at once, each on its own timer.
+// Many bodies of different lengths run at once: each must keep its key exactly as long as
 // it runs (redeliveries meanwhile are in progress, after it are
 // duplicates), be renewed every third of the lease or so, never be
 // cancelled, and stop being renewed when it returns while the others go on.
@@ -293,9 +293,9 @@ func TestRenewalSchedulerServesManyClaims(t *testing.T) {
 	})
 }
 
-// A Gateway may serve synctest bubbles in turn, and then real time: the
-// scheduler's timer runs on the clock of the bubble that made it, so it
-// must not outlive that bubble's claims. Were it kept, the next bubble's
+// A Gateway may serve synctest bubbles in turn, and then real time: a
+// timer runs on the clock of the bubble that made it, so no timer may be
+// shared by claims of two bubbles. Were one kept, the next bubble's
 // renewals would wait on a dead bubble's timer (and its leases lapse), and
 // real time could not reset it at all.
 func TestRenewalSchedulerAcrossBubbles(t *testing.T) {
@@ -367,4 +367,42 @@ func TestRenewalAfterTheBodyCompleted(t *testing.T) {
 			t.Errorf("ERROR lines after a body that completed its own claim:\n%s", lines)
 		}
 	})
+}
+
+// BenchmarkLockBesideHeldClaims measures a fresh renewed Lock while many
+// other claims of the same Gateway are held, each with its renewal armed:
+// what a busy service's renewals cost each new message.
+func BenchmarkLockBesideHeldClaims(b *testing.B) {
+	ctx := context.Background()
+	for _, held := range []int{0, 10000} {
+		b.Run("held="+strconv.Itoa(held), func(b *testing.B) {
+			g := benchGateway(b, true, true)
+			var started, done sync.WaitGroup
+			release := make(chan struct{})
+			for i := range held {
+				started.Add(1)
+				done.Go(func() {
+					g.Lock(ctx, "held"+strconv.Itoa(i), func(context.Context) error {
+						started.Done()
+						<-release
+						return nil
+					})
+				})
+			}
+			started.Wait()
+			defer func() { close(release); done.Wait() }()
+			keys := make([]string, 1<<16)
+			for i := range keys {
+				keys[i] = "m" + strconv.Itoa(i)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := g.Lock(ctx, keys[i&(1<<16-1)], nop); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
 }

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/seedrand"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
-// These tests hold the renewal schedule to what Options.NoRenew and the
-// scheduler promise: a renewal every third of the lease, jittered by ±10%
+// These tests hold the renewal schedule to what Options.NoRenew and
+// Options.RenewJitter promise: a renewal every third of the lease, jittered by ±10%
 // so that holders do not renew in step, each on its own, so that one
 // claim's slow store does not delay another's renewal.
 
@@ -58,9 +57,8 @@ func TestRenewalEveryThirdOfTheLease(t *testing.T) {
 		st := &extendTimes{Store: mem, sent: map[string][]time.Time{}}
 		g := renewingGateway(t, st)
 		const lease = gateway.DefaultRenewedLease
-		ctx := seedrand.With(t.Context(), seedrand.New(1, 2))
 		start := time.Now()
-		if err := g.Lock(ctx, "m1", func(context.Context) error { time.Sleep(5 * lease); return nil }); err != nil {
+		if err := g.Lock(t.Context(), "m1", func(context.Context) error { time.Sleep(5 * lease); return nil }); err != nil {
 			t.Fatalf("Lock = %v", err)
 		}
 		sent := st.times("m1")
@@ -90,15 +88,18 @@ func TestRenewalsDueTogetherDoNotWaitForEachOther(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _ := memstore.New(nil)
 		st := &extendTimes{Store: mem, hang: map[string]bool{"a": true, "b": true}, sent: map[string][]time.Time{}}
-		g := renewingGateway(t, st)
+		// The same jitter for both: the same due instant.
+		jitter := func(_ context.Context, lease time.Duration) time.Duration { return lease / 40 }
+		g, err := gateway.New(st, &gateway.Options{Logger: (&logs{}).logger(), RenewJitter: jitter})
+		if err != nil {
+			t.Fatal(err)
+		}
 		const lease = gateway.DefaultRenewedLease
 		start := time.Now()
 		var wg sync.WaitGroup
 		for _, key := range []string{"a", "b"} {
-			// The same seed for both: the same jitter, the same due instant.
-			ctx := seedrand.With(t.Context(), seedrand.New(1, 2))
 			wg.Go(func() {
-				g.Lock(ctx, key, func(ctx context.Context) error { <-ctx.Done(); return nil })
+				g.Lock(t.Context(), key, func(ctx context.Context) error { <-ctx.Done(); return nil })
 			})
 		}
 		wg.Wait()

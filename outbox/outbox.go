@@ -2,20 +2,13 @@
 // transactional outbox, and the child keys that make their republication
 // harmless downstream.
 //
-// A body that publishes directly duplicates downstream when it is retried
-// (a new messageId each time), and publishes a phantom when its
-// transaction rolls back. With an outbox the body hands its messages to
-// the store's CompleteTx instead: they are written in the body's
-// transaction, next to the business writes and the DONE of the record, so
-// they commit if and only if the effect commits. A relay (package relay)
-// publishes them later, at least once, each carrying a child key derived
-// from the claim's key: a republication after a crash then has the same
-// child key, and a downstream route keyed on it (gateway.KeyFromChildKey)
-// runs it once.
-//
-// This package holds only types and pure functions; the stores write the
-// messages (sqlstore.Store.CompleteTx, and the Google stores' CompleteTx)
-// and implement the relay's Source.
+// A body hands its messages to the store's CompleteTx, which writes them
+// in the body's transaction, so they commit if and only if the effect
+// does. A relay (package relay) publishes them, at least once, each
+// carrying a child key derived from the claim's key, which a downstream
+// route keyed with gateway.KeyFromChildKey runs once (docs/design.md,
+// "Exactly-once pipelines"). This package holds only types and pure
+// functions; the stores write the messages and implement relay.Source.
 package outbox
 
 import (
@@ -35,9 +28,7 @@ import (
 )
 
 // ChildKeyAttribute is the Pub/Sub attribute that carries a message's
-// child key. Pub/Sub reserves attributes starting with "goog"; this one
-// does not, and it is a valid HTTP header name, so it survives unwrapped
-// push delivery too.
+// child key; a valid HTTP header name, it survives unwrapped push delivery.
 const ChildKeyAttribute = "idemgate-child-key"
 
 // Message is one message a body publishes through the outbox. It is
@@ -56,19 +47,15 @@ type Message struct {
 	Attributes map[string]string
 
 	// OrderingKey, when set, makes the relay publish the messages of one
-	// topic and ordering key in the order they were enqueued (within one
-	// transaction, and across transactions that ran one after the other),
-	// each only once the one before was acknowledged by Pub/Sub. The
-	// subscription must have message ordering enabled for Pub/Sub to
-	// deliver them in that order.
+	// topic and ordering key in enqueue order, each once the one before
+	// was acknowledged. The subscription needs message ordering enabled
+	// for Pub/Sub to deliver them in that order.
 	OrderingKey string
 
 	// Name names the message among those of one delivery, to derive its
 	// child key: a body must give the same names on every attempt. Empty
-	// means the message's position among those of the CompleteTx call,
-	// "0" for the first: a body that enqueues the same messages in the
-	// same order on every attempt may leave it empty. Names must be
-	// distinct within one call, counting those positions.
+	// means its position in the CompleteTx call ("0" for the first). Names
+	// must be distinct within one call, counting those positions.
 	Name string
 }
 
@@ -92,8 +79,7 @@ type Pending struct {
 	Token string
 
 	// Waited is how long the message had been committed when it was
-	// taken, on the store's clock: the relay adds the time it then takes
-	// to publish it to measure the publish lag without clock skew.
+	// taken, on the store's clock (the relay measures lag from it).
 	Waited time.Duration
 
 	// Attempts is how many publishes of the message failed before this
@@ -106,16 +92,14 @@ type Pending struct {
 type Failure struct {
 	Pending
 
-	// Reason is why Pub/Sub refused the message, for an operator: the
-	// store counts the failure in the message's Attempts and keeps the
-	// reason (cut to 512 bytes). Empty means the message was not tried
-	// (the publish of an earlier message of its ordering key failed, or
-	// the relay is stopping): nothing is counted.
+	// Reason is why Pub/Sub refused the message: the store counts the
+	// failure in Attempts and keeps the reason (cut to 512 bytes). Empty
+	// means the message was not tried: nothing is counted.
 	Reason string
 
 	// After is how long after Settle, on the store's clock, the message
-	// may be taken again: the relay's backoff. Zero means at once. While
-	// it waits, the later messages of its ordering key wait behind it.
+	// may be taken again (zero: at once); the later messages of its
+	// ordering key wait behind it.
 	After time.Duration
 
 	// Dead gives the message up: it is kept, with its Reason, listed for
@@ -124,9 +108,7 @@ type Failure struct {
 	Dead bool
 
 	// Release, for a dead message, lets the later messages of its
-	// ordering key be taken past it. Otherwise they wait behind it, as
-	// Pub/Sub itself holds the later messages of a key whose publish
-	// failed.
+	// ordering key be taken past it; otherwise they wait behind it.
 	Release bool
 }
 
@@ -136,10 +118,8 @@ type Stats struct {
 	// Unsent counts the live messages committed and not yet sent, held
 	// or not: the backlog.
 	Unsent int64
-	// Oldest is how long the oldest of them has waited since its
-	// transaction committed, on the clock the store decides with; zero
-	// when there is none. A backlog that a relay drains keeps it short; a
-	// stuck relay, or a key held behind a failing message, lets it grow.
+	// Oldest is how long the oldest of them has waited since its commit,
+	// on the store's clock; zero when there is none.
 	Oldest time.Duration
 	// Dead counts the messages given up, kept for an operator.
 	Dead int64
@@ -162,11 +142,10 @@ type DeadMessage struct {
 	Holds bool
 }
 
-// ChildKey returns the child key of the message called name among those
-// published under parent, the key of a claim: a SHA-256 of both, in hex
-// (64 characters). It is the same on every attempt, for any process, and
-// it reveals neither the parent key nor the name. Different (parent, name)
-// pairs give different keys.
+// ChildKey returns the child key of the message called name published
+// under parent, a claim's key: a SHA-256 of both in hex (64 characters),
+// the same in every process, revealing neither; distinct pairs give
+// distinct keys.
 func ChildKey(parent, name string) string {
 	h := sha256.New()
 	// Length-prefixed, so that no two pairs share an input.
@@ -193,14 +172,12 @@ const (
 	MaxPublishRequestBytes = 10_000_000
 )
 
-// Prepare checks msgs, the messages a body enqueues under the claim key
-// parent, and returns them as a store writes them: copies, each with its
-// Name set (its position when empty) and its child key in Attributes. It
-// returns an error, for the body's transaction to fail, when a message
-// could not be published (no topic, an attribute Pub/Sub refuses, an
-// ordering key over Pub/Sub's limit, a message the Pub/Sub client would
-// refuse as oversized: see [PublishSize]) or when two messages share a
-// name. The caller's messages and maps are not modified.
+// Prepare checks msgs, enqueued under the claim key parent, and returns
+// copies as a store writes them, each with its Name set and its child key
+// in Attributes; the caller's messages and maps are not modified. It
+// fails, to fail the body's transaction, when a message could not be
+// published (a bad topic or attribute, an ordering key or a size over
+// Pub/Sub's limits: see [PublishSize]) or two share a name.
 func Prepare(parent string, msgs []Message) ([]Pending, error) {
 	if parent == "" {
 		return nil, errors.New("outbox: empty parent key")
@@ -285,17 +262,14 @@ func checkTopic(t string) error {
 }
 
 // PublishSize is the size of m as the Pub/Sub client counts it against
-// its limit on a publish request ([MaxPublishRequestBytes]): the
-// encoded message, with its data, attributes and ordering key. Prepare
-// counts the child key's attribute in, since the relay publishes it.
+// [MaxPublishRequestBytes]: the encoded message, with its data,
+// attributes and ordering key.
 func PublishSize(m Message) int {
 	return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey})
 }
 
-// publishLimit is the largest PublishSize the client publishes to topic:
-// a request holds the topic's full name and one message, whose length
-// prefix the client reserves 5 bytes for. A topic ID is counted as the
-// longest full name it could resolve to.
+// publishLimit is the largest PublishSize the client publishes to topic
+// (an ID counted as the longest full name it could resolve to).
 func publishLimit(topic string) int {
 	name := topic
 	if !strings.HasPrefix(topic, "projects/") {
@@ -313,14 +287,10 @@ func TopicID(topic string) string {
 	return topic
 }
 
-// OrderKey returns what orders m among the messages of an outbox: "" when
-// m has no ordering key, else a SHA-256, in hex, of its topic's ID and
-// its ordering key. A topic's two spellings, "t" and "projects/P/topics/t",
-// give one order key, so that a key's messages keep their order however a
-// body names the topic. The project is left out because an outbox does
-// not know which one a topic ID resolves to; two topics of one ID in two
-// projects then share an order, which orders more than Pub/Sub needs and
-// never less.
+// OrderKey returns what orders a message among those of an outbox: ""
+// without an ordering key, else a SHA-256 in hex of its topic's ID and
+// ordering key, so that a topic's two spellings share one order. (Two
+// topics of one ID in two projects share it too: more order, never less.)
 func OrderKey(topic, orderingKey string) string {
 	if orderingKey == "" {
 		return ""

@@ -14,46 +14,36 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
-// publishTimeout is the client's bound on one publish RPC, retries
-// included (PublishSettings.Timeout): three quarters of the lease. A
-// round's publishes all start when it flushes them, each ordering key's in
-// one request, so the client answers them all about that long after the
-// round's Take, before the lease lapses; the last quarter is the margin
-// for the time Take took, for a server that finishes a request just after
-// the client gave up on it, and for the store's clock.
+// publishTimeout is the client's bound on one publish, retries included
+// (PublishSettings.Timeout): three quarters of the lease, so that every
+// answer comes before it lapses (docs/design.md, "The relay's rounds").
 func (r *Relay) publishTimeout() time.Duration { return r.opts.Lease * 3 / 4 }
 
 // lateTake is how long after the start of its Take a batch may still be
-// published: past it, the client's answer could come after the lease
-// lapsed, and the batch is given back untried.
+// published; a later one is given back untried.
 func (r *Relay) lateTake() time.Duration { return r.opts.Lease / 8 }
 
-// publishers are one Run's publishers, one per full topic name: "t" and
-// "projects/P/topics/t" (with the client's project P) share one, so that
-// the client orders their ordering keys as one.
+// publishers are one Run's publishers, by full topic name, so that a
+// topic's two spellings share one and their ordering keys are ordered as one.
 type publishers struct {
 	r *Relay
 	// byName and alone hold a topic's publishers, alone's sending each
 	// message in a request of its own; used by Run's goroutine only.
 	byName, alone map[string]*pubsub.Publisher
-	// flushing counts the Flush calls in flight; Publisher.Flush reads
-	// the publisher's state unsynchronised, so Stop waits for them.
+	// flushing counts the Flush calls in flight, which stop waits for:
+	// Publisher.Flush reads the publisher's state unsynchronised.
 	flushing sync.WaitGroup
-	// late counts the goroutines waiting for the stragglers of rounds
-	// (Relay.awaitLate).
-	late sync.WaitGroup
+	late     sync.WaitGroup // the goroutines of awaitLate
 }
 
 func (r *Relay) newPublishers() *publishers {
 	return &publishers{r: r, byName: make(map[string]*pubsub.Publisher), alone: make(map[string]*pubsub.Publisher)}
 }
 
-// fullName returns topic's full name: a topic ID resolves in the client's
-// project, as Client.Publisher resolves it.
+// fullName returns topic's full name, an ID resolved in the client's project.
 func (ps *publishers) fullName(topic string) string {
 	if strings.Count(topic, "/") == 3 {
 		return topic
@@ -61,8 +51,8 @@ func (ps *publishers) fullName(topic string) string {
 	return "projects/" + ps.r.pub.Project() + "/topics/" + topic
 }
 
-// get returns the publishers of topic's full name: the one of rounds, and
-// the one that sends each message alone.
+// get returns the publishers of the full topic name name: the one of
+// rounds, and the one that sends each message alone.
 func (ps *publishers) get(name string) (round, alone *pubsub.Publisher) {
 	if p, ok := ps.byName[name]; ok {
 		return p, ps.alone[name]
@@ -73,22 +63,16 @@ func (ps *publishers) get(name string) (round, alone *pubsub.Publisher) {
 	return round, alone
 }
 
-// newPublisher returns a publisher of topic's full name that sends up to
-// count messages in one request.
+// newPublisher returns a publisher of the full topic name name that sends
+// up to count messages in one request.
 func (r *Relay) newPublisher(name string, count int) *pubsub.Publisher {
 	p := r.pub.Publisher(name)
 	p.EnableMessageOrdering = true
 	s := &p.PublishSettings
-	if !plant.On(297) {
-		s.Timeout = r.publishTimeout()
-	}
-	// A round's messages of one ordering key must go in one request:
-	// the client sends a key's requests one after the other, each bounded
-	// by Timeout from its own start. The relay flushes each round at once
-	// (flush), so that the delay never splits a key's messages; the count
-	// and bytes never reach the thresholds within one key's share of a
-	// round (publish caps it); and every request has a worker at once
-	// (workers).
+	s.Timeout = r.publishTimeout()
+	// A round's messages of one ordering key go in one request: the
+	// relay flushes each round at once, caps a key's share below the
+	// thresholds (publish), and gives every request a worker (workers).
 	s.DelayThreshold = r.opts.Lease
 	s.CountThreshold = count
 	s.ByteThreshold = pubsub.MaxPublishRequestBytes
@@ -96,18 +80,13 @@ func (r *Relay) newPublisher(name string, count int) *pubsub.Publisher {
 	return p
 }
 
-// workers is the NumGoroutines of the relay's publishers: enough for the
-// client to start every request the relay sends as soon as it is sent.
-// The client starts a request's Timeout only once a worker takes it up,
-// so that a request queued behind others would reach Pub/Sub after its
-// lease lapsed, to be taken and published again. A publisher has in
-// flight at most one request per message of the current round and of
-// each round flushed in the last lease whose answers had not all come
-// when it ended; such a round waited a straggle before it ended.
+// workers is the NumGoroutines of the relay's publishers: one for every
+// request the relay can have in flight, so that none queues for a worker
+// past its lease.
 func (r *Relay) workers() int { return r.opts.BatchSize * (int(r.opts.Lease/r.straggle()) + 2) }
 
-// requestLimit is the most message bytes (as outbox.PublishSize counts
-// them) the client puts in one request to the topic of full name name.
+// requestLimit is the most message bytes (outbox.PublishSize) the client
+// puts in one request to the full topic name name.
 func requestLimit(name string) int {
 	return pubsub.MaxPublishRequestBytes - (1 + protowire.SizeVarint(uint64(len(name))) + len(name)) - 5
 }
@@ -119,8 +98,8 @@ func (ps *publishers) flush(used map[*pubsub.Publisher]bool) {
 	}
 }
 
-// stop stops every publisher. Publisher.Stop waits for the publishes in
-// flight, which the client ends at its Timeout.
+// stop stops every publisher, waiting for the publishes in flight (the
+// client ends them at its Timeout).
 func (ps *publishers) stop() {
 	ps.flushing.Wait()
 	for name, p := range ps.byName {
@@ -140,25 +119,9 @@ const (
 	unknown                  // may have been published, or may still be
 )
 
-// classify tells what err, the result of one publish, says of it. Only an
-// error that proves the message was not published, and will not be, is a
-// refusal; anything else may hide a publish that landed or will land:
-//
-//	nil                                          acked
-//	pubsub.ErrOversizedMessage                   permanent (the client refused it before sending)
-//	gRPC Internal "invalid UTF-8"                permanent (the client could not encode it)
-//	pubsub.ErrPublishingPaused                   untried (an earlier request of its key failed; the client never sent it)
-//	pubsub.ErrPublisherStopped                   untried (the publisher stopped before it was sent)
-//	InvalidArgument, NotFound, PermissionDenied,
-//	Unauthenticated, FailedPrecondition,
-//	ResourceExhausted, OutOfRange, Unimplemented  refused (the server turned the request down)
-//	DeadlineExceeded, Unavailable, Canceled,
-//	Aborted, Internal, Unknown, DataLoss,
-//	AlreadyExists, a non-gRPC error              unknown
-//
-// ResourceExhausted is a refusal of the last try; the client retries it
-// and Unavailable within Timeout, so an earlier try of its own may have
-// landed: a duplicate the client makes, with the relay or without.
+// classify tells what err, the result of one publish, says of it: a
+// refusal only when it proves the message was not published and will not
+// be (the table is in docs/design.md, "The relay's rounds").
 func classify(err error) outcome {
 	var paused pubsub.ErrPublishingPaused
 	switch {
@@ -194,7 +157,7 @@ type group struct {
 	full     bool // the rest of the key's messages wait for the next round
 }
 
-// An inflight is one message of a round: its topic's full name, its
+// An inflight is one message of a round: its full topic name, its
 // publishers, the client's result (nil: untried) and its group (nil: it
 // went alone).
 type inflight struct {
@@ -205,27 +168,19 @@ type inflight struct {
 	g          *group
 }
 
-// straggle is how long a round waits for the answers to its publishes
-// before it leaves those still outstanding (stragglers: a slow key, a
-// publish the client retries) to wait on their own, settles the rest and
-// takes the next batch. The stragglers' messages stay held meanwhile, and
-// the later messages of their ordering keys behind them, so that a slow
-// key delays only itself.
+// straggle is how long a round waits for its answers before it leaves
+// those outstanding (stragglers) to wait on their own, held, and goes on.
 func (r *Relay) straggle() time.Duration { return min(time.Second, r.opts.Lease/16) }
 
-// publish publishes batch, whose Take started at taken (the lease runs
-// from a little later) and returned at returned, and sorts it: the
-// messages Pub/Sub acknowledged (sent), those it did not publish (failed,
-// each with the relay's decision), how many may have been published or
-// may still be (unknown: left out of both, held until their lease lapses),
-// and the stragglers, whose answers had not come when the round stopped
-// waiting for them (see straggle). It waits for the client's answer on
-// every publish, up to the straggle, unless giveUp closes first (Run is
-// stopping): the publishes then unanswered are unknown. It calls flushed
-// once the publishes are sent, before it waits.
+// publish publishes batch, whose Take ran from taken to returned, and
+// sorts it: acknowledged (sent), not published (failed, each with the
+// relay's decision), maybe published (unknown: held until their lease
+// lapses), and the stragglers. It waits up to a straggle, or until giveUp
+// closes (the unanswered are then unknown), and calls flushed once the
+// publishes are sent.
 func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pending, taken, returned time.Time, giveUp <-chan struct{}, flushed func()) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
-	// Send: each ordering key's share of the round in one request; a
-	// suspect alone, and of its key only the first message.
+	// Each ordering key's share of the round in one request; a suspect
+	// alone, and of its key only the first message.
 	msgs := make([]inflight, len(batch))
 	groups := make(map[orderKey]*group)
 	used := make(map[*pubsub.Publisher]bool)
@@ -275,24 +230,10 @@ func (r *Relay) publish(ctx context.Context, pubs *publishers, batch []outbox.Pe
 	pubs.flush(used)
 	flushed()
 
-	// Wait for the answers: a message given back while its publish may
-	// still land would be published again by the next relay to take it.
-	wait := giveUp
-	var straggled chan struct{}
-	if plant.On(297) || plant.On(298) {
-		pctx := ctx
-		if plant.On(297) {
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, r.opts.Lease/2)
-			defer cancel()
-		}
-		wait = pctx.Done()
-	} else {
-		straggled = make(chan struct{})
-		t := time.AfterFunc(r.straggle(), func() { close(straggled) })
-		defer t.Stop()
-	}
-	return r.answers(ctx, msgs, taken, returned, wait, straggled)
+	straggled := make(chan struct{})
+	t := time.AfterFunc(r.straggle(), func() { close(straggled) })
+	defer t.Stop()
+	return r.answers(ctx, msgs, taken, returned, giveUp, straggled)
 }
 
 // pubsubMessage is the message the client publishes for p.
@@ -300,13 +241,10 @@ func pubsubMessage(p outbox.Pending) *pubsub.Message {
 	return &pubsub.Message{Data: p.Data, Attributes: p.Attributes, OrderingKey: p.OrderingKey}
 }
 
-// answers waits for the answers to msgs, the publishes of a round taken at
-// taken or its stragglers, until every one came, straggled closes (a nil
-// channel never does) or giveUp closes, and sorts them as publish
-// describes. Pub/Sub refuses a request whole, whichever of its messages
-// it refuses: a refused message that shared its request is published
-// again alone (see sendAlone) and waited for in turn, so that a refusal
-// counts only against a message refused alone.
+// answers waits for the answers to msgs (a round's publishes, or its
+// stragglers) until all came, straggled closes (nil never does) or giveUp
+// closes, and sorts them as publish does. A refused message that shared
+// its request is published again alone (sendAlone) and waited for in turn.
 func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned time.Time, giveUp, straggled <-chan struct{}) (sent []outbox.Pending, failed []outbox.Failure, unknown int, late []inflight) {
 	var back []outbox.Failure
 	for len(msgs) > 0 {
@@ -330,10 +268,6 @@ func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned ti
 				switch {
 				case m.res == nil || isReady(m.res):
 					ready = append(ready, m)
-				case plant.On(299):
-					// The straggler is given back while its publish may
-					// still land.
-					failed = append(failed, outbox.Failure{Pending: m.p})
 				default:
 					late = append(late, m)
 				}
@@ -349,13 +283,11 @@ func (r *Relay) answers(ctx context.Context, msgs []inflight, taken, returned ti
 	return sent, append(failed, back...), unknown, late
 }
 
-// sendAlone publishes again, each in a request of its own, msgs: messages
-// refused in a request they shared. It sends every one without an
-// ordering key, and the first of each key; it gives back untried the
-// later ones of a key, which wait behind their first, and all of them
-// when the client's answer could come after the lease of their Take,
-// started at taken, lapsed (as for a late Take) or Run is stopping: those
-// become suspects, which the next round publishes alone.
+// sendAlone publishes msgs, refused in a request they shared, again
+// each alone: the unordered ones and the first of each key; the later
+// ones of a key go back untried. When it is too late in the lease of their
+// Take (started at taken) or Run is stopping, all go back untried, as
+// suspects, which the next round publishes alone.
 func (r *Relay) sendAlone(ctx context.Context, msgs []inflight, taken time.Time, stopping bool) (sending []inflight, back []outbox.Failure) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -389,8 +321,7 @@ func isReady(res *pubsub.PublishResult) bool {
 	}
 }
 
-// checkLease counts and logs a round, taken at taken, whose publishing
-// outlived its lease.
+// checkLease counts and logs a round taken at taken that outlived its lease.
 func (r *Relay) checkLease(ctx context.Context, taken time.Time) {
 	if d := time.Since(taken); d > r.opts.Lease {
 		r.tel.failed(ctx, opLease)
@@ -399,9 +330,8 @@ func (r *Relay) checkLease(ctx context.Context, taken time.Time) {
 	}
 }
 
-// awaitLate waits for the answers to the stragglers of a round taken at
-// taken (or for giveUp), then sorts and settles them as the round would
-// have.
+// awaitLate waits for the answers of a round's stragglers (or for giveUp),
+// then sorts and settles them as the round would have.
 func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned time.Time, giveUp <-chan struct{}) {
 	sent, failed, _, _ := r.answers(ctx, late, taken, returned, giveUp, nil)
 	if len(sent) > 0 || len(failed) > 0 {
@@ -409,16 +339,12 @@ func (r *Relay) awaitLate(ctx context.Context, late []inflight, taken, returned 
 	}
 }
 
-// sortOut sorts msgs, a round's messages or its stragglers, by their
-// answers, the way publish describes; a publish not yet answered is
-// unknown. With resume, every answer has come: the keys the client paused
-// on a failed publish are resumed, since nothing of theirs is in flight.
-// A key's messages are sorted in one call: they went in one request. A
-// refusal of a message that may have shared its request is not counted:
-// the message is returned in shared, to be published alone.
+// sortOut sorts msgs by their answers, as publish does; one not yet
+// answered is unknown. A refused message that shared its request is not
+// counted but returned in shared, to be published alone. With resume,
+// every answer has come, and the keys the client paused are resumed.
 func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time, resume bool) (sent []outbox.Pending, failed []outbox.Failure, unknown int, shared []inflight) {
 	paused := make(map[orderKey]*pubsub.Publisher)
-	// Log one line per kind of failure.
 	var lines roundLines
 	defer r.logRound(ctx, &lines)
 	for _, m := range msgs {
@@ -432,14 +358,6 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 		case <-m.res.Ready():
 			_, err = m.res.Get(ctx)
 		default:
-			if plant.On(297) || plant.On(298) {
-				err = context.Cause(ctx)
-				if err == nil {
-					err = context.DeadlineExceeded
-				}
-				failed = append(failed, outbox.Failure{Pending: p, Reason: err.Error()})
-				continue
-			}
 			unknown++
 			r.tel.failed(ctx, opUnknown)
 			lines.add(failureKind{op: opUnknown, topic: m.name, code: "stopping"}, slog.LevelWarn, "relay: stopping before Pub/Sub answered a publish; the message stays held until its lease lapses, then is published again",
@@ -477,19 +395,12 @@ func (r *Relay) sortOut(ctx context.Context, msgs []inflight, returned time.Time
 	return sent, failed, unknown, shared
 }
 
-// refusal decides what becomes of p, which Pub/Sub refused with err when
-// published to the topic of full name name: it is published again after a
-// backoff, or given up once it failed MaxAttempts times (or at once, when
-// the refusal is permanent). Its line joins the round's lines, one per
-// topic and error.
+// refusal decides what becomes of p, which Pub/Sub refused with err: it
+// is published again after a backoff, or given up at MaxAttempts (at once
+// when permanent). Its log line joins the round's lines.
 func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending, name string, err error, permanent bool) outbox.Failure {
 	r.tel.failed(ctx, opPublish)
 	f := outbox.Failure{Pending: p, Reason: err.Error()}
-	if plant.On(292) {
-		r.opts.Logger.WarnContext(ctx, "relay: publish failed; the message will be published again",
-			"topic", p.Topic, "child_key", p.ChildKey, "error", err)
-		return f
-	}
 	attempts := p.Attempts + 1
 	if permanent || r.opts.MaxAttempts > 0 && attempts >= r.opts.MaxAttempts {
 		f.Dead, f.Release = true, r.opts.ReleaseDead
@@ -504,9 +415,9 @@ func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending
 	return f
 }
 
-// backoff returns the wait after a message's failure when it had failed
-// before times: MinBackoff doubled that many times, at most MaxBackoff,
-// drawn between half of it and all of it.
+// backoff returns the wait after a failure of a message that had failed
+// before times: MinBackoff doubled that often, at most MaxBackoff, drawn
+// between half of it and all of it.
 func (r *Relay) backoff(before int) time.Duration {
 	d := r.opts.MinBackoff
 	for i := 0; i < before && d < r.opts.MaxBackoff; i++ {

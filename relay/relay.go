@@ -12,7 +12,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/idemgate/idemgate/internal/plant"
 	"github.com/idemgate/idemgate/outbox"
 )
 
@@ -21,28 +20,17 @@ import (
 // relays in other processes.
 type Source interface {
 	// Take hands out at most n committed, unsent messages, oldest first,
-	// each for lease: until the lease lapses, or Settle gives it back, no
-	// other Take returns it. Messages whose lease lapsed are handed out
-	// again (their holder is presumed dead). An empty result means there
-	// is nothing to take now.
-	//
-	// Messages of one topic and ordering key come out in the order they
-	// were enqueued, and a message is handed out only with every earlier
-	// unsent message of its key in the same result: while a message is
-	// held, or was given back, the later ones of its key stay behind it.
-	// Each returned Pending has the same Token.
+	// each held for lease: no other Take returns it until the lease lapses
+	// or Settle gives it back. A message of an ordering key comes out only
+	// with every earlier unsent message of its topic and key before it in
+	// the same result. All have the same Token; empty means nothing to take.
 	Take(ctx context.Context, n int, lease time.Duration) ([]outbox.Pending, error)
 
-	// Settle ends a Take. It deletes sent, the messages Pub/Sub
-	// acknowledged (even when their lease lapsed meanwhile: they were
-	// published), but only as they were taken: a message written anew
-	// under the same child key since the Take (its parent forgotten and
-	// completed again) stays. It gives back failed, the messages Pub/Sub
-	// did not publish, as each outbox.Failure says, those of them that the same
-	// Take still holds. Either may be empty. A message left out of both
-	// (a publish whose outcome is unknown) stays held until its lease
-	// lapses. An error leaves the messages as they were: sent ones are
-	// then published again once their lease lapses.
+	// Settle ends a Take. It deletes sent (even past their lease), but
+	// only as they were taken: a message written anew under the same child
+	// key since stays. It gives back failed, as each outbox.Failure says,
+	// those the Take still holds. A message in neither stays held until its
+	// lease lapses. An error leaves every message as it was.
 	Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error
 
 	// Backlog returns how many messages are committed and unsent, held
@@ -56,111 +44,83 @@ type DeadLetters interface {
 	// Dead returns up to n dead messages, oldest first.
 	Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error)
 
-	// Revive makes the dead messages of ids (DeadMessage.ID) takeable
-	// again at once, their attempts counted from zero. It returns how
-	// many it revived; an ID that names no dead message is skipped.
+	// Revive makes the dead messages of ids (DeadMessage.ID) takeable at
+	// once, attempts counted from zero, and returns how many it revived.
 	Revive(ctx context.Context, ids ...string) (int, error)
 }
 
 // Waker is implemented by a Source that can signal committed messages,
 // so that a relay does not wait out its poll interval.
 type Waker interface {
-	// Listen calls wake each time messages may have been committed, until
-	// ctx ends (it then returns ctx.Err()) or listening fails (it returns
-	// the error; the relay polls meanwhile and calls Listen again later).
-	// It calls wake once as soon as it listens, since messages committed
-	// before then were not signalled. wake does not block. A source that
-	// cannot listen after all (a driver without notifications) returns an
-	// error matching errors.ErrUnsupported at once: the relay then only
-	// polls.
+	// Listen calls wake (which does not block) once as soon as it listens
+	// and each time messages may have been committed, until ctx ends
+	// (returning ctx.Err()) or listening fails (the relay polls, then calls
+	// it again). A source that cannot listen returns an error matching
+	// errors.ErrUnsupported at once: the relay then only polls.
 	Listen(ctx context.Context, wake func()) error
 }
 
 // Options configures a Relay. The zero value means the defaults.
 type Options struct {
-	// BatchSize is the most messages one Take hands out. Default 100. A
-	// relay holds up to two batches in memory (one publishing, the next
-	// taken early). With small messages, 500 drains a backlog about half
-	// as fast again (docs/benchmarks.md, "Relay throughput").
+	// BatchSize is the most messages one Take hands out; a relay holds up
+	// to two batches in memory. Default 100 (docs/benchmarks.md, "Relay
+	// throughput", for larger ones).
 	BatchSize int
 
-	// Lease is how long a relay holds the messages it took. A relay that
-	// dies leaves them to the others after it. The relay sets its
-	// publishers' PublishSettings.Timeout to three quarters of it, so that
-	// the client answers every publish before the lease lapses (see the
-	// package documentation). Default 30s.
+	// Lease is how long a relay holds the messages it took; a dead relay's
+	// pass to the others after it. Its publishers' PublishSettings.Timeout
+	// is three quarters of it. Default 30s.
 	Lease time.Duration
 
 	// PollInterval is how often a relay looks for messages when it is not
 	// woken up. Default 1s.
 	PollInterval time.Duration
 
-	// MinBackoff and MaxBackoff bound how long a message Pub/Sub refused
-	// waits before it is taken again (outbox.Failure.After): MinBackoff after its
-	// first failure, doubling with each failure up to MaxBackoff, each
-	// wait drawn at random between half of it and all of it, so that the
-	// messages of one outage do not come back at once. Defaults 1s and 5m.
+	// MinBackoff and MaxBackoff bound how long a refused message waits
+	// before it is taken again: MinBackoff after its first failure,
+	// doubling up to MaxBackoff, each drawn between half of it and all of
+	// it. Defaults 1s and 5m.
 	MinBackoff, MaxBackoff time.Duration
 
-	// MaxAttempts is how many failed publishes a message is allowed: the
-	// failure that reaches it gives the message up (outbox.Failure.Dead), to be
-	// listed and revived by an operator ([DeadLetters]). Zero means 10; a
-	// negative value means never give up. A message the client refuses
-	// whatever the attempt (larger than a publish request) is given up at
-	// its first failure.
+	// MaxAttempts is how many failed publishes a message is allowed
+	// before it is given up, kept for an operator ([DeadLetters]). Zero
+	// means 10; negative, never. A message refused whatever the attempt
+	// (oversized) dies at its first failure.
 	MaxAttempts int
 
 	// ReleaseDead lets the later messages of a dead message's ordering key
-	// be published past it (outbox.Failure.Release). By default they wait until
-	// an operator revives it (or deletes it), as Pub/Sub itself stops a
-	// key whose publish failed: a key's order is kept over its progress.
+	// be published past it. By default they wait until an operator revives
+	// or deletes it, as Pub/Sub stops a key whose publish failed.
 	ReleaseDead bool
 
 	// StopTimeout bounds how long Run, once its ctx ended, waits for the
-	// answers to the publishes in flight before it settles what it knows
-	// and returns. A message whose answer has not come then stays held
-	// until its lease lapses (it may still be published). Default 5s.
+	// answers in flight; an unanswered message stays held until its lease
+	// lapses. Default 5s.
 	StopTimeout time.Duration
 
 	// Logger receives the relay's log lines. Default slog.Default().
 	Logger *slog.Logger
 
-	// Name, when set, is the attribute "source" of every metric the
-	// relay reports, to tell apart the relays of several outboxes in one
-	// process.
+	// Name, when set, is the attribute "source" of the relay's metrics,
+	// to tell apart the relays of several outboxes in one process.
 	Name string
 
-	// MeterProvider receives the relay's metrics: the histogram
-	// idemgate.relay.lag (seconds from commit to Pub/Sub's
-	// acknowledgement of the publish), the counter
-	// idemgate.relay.published (messages Pub/Sub acknowledged: the
-	// publish rate), the gauges idemgate.relay.backlog (unsent messages,
-	// dead ones left out), idemgate.relay.oldest_age (seconds the oldest
-	// of them has waited since its commit: alert on it, since a backlog
-	// alone does not tell a busy relay from a stuck one) and
-	// idemgate.relay.dead_messages (messages given up; the last two need
-	// a [Stater] source, as every store of this module is), the counter
-	// idemgate.relay.failures (attribute operation: "publish" for a
-	// publish Pub/Sub refused, "publish_unknown" for one whose outcome the
-	// client could not learn, "lease" for a batch whose publishing
-	// outlived its lease or whose Take left too little of it to publish
-	// in, and "take", "settle", "listen", "backlog" for
-	// the store's operations) and the counter idemgate.relay.dead
-	// (messages given up). Default: the global provider.
+	// MeterProvider receives the relay's metrics: idemgate.relay.lag,
+	// .published, .backlog, .oldest_age and .dead_messages (the last two
+	// from a [Stater]), .failures (by operation) and .dead, described in
+	// docs/design.md ("The relay's rounds"). Default: the global provider.
 	MeterProvider metric.MeterProvider
 }
 
 // Relay publishes the messages of one Source. Run it once per process;
 // several processes may relay one Source at once.
 type Relay struct {
-	src  Source
-	pub  *pubsub.Client
-	opts Options
-	tel  *telemetry
-	// repeats thins out the lines of failures that repeat.
-	repeats *repeats
-	// suspects are messages to publish alone (see suspects).
-	suspects *suspects
+	src      Source
+	pub      *pubsub.Client
+	opts     Options
+	tel      *telemetry
+	repeats  *repeats  // thins out the lines of failures that repeat
+	suspects *suspects // messages to publish alone
 }
 
 // Defaults of Options.
@@ -174,8 +134,7 @@ const (
 	DefaultStopTimeout  = 5 * time.Second
 )
 
-// settleTimeout bounds each Settle, which runs on a context that ignores
-// Run's cancellation so that a stopping relay still marks what it sent.
+// settleTimeout bounds each Settle, which ignores Run's cancellation.
 const settleTimeout = 10 * time.Second
 
 // New returns a Relay that takes messages from src and publishes them
@@ -244,25 +203,11 @@ func New(src Source, pub *pubsub.Client, opts *Options) (*Relay, error) {
 }
 
 // Run relays until ctx ends, then returns ctx.Err(). Store errors and
-// failed publishes are logged, counted and retried; they do not end Run.
-// A failure that repeats (a missing topic refuses every message, on every
-// attempt; a store that is down fails every Take) is logged once per round
-// and kind (topic and error), then once per backoff step while it goes on
-// (MinBackoff doubled after each line, at most MaxBackoff), each line
-// counting in "failures" those it stands for, when more than one; the
-// counters count every failure. Once a topic that failed publishes again,
-// the relay logs that it does (INFO).
-// Run may be called again after it returned, but not twice at once.
-//
-// Once ctx ended, Run waits at most Options.StopTimeout for the answers to
-// the publishes in flight, settles the messages whose outcome it knows
-// (the round's, its stragglers' and a Take started early, given back:
-// each Settle bounded by 10s, the stragglers' beside the others), and
-// returns: within StopTimeout plus 20s. A
-// message whose answer has not come stays held until its lease lapses,
-// never given back, since its publish may still land. The publishers stop
-// in the background: the client ends each publish at its Timeout (three
-// quarters of the lease), so they stop before the lease lapses.
+// failed publishes are logged (a failure that repeats, once per backoff
+// step), counted and retried; they do not end Run. Once ctx ended, Run
+// waits at most Options.StopTimeout for the answers in flight, settles
+// what they tell and returns, within StopTimeout plus 20s. Run may be
+// called again after it returned, but not twice at once.
 func (r *Relay) Run(ctx context.Context) error {
 	unregister, err := r.tel.observe(r.src)
 	if err != nil {
@@ -271,19 +216,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer unregister()
 
 	pubs := r.newPublishers()
-	defer func() {
-		if plant.On(298) {
-			pubs.stop() // waits for the stalled publishes
-			return
-		}
-		go pubs.stop()
-	}()
-	// The rounds' stragglers settle before Run returns: each waits at
-	// most until giveUp for its answers.
+	defer func() { go pubs.stop() }()
+	// The stragglers settle before Run returns, each waiting at most until giveUp.
 	defer pubs.late.Wait()
 
-	// giveUp closes StopTimeout after ctx ended: the relay stops waiting
-	// for the answers of its publishes in flight.
+	// giveUp closes StopTimeout after ctx ended.
 	giveUp := make(chan struct{})
 	stopGiveUp := context.AfterFunc(ctx, func() {
 		time.AfterFunc(r.opts.StopTimeout, func() { close(giveUp) })
@@ -362,8 +299,7 @@ func (r *Relay) listen(ctx context.Context, w Waker, wake chan<- struct{}) {
 	}
 }
 
-// A taking is the outcome of one Take: its batch, when it started and
-// returned, and its error.
+// A taking is the outcome of one Take, with when it started and returned.
 type taking struct {
 	batch           []outbox.Pending
 	taken, returned time.Time
@@ -378,8 +314,7 @@ func (r *Relay) take(ctx context.Context) taking {
 	return t
 }
 
-// giveBack gives back, untried, the batch of a Take started early that
-// no round will publish.
+// giveBack gives back untried the batch of an early Take no round will publish.
 func (r *Relay) giveBack(ctx context.Context, t taking) {
 	if t.err == nil && len(t.batch) > 0 {
 		r.settle(ctx, nil, givenBack(t.batch)) // logs and counts its failure
@@ -396,26 +331,17 @@ func givenBack(ps []outbox.Pending) []outbox.Failure {
 }
 
 // round takes one batch (or receives it from pre, a Take started early),
-// publishes it and settles it. It returns how many messages it took, the
-// next round's Take when it started one early, and an error when a step
-// failed or no publish succeeded (the relay then waits PollInterval
-// before the next round).
-//
-// A full round whose messages all lack an ordering key starts the next
-// Take as soon as it has sent its publishes, while it waits for their
-// answers and settles them: the two overlap, and a relay draining a
-// backlog of unordered messages spends no time between rounds. (A round
-// that ends in an error gives that batch back untried.) A round with ordered
-// messages does not: their keys' later messages wait behind them until
-// they settle, and an early Take would pass over them.
+// publishes and settles it. It returns how many messages it took, the next
+// round's Take when it started one early (a full round of unordered
+// messages does), and an error when a step failed or no publish succeeded
+// (the relay then waits PollInterval).
 func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struct{}, pre <-chan taking) (int, <-chan taking, error) {
 	var t taking
 	if pre != nil {
 		t = <-pre
 	}
 	if pre == nil || t.err == nil && len(t.batch) == 0 {
-		// An early Take that found nothing may have run while the last
-		// round's messages were still locked by its Settle: take again.
+		// An early Take that found nothing may have met the last Settle's locks.
 		t = r.take(ctx)
 	}
 	if t.err != nil {
@@ -430,7 +356,7 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	if len(batch) == 0 {
 		return 0, nil, nil
 	}
-	if late := time.Since(t.taken); late > r.lateTake() && !plant.On(297) {
+	if late := time.Since(t.taken); late > r.lateTake() {
 		r.tel.failed(ctx, opLease)
 		r.logFailure(ctx, slog.LevelWarn, failureKind{op: opLease, code: "late take"}, "relay: taking messages took too long to publish them within their lease; they are given back (a longer Lease avoids this)",
 			"took", late, "lease", r.opts.Lease, "messages", len(batch))
@@ -452,9 +378,7 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	var err error
 	if len(sent) == 0 && (unknown > 0 || slices.ContainsFunc(failed, func(f outbox.Failure) bool { return f.Reason != "" })) {
 		// Nothing went through: publishing again at once would most
-		// likely fail again. (When some did, the failures are a few keys'
-		// or messages', and they wait out their own backoff: the others
-		// go on at once.)
+		// likely fail again.
 		err = errPublish
 	}
 	if len(sent) == 0 && len(failed) == 0 {
@@ -463,8 +387,7 @@ func (r *Relay) round(ctx context.Context, pubs *publishers, giveUp <-chan struc
 	return len(batch), next, errors.Join(err, r.settle(ctx, sent, failed))
 }
 
-// settle settles a round, on a context that outlives ctx's cancellation:
-// a stopping relay still marks what it sent.
+// settle settles a round, on a context that outlives ctx's cancellation.
 func (r *Relay) settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()

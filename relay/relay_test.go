@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	_ "modernc.org/sqlite"
 
+	"github.com/idemgate/idemgate/internal/outboxmodel"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
@@ -26,6 +27,11 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// model is the in-memory outbox the relay's tests run on.
+type model = outboxmodel.Outbox
+
+func newModel() *model { return outboxmodel.New(time.Hour) }
 
 func TestNewRejects(t *testing.T) {
 	st := sqliteStore(t)
@@ -313,11 +319,11 @@ func (f *flakyStore) Listen(ctx context.Context, wake func()) error {
 func TestStoreFailuresAreCountedAndRetried(t *testing.T) {
 	_, c := fakePubSub(t)
 	m := newModel()
-	p := m.add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
+	p := m.Add(t, "order-1", 0, outbox.Message{Topic: outTopic, Data: []byte("ship")})[0]
 	reader := sdkmetric.NewManualReader()
 	src := &flakyStore{model: m}
 	run := start(t, src, c, relay.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	m.await(t, 30*time.Second, "the message is published after the failed Take", func() bool { return !m.present(p.ID) })
+	m.Await(t, 30*time.Second, "the message is published after the failed Take", func() bool { return !m.Present(p.ID) })
 	waitUntil(t, 30*time.Second, "Listen is called again after its failure", func() bool {
 		src.mu.Lock()
 		defer src.mu.Unlock()

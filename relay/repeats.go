@@ -9,26 +9,21 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// logDead is the failureKind.op of a message given up, beside the
-// operations of idemgate.relay.failures.
+// logDead is the failureKind.op of a message given up.
 const logDead = -1
 
 // A failureKind is what makes two failures the same for the log: the
-// operation (opTake, opPublish, …) and, for a publish, its topic's full
-// name and the kind of error (the gRPC code).
+// operation and, for a publish, its full topic name and gRPC code.
 type failureKind struct {
 	op    int
 	topic string
 	code  string
 }
 
-// repeats thins out the log lines of a failure that repeats: a missing
-// topic refuses every message published to it, on every attempt, and a
-// store that is down fails every Take. The first failure of a kind is
-// logged; while failures of that kind go on, one more line per backoff
-// step (min, doubled after each line, at most max), counting those left
-// out since the line before. A kind not seen for twice max starts over.
-// Counters are not thinned. Safe for concurrent use.
+// repeats thins out the log lines of a failure that repeats: the first
+// of a kind is logged, then one line per backoff step (min, doubled after
+// each line, at most max) counting those left out; a kind not seen for
+// twice max starts over. Safe for concurrent use.
 type repeats struct {
 	min, max time.Duration
 	mu       sync.Mutex // guards kinds
@@ -49,8 +44,7 @@ func newRepeats(minStep, maxStep time.Duration) *repeats {
 }
 
 // failed records n failures of kind k at now. It reports whether to log
-// them, and how many failures the line stands for: n and those left out
-// since the previous line.
+// them, and how many failures the line stands for.
 func (r *repeats) failed(k failureKind, n int, now time.Time) (count int, log bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,9 +69,9 @@ func (r *repeats) failed(k failureKind, n int, now time.Time) (count int, log bo
 	return count, true
 }
 
-// ended forgets the failures of the kinds match selects, which are over.
-// It returns how many failures they counted since the first began, and
-// when that was; ok is false when none was going on.
+// ended forgets the kinds match selects, which are over, and returns how
+// many failures they counted since the first began, and when; ok is false
+// when none was going on.
 func (r *repeats) ended(match func(failureKind) bool) (total int, began time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -103,17 +97,14 @@ func errorCode(err error) string {
 	return err.Error()
 }
 
-// logFailure logs msg at level for a failure of kind k, unless a line of
-// that kind was logged within its backoff step (see repeats).
+// logFailure is logFailures for one failure.
 func (r *Relay) logFailure(ctx context.Context, level slog.Level, k failureKind, msg string, args ...any) {
 	r.logFailures(ctx, level, k, 1, msg, args...)
 }
 
-// logFailures logs msg at level for n failures of kind k, unless a line of
-// that kind was logged within its backoff step (see repeats). A line that
-// stands for more than one failure (n, and those of its kind left out
-// since the previous line) says how many in "failures"; its other
-// attributes describe one of them.
+// logFailures logs msg at level for n failures of kind k, unless repeats
+// thins it out; a line that stands for more than one says how many in
+// "failures".
 func (r *Relay) logFailures(ctx context.Context, level slog.Level, k failureKind, n int, msg string, args ...any) {
 	count, ok := r.repeats.failed(k, n, time.Now())
 	if !ok {
@@ -125,16 +116,13 @@ func (r *Relay) logFailures(ctx context.Context, level slog.Level, k failureKind
 	r.opts.Logger.Log(ctx, level, msg, args...)
 }
 
-// roundLines gathers the failure lines of one round by kind, so that the
-// round logs one line per kind: a round may take a hundred messages of one
-// missing topic.
+// roundLines gathers a round's failure lines, to log one per kind.
 type roundLines struct {
 	order  []failureKind
 	byKind map[failureKind]*roundLine
 }
 
-// roundLine is the line of one kind of failure in a round: the first
-// failure's, and how many there were.
+// roundLine is the first failure's line of one kind, and how many there were.
 type roundLine struct {
 	level slog.Level
 	msg   string
@@ -155,7 +143,7 @@ func (l *roundLines) add(k failureKind, level slog.Level, msg string, args ...an
 	l.byKind[k] = &roundLine{level: level, msg: msg, args: args, n: 1}
 }
 
-// log logs l's lines, in the order of their kinds' first failures.
+// logRound logs l's lines, in the order of their kinds' first failures.
 func (r *Relay) logRound(ctx context.Context, l *roundLines) {
 	for _, k := range l.order {
 		x := l.byKind[k]
@@ -163,9 +151,8 @@ func (r *Relay) logRound(ctx context.Context, l *roundLines) {
 	}
 }
 
-// recovered ends the failures of op, and logs that the publishes to topic
-// succeed again when they had failed (topic is empty for a store
-// operation, whose recovery is not logged).
+// recovered ends the failures of op, or of topic when not empty, and
+// logs that the topic's publishes succeed again.
 func (r *Relay) recovered(ctx context.Context, op int, topic string) {
 	total, began, ok := r.repeats.ended(func(k failureKind) bool {
 		if topic != "" {

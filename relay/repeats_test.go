@@ -3,13 +3,13 @@ package relay_test
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 )
@@ -24,14 +24,14 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 	_, c := fakePubSub(t)
 	m := newModel()
 	for i := range n {
-		m.add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: "missing", Data: []byte("a")})
-		m.add(t, fmt.Sprint("late-", i), 9, outbox.Message{Topic: "missing", Data: []byte("b")}) // its last attempt
+		m.Add(t, fmt.Sprint("order-", i), 0, outbox.Message{Topic: "missing", Data: []byte("a")})
+		m.Add(t, fmt.Sprint("late-", i), 9, outbox.Message{Topic: "missing", Data: []byte("b")}) // its last attempt
 	}
-	logs := &logBuffer{}
+	logs := &logtest.Sink{}
 	reader := sdkmetric.NewManualReader()
 	run := start(t, m, c, relay.Options{MinBackoff: time.Hour, MaxBackoff: time.Hour,
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	m.await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.calls()) > 0 })
+		Logger: logs.Logger(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	m.Await(t, 30*time.Second, "the batch is settled", func() bool { return len(m.Calls()) > 0 })
 
 	if got := counter(t, reader, "idemgate.relay.failures", "publish"); got != 2*n {
 		t.Errorf("idemgate.relay.failures{operation=publish} = %d, want %d: every refusal counted", got, 2*n)
@@ -39,12 +39,15 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 	if got := counter(t, reader, "idemgate.relay.dead", ""); got != n {
 		t.Errorf("idemgate.relay.dead = %d, want %d", got, n)
 	}
-	for _, tc := range []struct{ level, msg string }{
-		{"WARN", "relay: Pub/Sub refused a publish; the message will be published again after a backoff"},
-		{"ERROR", "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it"},
+	for _, tc := range []struct {
+		level slog.Level
+		msg   string
+	}{
+		{slog.LevelWarn, "relay: Pub/Sub refused a publish; the message will be published again after a backoff"},
+		{slog.LevelError, "relay: a message is given up; it stays in the outbox, listed by idemgate relay -dead, until an operator revives it"},
 	} {
-		lines := logs.lines(t, tc.level)
-		if len(lines) != 1 || lines[0]["msg"] != tc.msg || lines[0]["failures"] != float64(n) || lines[0]["topic"] != "missing" {
+		lines := logs.Records().Level(tc.level)
+		if len(lines) != 1 || lines[0].Message != tc.msg || lines[0].Attrs["failures"] != fmt.Sprint(n) || lines[0].Attrs["topic"] != "missing" {
 			t.Errorf("%s lines %v; want one %q for the %d failures of the round", tc.level, lines, tc.msg, n)
 		}
 	}
@@ -54,17 +57,13 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: "projects/p/topics/missing"}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := m.add(t, "order-new", 0, outbox.Message{Topic: "missing", Data: []byte("c")})[0]
-	m.await(t, 30*time.Second, "the new message is sent", func() bool {
-		return slices.ContainsFunc(m.calls(), func(s settled) bool {
-			return slices.ContainsFunc(s.sent, func(p outbox.Pending) bool { return p.ID == fresh.ID })
-		})
-	})
+	fresh := m.Add(t, "order-new", 0, outbox.Message{Topic: "missing", Data: []byte("c")})[0]
+	m.Await(t, 30*time.Second, "the new message is sent", func() bool { return settledSent(m, fresh.ID) })
 	run.stop(t)
-	info := slices.DeleteFunc(logs.lines(t, "INFO"), func(l map[string]any) bool {
-		return l["msg"] != "relay: Pub/Sub accepts the topic's publishes again"
+	info := logs.Records().Level(slog.LevelInfo).Where(func(r logtest.Record) bool {
+		return r.Message == "relay: Pub/Sub accepts the topic's publishes again"
 	})
-	if len(info) != 1 || info[0]["topic"] != "projects/p/topics/missing" || info[0]["failures"] != float64(2*n) {
+	if len(info) != 1 || info[0].Attrs["topic"] != "projects/p/topics/missing" || info[0].Attrs["failures"] != fmt.Sprint(2*n) {
 		t.Errorf("INFO lines %v; want one saying the topic accepts publishes again after %d failures", info, 2*n)
 	}
 }

@@ -7,15 +7,12 @@ import (
 	"github.com/idemgate/idemgate/outbox"
 )
 
-// suspects are the messages Pub/Sub refused in a request they shared and
-// that went back untried because sending them alone came too late in
-// their lease (see sendAlone). The relay's next round that takes one
-// publishes it alone, and only the first message of its ordering key, so
-// that the refusal of the message that caused it is counted and a message
-// Pub/Sub keeps refusing is given up in the end instead of blocking its
-// key.
+// suspects are messages refused in a shared request and given back
+// because it was too late to send them alone (sendAlone): the next round
+// that takes one publishes it alone, so that its refusals count. Safe for
+// concurrent use.
 type suspects struct {
-	mu     sync.Mutex
+	mu     sync.Mutex           // guards at
 	at     map[string]time.Time // by outbox.Pending.ID: when marked
 	forget time.Duration        // an older mark is dropped (another relay took it)
 }
@@ -39,9 +36,7 @@ func (s *suspects) mark(msgs []inflight) {
 	}
 }
 
-// take reports which messages of batch are suspects, by ID, and forgets
-// them: the round publishes each alone, or holds it behind the first of
-// its key, which goes alone.
+// take reports which messages of batch are suspects, by ID, and forgets them.
 func (s *suspects) take(batch []outbox.Pending) map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -40,12 +40,10 @@ type telemetry struct {
 	deadNow  metric.Int64ObservableGauge
 	sent     metric.Int64Counter
 	byOp     [opCount][]metric.AddOption
-	// source is the attribute "source" on every measurement, when the
-	// relay has a Name.
-	source []attribute.KeyValue
-	add    []metric.AddOption
-	record []metric.RecordOption
-	obs    []metric.ObserveOption
+	source   []attribute.KeyValue // "source", when the relay has a Name
+	add      []metric.AddOption
+	record   []metric.RecordOption
+	obs      []metric.ObserveOption
 }
 
 func newTelemetry(mp metric.MeterProvider, name string) (*telemetry, error) {
@@ -113,9 +111,8 @@ func (t *telemetry) died(ctx context.Context) {
 	t.dead.Add(ctx, 1, t.add...)
 }
 
-// observe reports src's backlog on each collection until unregister is
-// called; and, when src is a Stater, the age of its oldest unsent message
-// and its dead messages, from the same reading.
+// observe reports src's backlog, and a Stater's oldest age and dead
+// messages, on each collection until unregister is called.
 func (t *telemetry) observe(src Source) (unregister func(), err error) {
 	stater, _ := src.(Stater)
 	reg, err := t.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pushenvelope"
 	"github.com/idemgate/idemgate/store/memstore"
 )
@@ -18,13 +16,12 @@ import (
 // TestDigestMatchesTheGateway: digest prints the key_digest a gateway with
 // HideKeys logs for the key, read from a real delivery's log line.
 func TestDigestMatchesTheGateway(t *testing.T) {
-	var logs bytes.Buffer
+	logs := &logtest.Sink{}
 	st, err := memstore.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g, err := gateway.New(st, &gateway.Options{HideKeys: true, Logger: lg})
+	g, err := gateway.New(st, &gateway.Options{HideKeys: true, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +34,16 @@ func TestDigestMatchesTheGateway(t *testing.T) {
 		t.Fatalf("push = %d %s", rec.Code, rec.Body)
 	}
 	var logged string
-	for line := range strings.Lines(logs.String()) {
-		var l struct {
-			KeyDigest string `json:"key_digest"`
-		}
-		if json.Unmarshal([]byte(line), &l) == nil && l.KeyDigest != "" {
-			logged = l.KeyDigest
+	for _, r := range logs.Records() {
+		if d := r.Attrs["key_digest"]; d != "" {
+			logged = d
 		}
 	}
 	if logged == "" {
-		t.Fatalf("the gateway logged no key_digest:\n%s", logs.String())
+		t.Fatalf("the gateway logged no key_digest:\n%s", logs.Records())
 	}
-	if strings.Contains(logs.String(), "msg:100") {
-		t.Fatalf("the gateway logged the key under HideKeys:\n%s", logs.String())
+	if strings.Contains(logs.Records().String(), "msg:100") {
+		t.Fatalf("the gateway logged the key under HideKeys:\n%s", logs.Records())
 	}
 	r := idemgate(t, "", "digest", "msg:100", "other")
 	if lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"); r.code != exitOK || len(lines) != 2 || lines[0] != logged {

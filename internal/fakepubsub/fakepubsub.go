@@ -5,11 +5,17 @@
 package fakepubsub
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemgate/idemgate/internal/testenv"
 )
@@ -32,12 +38,42 @@ func New(tb testing.TB, reactors ...pstest.ServerReactorOption) (*pstest.Server,
 // NewProject is New with a client of project, and no topic created.
 func NewProject(tb testing.TB, project string, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
 	tb.Helper()
+	return NewIntercepted(tb, project, nil, reactors...)
+}
+
+// NewIntercepted is NewProject with a client whose unary calls go through
+// intercept, when not nil (see Slow).
+func NewIntercepted(tb testing.TB, project string, intercept grpc.UnaryClientInterceptor, reactors ...pstest.ServerReactorOption) (*pstest.Server, *pubsub.Client) {
+	tb.Helper()
 	srv := pstest.NewServer(reactors...)
 	tb.Cleanup(func() { srv.Close() })
-	c, err := pubsub.NewClient(tb.Context(), project, testenv.PubSubClientOptions(srv.Addr)...)
+	opts := testenv.PubSubClientOptions(srv.Addr)
+	if intercept != nil {
+		opts = append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(intercept)))
+	}
+	c, err := pubsub.NewClient(tb.Context(), project, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
 	return srv, c
+}
+
+// Slow delays each Publish call by delay before it reaches the server, or
+// until its context ends: the latency of a slow Pub/Sub. (A pstest
+// reactor cannot add it: reactors run under the server's lock, one
+// request at a time.)
+func Slow(delay time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/Publish") {
+			t := time.NewTimer(delay) // a latency, not a synchronisation
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
 }

@@ -10,6 +10,8 @@
 //
 // Options.Delay slows every operation down, on the way to the store and on
 // the way back; under testing/synctest the delay costs no real time.
+// [Inject] is the injector itself, for wrappers that choose their faults
+// otherwise (the simulator's store draws one per delivery attempt).
 //
 // The wrapper implements [store.Extender], so a gateway over it renews
 // leases; Extend has no fault unless one is armed for it. Wrap a store that
@@ -56,7 +58,7 @@ func (op Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
 
-// Mode is how an armed fault fires.
+// Mode is how a fault fires; the zero Mode is no fault.
 type Mode uint8
 
 const (
@@ -66,7 +68,45 @@ const (
 	// Lost calls the wrapped store, then drops its reply and returns an
 	// error: the operation happened, but the caller cannot know it.
 	Lost
+	// Slow calls the wrapped store and holds its reply back for a delay
+	// (Inject's; Arm does not take it).
+	Slow
+	// Hang returns no reply until the caller's context ends; the operation
+	// does not happen (Inject's; Arm does not take it).
+	Hang
 )
+
+var modeNames = [...]string{"none", "fail", "lost", "slow", "hang"}
+
+// String returns the mode's name, e.g. "lost".
+func (m Mode) String() string { return modeNames[m] }
+
+// Inject runs call, operation op of a store on key, with the fault mode
+// (none when 0); a Slow reply comes delay late. The errors it makes up wrap
+// ErrInjected and name op and key, as a driver's error may.
+func Inject(ctx context.Context, op fmt.Stringer, key string, mode Mode, delay time.Duration, call func() error) error {
+	switch mode {
+	case Fail:
+		return fmt.Errorf("%w: %s of %s failed", ErrInjected, op, key)
+	case Hang:
+		<-ctx.Done()
+		return fmt.Errorf("%w: %s of %s hung: %w", ErrInjected, op, key, ctx.Err())
+	}
+	err := call()
+	switch {
+	case mode == Slow:
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s of %s: reply too late: %w", ErrInjected, op, key, ctx.Err())
+		}
+	case mode == Lost && err == nil:
+		return fmt.Errorf("%w: %s of %s applied, reply lost", ErrInjected, op, key)
+	}
+	return err
+}
 
 // Options configures a Store. The zero value means no delay.
 type Options struct {
@@ -108,8 +148,8 @@ func New(inner store.Store, opts *Options) *Store {
 // Inner returns the wrapped store, for reading records back without faults.
 func (s *Store) Inner() store.Store { return s.inner }
 
-// Arm makes the next call of op fail in mode. Arming again replaces a fault
-// that has not fired yet.
+// Arm makes the next call of op fail in mode, Fail or Lost. Arming again
+// replaces a fault that has not fired yet.
 func (s *Store) Arm(op Op, mode Mode) {
 	s.mu.Lock()
 	s.armed[op] = mode
@@ -187,30 +227,26 @@ func (s *Store) wait(ctx context.Context) error {
 	}
 }
 
-// do runs call, one operation of the wrapped store, with the delay and the
-// fault armed for op.
-func (s *Store) do(ctx context.Context, op Op, call func() error) error {
+// do runs call, operation op of the wrapped store on key, with the delay
+// and the fault armed for op.
+func (s *Store) do(ctx context.Context, op Op, key string, call func() error) error {
 	mode := s.begin(op)
 	defer s.end(op)
 	if err := s.wait(ctx); err != nil {
 		return err
 	}
-	if mode == Fail {
-		return fmt.Errorf("%w: %s failed", ErrInjected, op)
-	}
-	err := call()
-	if werr := s.wait(ctx); err == nil {
-		err = werr
-	}
-	if mode == Lost && err == nil {
-		return fmt.Errorf("%w: %s applied, reply lost", ErrInjected, op)
-	}
-	return err
+	return Inject(ctx, op, key, mode, 0, func() error {
+		err := call()
+		if werr := s.wait(ctx); err == nil {
+			err = werr
+		}
+		return err
+	})
 }
 
 // Claim implements [store.Store].
 func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (c store.Claim, err error) {
-	err = s.do(ctx, Claim, func() (err error) {
+	err = s.do(ctx, Claim, key, func() (err error) {
 		c, err = s.inner.Claim(ctx, key, lease, opts)
 		return err
 	})
@@ -222,7 +258,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts
 
 // Complete implements [store.Store].
 func (s *Store) Complete(ctx context.Context, c store.Claim) (ok bool, err error) {
-	err = s.do(ctx, Complete, func() (err error) {
+	err = s.do(ctx, Complete, c.Key, func() (err error) {
 		ok, err = s.inner.Complete(ctx, c)
 		return err
 	})
@@ -234,7 +270,7 @@ func (s *Store) Complete(ctx context.Context, c store.Claim) (ok bool, err error
 
 // Release implements [store.Store].
 func (s *Store) Release(ctx context.Context, c store.Claim) error {
-	return s.do(ctx, Release, func() error { return s.inner.Release(ctx, c) })
+	return s.do(ctx, Release, c.Key, func() error { return s.inner.Release(ctx, c) })
 }
 
 // Extend implements [store.Extender]. It fails with an error that is not
@@ -243,7 +279,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	if s.ext == nil {
 		return store.Claim{}, errors.New("faultstore: the wrapped store does not implement store.Extender")
 	}
-	err = s.do(ctx, Extend, func() (err error) {
+	err = s.do(ctx, Extend, c.Key, func() (err error) {
 		nc, err = s.ext.Extend(ctx, c, lease)
 		return err
 	})

@@ -131,3 +131,43 @@ func TestAwaitEnded(t *testing.T) {
 		}
 	})
 }
+
+// Inject calls the operation, or not, as each mode says, and a Slow reply
+// comes its delay late; a Hang or a Slow reply ends with the caller's
+// context.
+func TestInject(t *testing.T) {
+	for _, tc := range []struct {
+		mode    faultstore.Mode
+		cancel  bool // the caller's context ends after a second
+		called  bool
+		err     error // wrapped by the result; nil: none
+		elapsed time.Duration
+	}{
+		{mode: 0, called: true},
+		{mode: faultstore.Fail, err: faultstore.ErrInjected},
+		{mode: faultstore.Lost, called: true, err: faultstore.ErrInjected},
+		{mode: faultstore.Slow, called: true, elapsed: time.Minute},
+		{mode: faultstore.Slow, cancel: true, called: true, err: context.DeadlineExceeded, elapsed: time.Second},
+		{mode: faultstore.Hang, cancel: true, err: context.DeadlineExceeded, elapsed: time.Second},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				if tc.cancel {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Second)
+					defer cancel()
+				}
+				called := false
+				start := time.Now()
+				err := faultstore.Inject(ctx, faultstore.Claim, "k", tc.mode, time.Minute, func() error { called = true; return nil })
+				if called != tc.called || (tc.err == nil) != (err == nil) || tc.err != nil && !errors.Is(err, tc.err) {
+					t.Errorf("Inject(%v) called the operation: %v, returned %v; want %v, an error wrapping %v", tc.mode, called, err, tc.called, tc.err)
+				}
+				if got := time.Since(start); got != tc.elapsed {
+					t.Errorf("Inject(%v) took %v, want %v", tc.mode, got, tc.elapsed)
+				}
+			})
+		})
+	}
+}

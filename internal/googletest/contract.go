@@ -102,24 +102,6 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 	}
 }
 
-// TokenSurvivesRelease checks that a Claim retried with the token of a
-// claim that was released since does not re-affirm the released claim.
-// st must be fresh.
-func TokenSurvivesRelease(t *testing.T, st Store) {
-	ctx, opts := t.Context(), store.ClaimOptions{Token: "tok"}
-	a, err := st.Claim(ctx, "k", time.Minute, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Release(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	b, err := st.Claim(ctx, "k", time.Minute, opts)
-	if err != nil || b.Status != store.Won || b.Fence < a.Fence+2 || !b.LeaseUntil.After(a.LeaseUntil.Add(-time.Second)) {
-		t.Fatalf("Claim after Release with the same token = %+v, %v; want a fresh win at fence %d or above", b, err, a.Fence+2)
-	}
-}
-
 // BadArguments checks what each operation does with arguments no record
 // can answer. st must be fresh.
 func BadArguments(t *testing.T, st Store) {

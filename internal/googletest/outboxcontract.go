@@ -27,10 +27,10 @@ type OutboxLimits struct {
 }
 
 // OutboxSource runs the cases of the relay.Source contract that the
-// Google stores had wrong: a message the database cannot hold, a key's
-// order decided by the completing processes' clocks, a Settle that
-// deleted a message written anew since its Take, and the failures a
-// relay reports (attempts, backoff, dead messages).
+// Google stores had wrong, beyond relaytest's (which both run): a message
+// the database cannot hold, a key's order decided by the completing
+// processes' clocks, and the failures a relay reports (attempts, backoff
+// on the store's clock, dead messages).
 func OutboxSource(t *testing.T, newWorlds NewOutboxWorlds, limits OutboxLimits) {
 	const lease = 10 * time.Second
 	one := func(t *testing.T) (OutboxWorld, *fakeclock.Clock) {
@@ -117,51 +117,6 @@ func OutboxSource(t *testing.T, newWorlds NewOutboxWorlds, limits OutboxLimits) 
 			}
 			clk.Advance(lease + 2*time.Second) // the lease lapses: the next store takes them again
 		}
-	})
-
-	// Item 3: the later messages of a key that waits behind a held one
-	// must not fill a Take's window while a free message waits.
-	t.Run("FreePastBlocked", func(t *testing.T) {
-		w, clk := one(t)
-		k := func(name string) outbox.Message {
-			return outbox.Message{Topic: "shipments", OrderingKey: "k", Name: name}
-		}
-		complete(t, w, "order-1", k("k1"), k("k2"), k("k3"), k("k4"))
-		clk.Advance(time.Millisecond)
-		complete(t, w, "order-2", outbox.Message{Topic: "invoices", Name: "free"})
-		if got := names(take(t, w, 1)); !slices.Equal(got, []string{"k1"}) {
-			t.Fatalf("Take(1) = %v, want [k1]", got)
-		}
-		if got := names(take(t, w, 3)); !slices.Equal(got, []string{"free"}) {
-			t.Fatalf("Take(3) while k1 is held = %v, want [free]: k2..k4 wait behind k1 and must not fill the window", got)
-		}
-	})
-
-	// Item 6: the message taken was written anew since (its parent
-	// forgotten, completed again): settling the old one as sent must not
-	// delete the new one.
-	t.Run("SettleKeepsRewritten", func(t *testing.T) {
-		w, clk := one(t)
-		msg := outbox.Message{Topic: "shipments", Name: "ship", Data: []byte("v1")}
-		complete(t, w, "order-9", msg)
-		v1 := take(t, w, 10)
-		if len(v1) != 1 {
-			t.Fatalf("Take = %v, want the message", names(v1))
-		}
-		if _, err := w.Store.(store.Inspector).Forget(t.Context(), "order-9"); err != nil {
-			t.Fatalf("Forget: %v", err)
-		}
-		clk.Advance(time.Millisecond)
-		msg.Data = []byte("v2")
-		complete(t, w, "order-9", msg)
-		settle(t, w, v1) // v1 was published
-		backlog(t, w, 1, "the message written anew after the Take is not the one published")
-		v2 := take(t, w, 10)
-		if len(v2) != 1 || string(v2[0].Data) != "v2" || v2[0].ChildKey != v1[0].ChildKey {
-			t.Fatalf("Take after v1 was settled = %v, want v2 under the same child key", v2)
-		}
-		settle(t, w, v2)
-		backlog(t, w, 0, "v2 settled as sent")
 	})
 
 	// Item 2: attempts, reason, backoff on the store's clock, dead

@@ -52,12 +52,7 @@ func TxRetries(t *testing.T, newWorld func(t *testing.T) TxWorld, lostReply code
 	}{
 		{"lost race", aborted, false, func(err error) bool { return err == nil }, rpcs.LostRace, 1},
 		{"lost race, fenced out before the retry", aborted, true, func(err error) bool { return errors.Is(err, store.ErrFenced) }, rpcs.FencedRetry, 0},
-		{"commit landed, reply lost", func(invoke func() error) error {
-			if err := invoke(); err != nil {
-				return err
-			}
-			return status.Error(lostReply, "injected: the reply was lost")
-		}, false, func(err error) bool { return err != nil && !errors.Is(err, store.ErrFenced) }, rpcs.LostReply, 1},
+		{"commit landed, reply lost", LostReplyAs(lostReply), false, func(err error) bool { return err != nil && !errors.Is(err, store.ErrFenced) }, rpcs.LostReply, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()

@@ -105,9 +105,14 @@ func Always(method string, err error) Fault {
 
 // LostReply lets a call reach the server and then reports Unavailable, as
 // when the connection drops before the reply arrives.
-func LostReply(invoke func() error) error {
-	if err := invoke(); err != nil {
-		return err
+func LostReply(invoke func() error) error { return LostReplyAs(codes.Unavailable)(invoke) }
+
+// LostReplyAs is LostReply reporting code.
+func LostReplyAs(code codes.Code) func(invoke func() error) error {
+	return func(invoke func() error) error {
+		if err := invoke(); err != nil {
+			return err
+		}
+		return status.Error(code, "injected: the reply was lost")
 	}
-	return status.Error(codes.Unavailable, "injected: the reply was lost")
 }

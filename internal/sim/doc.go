@@ -20,8 +20,8 @@
 // goroutines interleave. Under testing/synctest time is fake and a run
 // replays: the same seed draws the same scenario and the same attempts, and
 // a failing seed fails again. The gateway draws the jitter of its lease
-// renewals from a source each delivery carries (internal/seedrand), seeded
-// from the seed too. What a seed does not decide is the order in which
+// renewals from a source of each delivery's (gateway.Options.RenewJitter),
+// seeded from the seed too. What a seed does not decide is the order in which
 // goroutines ready at the same fake instant run; the rules are written to
 // hold in any such order (a Forget racing a Claim, a forged request racing
 // a genuine delivery of another message of its business key).
@@ -115,7 +115,7 @@
 // gateway.KeyFromChildKey on a subscription with ordering, writes each
 // message's tag to a ledger by child key. Each message's data is its
 // version's tag (parent, name, attempt), so that the checker tells the
-// versions of one child key apart. The backends are [ModelOutbox] (the
+// versions of one child key apart. The backends are internal/outboxmodel (the
 // Source contract over memstore), the SQL stores' outboxes (SQLite,
 // PostgreSQL) and the Google stores' (Datastore, Firestore, on their
 // emulators). On the Google stores two processes complete the parents,

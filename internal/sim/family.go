@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -353,20 +354,10 @@ func (w *world) publishOrdered() {
 	}
 	for _, k := range keys {
 		q := byKey[k]
-		slices.SortStableFunc(q, func(a, b *msgState) int { return cmpFloat(a.m.At, b.m.At) })
+		slices.SortStableFunc(q, func(a, b *msgState) int { return cmp.Compare(a.m.At, b.m.At) })
 		w.all.Add(1)
 		go w.orderedKey(q)
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // orderedKey delivers the messages of one ordering key, q in publish

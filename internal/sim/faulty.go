@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/faultstore"
 	"github.com/idemgate/idemgate/store"
 )
-
-// errInjected is wrapped by every error a fault makes up.
-var errInjected = errors.New("sim: injected store fault")
 
 // errGone is what a store call of a crashed process gets.
 var errGone = errors.New("sim: the process is gone")
@@ -58,7 +56,7 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w: %s of %s while the process was paused: %w", errInjected, o, key, ctx.Err())
+			return fmt.Errorf("%w: %s of %s while the process was paused: %w", faultstore.ErrInjected, o, key, ctx.Err())
 		}
 	}
 	if f.proc.crashed() {
@@ -89,28 +87,7 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 		return call()
 	}
 	f.w.tracef(d, "store: %s %s (injected)", o, flt.mode)
-	switch flt.mode {
-	case faultFail:
-		return fmt.Errorf("%w: %s of %s failed", errInjected, o, key)
-	case faultHang:
-		<-ctx.Done()
-		return fmt.Errorf("%w: %s of %s hung: %w", errInjected, o, key, ctx.Err())
-	}
-	err := call()
-	if flt.mode == faultSlow {
-		t := time.NewTimer(flt.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s of %s: reply too late: %w", errInjected, o, key, ctx.Err())
-		}
-		return err
-	}
-	if err == nil { // lost
-		err = fmt.Errorf("%w: %s of %s applied, reply lost", errInjected, o, key)
-	}
-	return err
+	return faultstore.Inject(ctx, o, key, flt.mode, flt.Delay, call)
 }
 
 func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (c store.Claim, err error) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/outboxmodel"
 	"github.com/idemgate/idemgate/internal/sim"
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
@@ -43,7 +44,7 @@ const pipeParallel = 6
 
 // modelBackend is the model outbox over a memstore.
 func modelBackend() *sim.PipeBackend {
-	m := sim.NewModelOutbox(time.Hour)
+	m := outboxmodel.New(time.Hour)
 	return &sim.PipeBackend{Name: "model outbox", Test: "TestSimPipeline$", Store: m.Store(), Complete: m.CompleteTx, Source: m, Lease: pipeLease, Burst: true}
 }
 

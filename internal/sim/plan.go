@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/faultstore"
 )
 
 // surface is the way a delivery reaches the service.
@@ -98,20 +100,16 @@ var opNames = [...]string{"Claim", "Complete", "Release", "Extend", "Fail"}
 
 func (o op) String() string { return opNames[o] }
 
-// faultMode is how an injected store fault fires.
-type faultMode uint8
+// faultMode is how an injected store fault fires: faultstore's modes.
+type faultMode = faultstore.Mode
 
 const (
-	faultNone faultMode = iota
-	faultFail           // an error; the operation did not happen
-	faultLost           // the operation happened; its reply is lost (an error)
-	faultSlow           // the operation happened; its reply comes Delay late
-	faultHang           // no reply until the caller's context ends
+	faultNone faultMode = 0
+	faultFail           = faultstore.Fail // an error; the operation did not happen
+	faultLost           = faultstore.Lost // the operation happened; its reply is lost (an error)
+	faultSlow           = faultstore.Slow // the operation happened; its reply comes Delay late
+	faultHang           = faultstore.Hang // no reply until the caller's context ends
 )
-
-var faultNames = [...]string{"none", "fail", "lost", "slow", "hang"}
-
-func (m faultMode) String() string { return faultNames[m] }
 
 // fault is the fault injected into one operation during one attempt.
 type fault struct {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/idemgate/idemgate/cloudevent"
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/seedrand"
 	"github.com/idemgate/idemgate/pull"
 	"github.com/idemgate/idemgate/store"
 )
@@ -153,6 +153,9 @@ type delivery struct {
 	start time.Time
 	leave sync.Once // w.live.Done, once
 
+	jitterMu sync.Mutex // guards jitter
+	jitter   *rand.Rand // the gateway's renewal jitter: see renewJitter
+
 	// Guarded by w.mu.
 	fired [opCount]bool
 	claim store.Claim
@@ -209,9 +212,10 @@ func (d *delivery) fire(o op) bool {
 
 type deliveryKey struct{}
 
-// It also carries the delivery's own random source, seeded with the seed,
-// the message and the attempt, from which the gateway draws the jitter of
-// its lease renewals: a seed replays them too.
+// withDelivery returns ctx carrying d, and gives d its own random source,
+// seeded with the seed, the message and the attempt, from which the
+// gateway draws the jitter of its lease renewals (renewJitter): a seed
+// replays them too.
 func withDelivery(ctx context.Context, d *delivery) context.Context {
 	stream := uint64(d.ms.m.Index)<<32 | uint64(d.a.N)<<2
 	if d.a.Copy {
@@ -220,8 +224,22 @@ func withDelivery(ctx context.Context, d *delivery) context.Context {
 	if d.forged {
 		stream |= 2
 	}
-	ctx = seedrand.With(ctx, seedrand.New(d.w.sc.Seed, stream))
+	d.jitter = rand.New(rand.NewPCG(d.w.sc.Seed, stream))
 	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+// renewJitter is the gateways' Options.RenewJitter: the default's draw,
+// from the source of the delivery whose claim is renewed, so that the
+// draws do not depend on how goroutines interleave.
+func renewJitter(ctx context.Context, lease time.Duration) time.Duration {
+	n := int64(lease/15) + 1
+	d := deliveryFrom(ctx)
+	if d == nil {
+		return time.Duration(rand.Int64N(n)) - lease/30
+	}
+	d.jitterMu.Lock()
+	defer d.jitterMu.Unlock()
+	return time.Duration(d.jitter.Int64N(n)) - lease/30
 }
 
 // AttemptFrom returns the attempt a body's context serves, for a TxSink
@@ -298,7 +316,7 @@ func (w *world) newProcess(slot int) *process {
 	lease := leaseOf(w.sc, w.t)
 	opts := &gateway.Options{
 		Lease: lease, NoRenew: !w.sc.Renew, SettleTimeout: w.t.settle(),
-		Logger: w.logs.logger(), HideKeys: w.sc.HideKeys,
+		Logger: w.logs.logger(), HideKeys: w.sc.HideKeys, RenewJitter: renewJitter,
 	}
 	w.gatewayFailures(opts)
 	if w.tp != nil {

@@ -10,15 +10,7 @@ import (
 // stops it). Tests must isolate themselves with unique namespaces.
 func DatastoreEmulatorHost(t testing.TB) string {
 	t.Helper()
-	if h := emulatorHost("DATASTORE_EMULATOR_HOST"); h != "" {
-		return h
-	}
-	s, err := shared("datastore-emulator", StartDatastoreEmulator)
-	if err != nil {
-		Unavailable(t, "Datastore emulator: set DATASTORE_EMULATOR_HOST or install the Cloud SDK emulator "+
-			"(apt install google-cloud-cli-datastore-emulator) and a Java 17 runtime: %v", err)
-	}
-	return s.Addr
+	return emulatorAddr(t, "DATASTORE_EMULATOR_HOST", "datastore-emulator", "google-cloud-cli-datastore-emulator", StartDatastoreEmulator)
 }
 
 // UseDatastoreEmulator sets DATASTORE_EMULATOR_HOST for the rest of the
@@ -40,14 +32,11 @@ func UseDatastoreEmulator() error {
 // Firestore in Datastore mode (the mode of every new database), keeping
 // data in memory only, on a free port in dir.
 func StartDatastoreEmulator(dir string) (*Server, error) {
-	return startJavaEmulator(dir,
-		"platform/cloud-datastore-emulator/CloudDatastore.jar",
-		"com.google.cloud.datastore.emulator.CloudDatastore",
-		func(port int) []string {
-			return []string{"start",
-				"--host=127.0.0.1", "--port=" + itoa(port),
-				"--store_on_disk=false", "--consistency=1.0",
-				"--firestore_in_datastore_mode",
-				dir}
-		})
+	return startJavaEmulator(dir, "platform/cloud-datastore-emulator/CloudDatastore.jar", func(jar string, port int) []string {
+		return []string{"-cp", jar, "com.google.cloud.datastore.emulator.CloudDatastore", "start",
+			"--host=127.0.0.1", "--port=" + itoa(port),
+			"--store_on_disk=false", "--consistency=1.0",
+			"--firestore_in_datastore_mode",
+			dir}
+	})
 }

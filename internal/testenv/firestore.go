@@ -10,15 +10,7 @@ import (
 // (Main stops it). Tests must isolate themselves with unique collections.
 func FirestoreEmulatorHost(t testing.TB) string {
 	t.Helper()
-	if h := emulatorHost("FIRESTORE_EMULATOR_HOST"); h != "" {
-		return h
-	}
-	s, err := shared("firestore-emulator", StartFirestoreEmulator)
-	if err != nil {
-		Unavailable(t, "Firestore emulator: set FIRESTORE_EMULATOR_HOST or install the Cloud SDK emulator "+
-			"(apt install google-cloud-cli-firestore-emulator) and a Java 17 runtime: %v", err)
-	}
-	return s.Addr
+	return emulatorAddr(t, "FIRESTORE_EMULATOR_HOST", "firestore-emulator", "google-cloud-cli-firestore-emulator", StartFirestoreEmulator)
 }
 
 // UseFirestoreEmulator sets FIRESTORE_EMULATOR_HOST for the rest of the
@@ -32,10 +24,7 @@ func UseFirestoreEmulator() error {
 // StartFirestoreEmulator starts the Cloud SDK's Firestore emulator in
 // native mode, in memory, on a free port in dir.
 func StartFirestoreEmulator(dir string) (*Server, error) {
-	return startJavaEmulator(dir,
-		"platform/cloud-firestore-emulator/cloud-firestore-emulator.jar",
-		"com.google.cloud.datastore.emulator.firestore.CloudFirestore",
-		func(port int) []string {
-			return []string{"--host=127.0.0.1", "--port=" + itoa(port)}
-		})
+	return startJavaEmulator(dir, "platform/cloud-firestore-emulator/cloud-firestore-emulator.jar", func(jar string, port int) []string {
+		return []string{"-cp", jar, "com.google.cloud.datastore.emulator.firestore.CloudFirestore", "--host=127.0.0.1", "--port=" + itoa(port)}
+	})
 }

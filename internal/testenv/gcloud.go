@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -26,8 +28,8 @@ func sdkRoots() []string {
 	return roots
 }
 
-// sdkFile finds rel (e.g. "platform/cloud-datastore-emulator/CloudDatastore.jar")
-// in an installed Cloud SDK.
+// sdkFile finds rel (e.g. "platform/cloud-datastore-emulator/CloudDatastore.jar",
+// or a glob pattern: the last match in name order) in an installed Cloud SDK.
 func sdkFile(rel string) (string, error) {
 	var tried []string
 	for _, root := range sdkRoots() {
@@ -35,19 +37,20 @@ func sdkFile(rel string) (string, error) {
 			continue
 		}
 		p := filepath.Join(root, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		if ms, _ := filepath.Glob(p); len(ms) > 0 {
+			sort.Strings(ms) // one version is installed; if several, take the last
+			return ms[len(ms)-1], nil
 		}
 		tried = append(tried, p)
 	}
 	return "", fmt.Errorf("%s not found (looked in %s)", filepath.Base(rel), strings.Join(tried, ", "))
 }
 
-// startJavaEmulator runs class from jar on a free port in dir and waits
-// until it answers its health check. args gives the emulator's arguments
-// for a port.
-func startJavaEmulator(dir, jar, class string, args func(port int) []string) (*Server, error) {
-	java, err := lookPath("java", "/usr/bin/java")
+// startJavaEmulator runs java on the SDK's jar (found by sdkFile) with the
+// arguments args gives for the jar's path and a free port in dir, and
+// waits until the emulator passes waitHealthy with probes.
+func startJavaEmulator(dir, jar string, args func(jar string, port int) []string, probes ...string) (*Server, error) {
+	java, err := javaPath()
 	if err != nil {
 		return nil, err
 	}
@@ -59,30 +62,56 @@ func startJavaEmulator(dir, jar, class string, args func(port int) []string) (*S
 	s, err := startOnFreePort(dir, within, java, func(port int) []string {
 		// -Duser.language=en: the emulators only speak English, like the
 		// SDK's wrapper scripts ask for.
-		return append([]string{"-Duser.language=en", "-cp", jarPath, class}, args(port)...)
+		return append([]string{"-Duser.language=en"}, args(jarPath, port)...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHealthy(s.Addr, within); err != nil {
+	if err := waitHealthy(s.Addr, within, probes...); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-// waitHealthy polls the emulator's health check (GET / answers "Ok") until
-// it passes or within has gone by. The port accepts connections a little
-// before the emulator serves requests.
-func waitHealthy(addr string, within time.Duration) error {
+// javaPath finds java the way the SDK's launchers do: $JAVA_HOME/bin/java,
+// else java in PATH.
+func javaPath() (string, error) {
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		p := filepath.Join(home, "bin", "java")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return lookPath("java", "/usr/bin/java")
+}
+
+// waitHealthy polls the emulator until its health check passes (GET /
+// answers "Ok") and each of probes, a path, answers 200, or within has
+// gone by. The port accepts connections a little before the emulator
+// serves requests. Connections are not kept alive, so no idle connection
+// outlives the wait.
+func waitHealthy(addr string, within time.Duration, probes ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	healthy := func() error {
+		if body, err := get(ctx, client, "http://"+addr+"/"); err != nil || strings.TrimSpace(body) != "Ok" {
+			return fmt.Errorf("GET / = %q, %v; want \"Ok\"", body, err)
+		}
+		for _, p := range probes {
+			if _, err := get(ctx, client, "http://"+addr+p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var last error
 	for {
-		if last = healthy(ctx, client, addr); last == nil {
+		if last = healthy(); last == nil {
 			return nil
 		}
 		select {
@@ -93,24 +122,40 @@ func waitHealthy(addr string, within time.Duration) error {
 	}
 }
 
-func healthy(ctx context.Context, client *http.Client, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+// get returns the start of the body of a 200 answer to GET url.
+func get(ctx context.Context, client *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if err != nil {
-		return err
+		return "", err
 	}
-	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "Ok" {
-		return fmt.Errorf("GET / = %d %q, want 200 \"Ok\"", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return nil
+	return string(b), nil
+}
+
+// emulatorAddr returns the address in env, or else that of the shared
+// emulator called name, started with start; it skips t (or fails it, when
+// backends are required) with install's advice when that fails.
+func emulatorAddr(t testing.TB, env, name, install string, start func(dir string) (*Server, error)) string {
+	t.Helper()
+	if h := emulatorHost(env); h != "" {
+		return h
+	}
+	s, err := shared(name, start)
+	if err != nil {
+		Unavailable(t, "%s: set %s or install the Cloud SDK emulator (apt install %s) and a Java 17 runtime: %v", name, env, install, err)
+	}
+	return s.Addr
 }
 
 // emulatorHost returns the emulator address in the environment variable

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,14 +25,15 @@ func MySQLDSN(t testing.TB) string {
 	if d := os.Getenv("MYSQL_DSN"); d != "" {
 		return d
 	}
-	dsn, err := mysqlServer.get()
+	dsn, err := mysqlDSN()
 	if err != nil {
 		Unavailable(t, "MariaDB/MySQL: set MYSQL_DSN or install mariadb-server (apt install mariadb-server): %v", err)
 	}
 	return dsn
 }
 
-var mysqlServer = lazyDSN{find: findMySQL}
+// mysqlDSN finds a server once per test binary, as postgresDSN.
+var mysqlDSN = sync.OnceValues(findMySQL)
 
 func findMySQL() (string, error) {
 	var errs []error

@@ -28,28 +28,16 @@ func PostgresDSN(t testing.TB) string {
 	if d := os.Getenv("POSTGRES_DSN"); d != "" {
 		return d
 	}
-	dsn, err := postgresServer.get()
+	dsn, err := postgresDSN()
 	if err != nil {
 		Unavailable(t, "PostgreSQL: set POSTGRES_DSN or install postgresql (apt install postgresql): %v", err)
 	}
 	return dsn
 }
 
-var postgresServer = lazyDSN{find: findPostgres}
-
-// lazyDSN finds a server once per test binary and remembers the answer,
-// failure included.
-type lazyDSN struct {
-	once sync.Once
-	find func() (string, error)
-	dsn  string
-	err  error
-}
-
-func (l *lazyDSN) get() (string, error) {
-	l.once.Do(func() { l.dsn, l.err = l.find() })
-	return l.dsn, l.err
-}
+// postgresDSN finds a server once per test binary and remembers the
+// answer, failure included.
+var postgresDSN = sync.OnceValues(findPostgres)
 
 func findPostgres() (string, error) {
 	var errs []error

@@ -1,17 +1,9 @@
 package testenv
 
 import (
-	"context"
 	"crypto/rand"
-	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -46,30 +38,7 @@ import (
 // cloud.google.com/go/pubsub/v2/pstest instead, which models them.
 func PubSubEmulatorHost(t testing.TB) string {
 	t.Helper()
-	if h := emulatorHost("PUBSUB_EMULATOR_HOST"); h != "" {
-		return h
-	}
-	s, err := shared("pubsub-emulator", StartPubSubEmulator)
-	if err != nil {
-		Unavailable(t, "Pub/Sub emulator: set PUBSUB_EMULATOR_HOST or install the Cloud SDK emulator "+
-			"(apt install google-cloud-cli-pubsub-emulator) and a Java 17 runtime: %v", err)
-	}
-	return s.Addr
-}
-
-// UsePubSubEmulator sets PUBSUB_EMULATOR_HOST for the rest of the process
-// to the emulator PubSubEmulatorHost would return, starting it if needed.
-// Call it from TestMain before Main in packages whose examples create
-// clients with pubsub.NewClient and no options, which honours the variable:
-//
-//	func TestMain(m *testing.M) {
-//		if err := testenv.UsePubSubEmulator(); err != nil {
-//			fmt.Fprintln(os.Stderr, err) // tests skip; examples fail
-//		}
-//		testenv.Main(m)
-//	}
-func UsePubSubEmulator() error {
-	return useEmulator("PUBSUB_EMULATOR_HOST", "pubsub-emulator", StartPubSubEmulator)
+	return emulatorAddr(t, "PUBSUB_EMULATOR_HOST", "pubsub-emulator", "google-cloud-cli-pubsub-emulator", StartPubSubEmulator)
 }
 
 // PubSubClientOptions returns the options that connect a Pub/Sub client to
@@ -107,114 +76,9 @@ func PubSubProject(t testing.TB) string {
 // once its port is open: the JVM accepts connections a moment before it
 // serves them.
 func StartPubSubEmulator(dir string) (*Server, error) {
-	java, err := pubsubJava()
-	if err != nil {
-		return nil, err
-	}
-	jar, err := pubsubEmulatorJar()
-	if err != nil {
-		return nil, err
-	}
-	const within = 60 * time.Second // a cold JVM on a busy machine is slow
-	s, err := startOnFreePort(dir, within, java, func(port int) []string {
-		// -Duser.language=en: the emulator only speaks English, as the
-		// SDK's launcher asks for.
-		return []string{"-Duser.language=en", "-jar", jar, "--host=127.0.0.1", "--port=" + itoa(port)}
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := waitPubSubReady(s.Addr, within); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-// pubsubJava finds java the way the SDK's launcher does: $JAVA_HOME/bin/java,
-// else java in PATH.
-func pubsubJava() (string, error) {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		p := filepath.Join(home, "bin", "java")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return lookPath("java", "/usr/bin/java")
-}
-
-// pubsubEmulatorJar finds the newest emulator jar in an installed Cloud SDK.
-func pubsubEmulatorJar() (string, error) {
-	var tried []string
-	for _, root := range sdkRoots() {
-		if root == "" {
-			continue
-		}
-		pattern := filepath.Join(root, "platform", "pubsub-emulator", "lib", "cloud-pubsub-emulator-*.jar")
-		jars, _ := filepath.Glob(pattern)
-		if len(jars) > 0 {
-			sort.Strings(jars) // one version is installed; if several, take the last
-			return jars[len(jars)-1], nil
-		}
-		tried = append(tried, pattern)
-	}
-	return "", fmt.Errorf("cloud-pubsub-emulator jar not found (looked for %s)", strings.Join(tried, ", "))
-}
-
-// waitPubSubReady polls the emulator until it passes its health check
-// (GET / answers "Ok") and answers a cheap administrative call (list the
-// topics of a project, over the REST surface, which serves the same
-// in-memory state as gRPC), or within has gone by. Connections are not
-// kept alive, so no idle connection outlives the wait.
-func waitPubSubReady(addr string, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	defer client.CloseIdleConnections()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		if last = probePubSub(ctx, client, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pubsub emulator at %s not ready after %v: %w", addr, within, last)
-		case <-tick.C:
-		}
-	}
-}
-
-func probePubSub(ctx context.Context, client *http.Client, addr string) error {
-	body, err := pubsubGet(ctx, client, "http://"+addr+"/")
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(body) != "Ok" {
-		return fmt.Errorf("GET / = %q, want \"Ok\"", body)
-	}
-	_, err = pubsubGet(ctx, client, "http://"+addr+"/v1/projects/idemgate-probe/topics")
-	return err
-}
-
-// pubsubGet returns the start of the body of a 200 answer to GET url.
-func pubsubGet(ctx context.Context, client *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(b), nil
+	// The probe lists the topics of a project over the REST surface, which
+	// serves the same in-memory state as gRPC.
+	return startJavaEmulator(dir, "platform/pubsub-emulator/lib/cloud-pubsub-emulator-*.jar", func(jar string, port int) []string {
+		return []string{"-jar", jar, "--host=127.0.0.1", "--port=" + itoa(port)}
+	}, "/v1/projects/idemgate-probe/topics")
 }

@@ -1,22 +1,21 @@
 package relaytest
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
-	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/internal/fakepubsub"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/relay"
 )
@@ -26,6 +25,7 @@ import (
 var limitCases = []testCase{
 	{"SlowPubSubPublishesOnce", slowPubSubPublishesOnce},
 	{"RefusalBlamesItsMessage", refusalBlamesItsMessage},
+	{"SlowRefusalDies", slowRefusalDies},
 }
 
 // fake is a pstest server with a topic, and a client of it whose every
@@ -49,26 +49,11 @@ func newFake(t testing.TB, delay time.Duration, refuse func(*pubsubpb.PublishReq
 			return false, nil, nil
 		})})
 	}
-	srv := pstest.NewServer(reactors...)
-	t.Cleanup(func() { srv.Close() })
-	slow := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if strings.HasSuffix(method, "/Publish") {
-			t := time.NewTimer(delay) // the latency of a slow Pub/Sub, not a synchronisation
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		return invoke(ctx, method, req, reply, cc, opts...)
+	var slow grpc.UnaryClientInterceptor
+	if delay > 0 {
+		slow = fakepubsub.Slow(delay)
 	}
-	opts := append(testenv.PubSubClientOptions(srv.Addr), option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(slow)))
-	c, err := pubsub.NewClient(t.Context(), "p", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	srv, c := fakepubsub.NewIntercepted(t, "p", slow, reactors...)
 	f := &fake{srv: srv, c: c, topic: "projects/p/topics/limits"}
 	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: f.topic}); err != nil {
 		t.Fatal(err)
@@ -190,4 +175,58 @@ func refusalBlamesItsMessage(t testing.TB, e *env) {
 		}
 	}
 	e.backlog(t, 2, "the later messages of the dead messages' keys wait behind them")
+}
+
+// slowRefusalDies: behind a Pub/Sub that answers later than an eighth of
+// the lease, a request refused whole for one bad message comes back too
+// late to publish its messages alone in the same round, so they go back
+// untried; the next round must still publish them alone, so that the bad
+// message's refusals count and it dies within MaxAttempts instead of
+// being refused in a shared request for ever.
+func slowRefusalDies(t testing.TB, e *env) {
+	const (
+		lease       = 2 * time.Second
+		delay       = lease / 4
+		maxAttempts = 2
+		bound       = 10 // refused requests with the bad message in them, at most
+	)
+	var refusals atomic.Int32
+	refuse := func(r *pubsubpb.PublishRequest) error {
+		for _, m := range r.Messages {
+			if string(m.Data) == "bad" {
+				refusals.Add(1)
+				return status.Error(codes.InvalidArgument, "the message does not match the topic's schema")
+			}
+		}
+		return nil
+	}
+	f := newFake(t, delay, refuse)
+	msgs := []outbox.Message{{Data: []byte("good-1")}, {Data: []byte("bad")}, {Data: []byte("good-2")}}
+	for i := range msgs {
+		msgs[i].Topic = f.topic
+	}
+	c := e.enqueue(t, msgs...) // one Take: the three share a request
+	dl := e.deadLetters(t)
+	var dead []outbox.DeadMessage
+	stop := f.runRelay(t, e, relay.Options{MaxAttempts: maxAttempts, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Lease: lease})
+	if !until(waitFor, func() bool {
+		var err error
+		dead, err = dl.Dead(e.ctx, 10)
+		return err == nil && len(dead) > 0 || refusals.Load() > bound
+	}) {
+		t.Fatalf("nothing dead after %v; want the bad message, refused %d times", waitFor, maxAttempts)
+	}
+	stop()
+	if len(dead) != 1 || string(dead[0].Data) != "bad" {
+		t.Fatalf("dead %v after %d refused requests; want the bad message alone, dead after %d refusals: "+
+			"a message refused in a shared request and given back late is published alone next round, so its refusals count",
+			dead, refusals.Load(), maxAttempts)
+	}
+	got := f.publishes()
+	for _, i := range []int{0, 2} {
+		if k := outbox.ChildKey(c.Key, fmt.Sprint(i)); got[k] != 1 {
+			t.Errorf("%s published %d times, want once: a good message in a refused request is published", msgs[i].Data, got[k])
+		}
+	}
+	e.backlog(t, 0, "the good messages are marked sent, the dead one is out of the backlog")
 }

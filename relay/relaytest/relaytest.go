@@ -17,35 +17,17 @@
 //		})
 //	}
 //
-// The source cases need no Pub/Sub: messages commit with their
-// transaction and only then (rollback and a fenced-out claim leave
-// nothing, a message the Pub/Sub client would refuse fails CompleteTx),
-// each carries its child key, a taken message is held from other Takes
-// until its lease lapses or Settle gives it back, sent messages are gone
-// but a message written anew under the same child key since the Take
-// stays, and the messages of one ordering key (one topic however it is
-// spelled) come out in order and never past a held one, while rows
-// waiting behind a held message never keep a free one from a Take, nor
-// do any number waiting behind another key's held or dead one. A
-// failed message waits out its backoff, holding only its own key, and
-// counts its attempts; one given up is kept dead, listed with its reason
-// (the source must implement relay.DeadLetters), holds its key unless
-// released, and comes back with Revive. The relay cases run real relays
-// against Config.PubSub: two relays at once publish each message once
-// while both live, a relay that dies between publishing and marking sent
-// leaves its messages to the other, which republishes them with the same
-// child keys, and the messages of an ordering key arrive in order. Two
-// relay cases drive the real client to its limits on a pstest server of
-// their own: behind a Pub/Sub that answers each publish in a second, one
-// live relay publishes each message once; and when Pub/Sub refuses a
-// request whole, only the message it refuses dies, the others of the
-// request are published, and a dead head's followers wait.
+// The source cases need no Pub/Sub: messages commit only with their
+// transaction, carry their child key, are held from other Takes until
+// their lease lapses or Settle gives them back, keep each ordering key's
+// order (a blocked key never stalls another), back off, die, and revive.
+// The relay cases run real relays on Config.PubSub (two at once, one that
+// dies, ordered keys), and the limit cases on a pstest server of their
+// own: a slow Pub/Sub, and requests it refuses whole. docs/design.md
+// ("Exactly-once pipelines") maps the cases to the rules they hold.
 //
-// The source cases are themselves tested against a small model source
-// with one deliberate bug at a time (a Take that ignores holds or
-// ordering, a Settle that keeps sent messages or frees another Take's,
-// messages that commit on rollback or for a fenced-out claim, …): each
-// bug fails at least one case.
+// The source cases are themselves tested against a model source with one
+// deliberate bug at a time: each bug fails at least one case.
 package relaytest
 
 import (

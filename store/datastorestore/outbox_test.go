@@ -18,20 +18,6 @@ import (
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
-// TestOutbox: messages given to CompleteTx commit with it, and only then;
-// the outbox hands each to one Take at a time, in order per ordering key.
-func TestOutbox(t *testing.T) {
-	client := newClient(t)
-	googletest.Outbox(t, func(t *testing.T, now func() time.Time) googletest.OutboxWorld {
-		st := newStore(t, client, datastorestore.Options{Now: now})
-		return googletest.OutboxWorld{
-			Store:    st,
-			Source:   st.Outbox(),
-			Complete: completeIn(client, st),
-		}
-	})
-}
-
 // TestOutboxSource: the Source contract's cases the store had wrong (issue
 // 29): oversized messages, order across skewed clocks, a Settle of a
 // message written anew, failures and dead letters.

@@ -141,12 +141,6 @@ func TestSkewMargin(t *testing.T) {
 	googletest.SkewMargin(t, storesOn(newClient(t)))
 }
 
-// TestTokenSurvivesRelease: a Claim retried with the token of a claim that
-// was released since must not re-affirm the released claim.
-func TestTokenSurvivesRelease(t *testing.T) {
-	googletest.TokenSurvivesRelease(t, newStore(t, newClient(t), firestorestore.Options{}))
-}
-
 func TestBadArguments(t *testing.T) {
 	googletest.BadArguments(t, newStore(t, newClient(t), firestorestore.Options{}))
 }
