@@ -411,7 +411,7 @@ func (r *Relay) refusal(ctx context.Context, lines *roundLines, p outbox.Pending
 	}
 	f.After = r.backoff(p.Attempts)
 	lines.add(failureKind{op: opPublish, topic: name, code: errorCode(err)}, slog.LevelWarn, "relay: Pub/Sub refused a publish; the message will be published again after a backoff",
-		"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, "retry_in", f.After, "error", err)
+		"topic", p.Topic, "child_key", p.ChildKey, "attempts", attempts, slog.Float64("retry_in_ms", float64(f.After)/float64(time.Millisecond)), "error", err)
 	return f
 }
 

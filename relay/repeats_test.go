@@ -52,6 +52,11 @@ func TestMissingTopicLogsBounded(t *testing.T) {
 		}
 	}
 
+	// A duration names its unit, as every duration the library logs.
+	if w := logs.Records().Level(slog.LevelWarn); len(w) != 1 || w[0].Attrs["retry_in_ms"] == "" || w[0].Attrs["retry_in"] != "" {
+		t.Errorf("WARN lines %v; want the backoff as retry_in_ms", w)
+	}
+
 	// The topic is created: its next message is published, and the line
 	// says the failures are over.
 	if _, err := c.TopicAdminClient.CreateTopic(t.Context(), &pubsubpb.Topic{Name: "projects/p/topics/missing"}); err != nil {

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/fakeclock"
 	"github.com/idemgate/idemgate/outbox"
 	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
@@ -53,26 +53,12 @@ func seedFailed(t *testing.T, st store.Store) {
 	}
 }
 
-// steppingClock is a clock that advances a millisecond at each read, so
-// that every failure has its own instant.
-type steppingClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *steppingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond)
-	return c.now
-}
-
 // memOpened is a memory store as storeurl opens it, for the commands'
 // parts that take an opened store: the commands themselves refuse
 // memory://, which no other process can see.
 func memOpened(t *testing.T) *storeurl.Opened {
 	t.Helper()
-	clock := &steppingClock{now: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+	clock := fakeclock.Stepping(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), time.Millisecond)
 	m, err := memstore.New(&memstore.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

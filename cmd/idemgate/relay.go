@@ -174,7 +174,7 @@ func openOutbox(ctx context.Context, st *storeurl.Opened) (relay.Source, error) 
 		return nil, fmt.Errorf("%w: the %s store has no outbox to relay (the SQL, Datastore and Firestore stores do)", errUsage, st.Name)
 	}
 	if _, err := src.Backlog(ctx); err != nil {
-		return nil, fmt.Errorf("the outbox of %s cannot be read (a SQL store creates it with Options.Outbox and CreateTable): %w", st.Where(), err)
+		return nil, fmt.Errorf("the outbox of %s cannot be read: %w", st.Where(), err)
 	}
 	return src, nil
 }
