@@ -76,7 +76,7 @@ func emitted(t *testing.T, want func(map[string]instrument) bool) map[string]ins
 	// read on each collection while it runs.
 	_, client := fakepubsub.New(t) // topic projects/p/topics/out
 	st := outboxStore(t)
-	c, err := st.Claim(ctx, "order-1", time.Minute)
+	c, err := st.Claim(ctx, "order-1", time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}

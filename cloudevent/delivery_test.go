@@ -233,7 +233,7 @@ type brokenStore struct{}
 
 var errUnreachable = errors.New("dial tcp 10.0.0.3:6379: connect: connection refused")
 
-func (brokenStore) Claim(context.Context, string, time.Duration) (store.Claim, error) {
+func (brokenStore) Claim(context.Context, string, time.Duration, store.ClaimOptions) (store.Claim, error) {
 	return store.Claim{}, errUnreachable
 }
 func (brokenStore) Complete(context.Context, store.Claim) (bool, error) { return false, errUnreachable }

@@ -78,7 +78,7 @@ func TestWrapOutcomes(t *testing.T) {
 	fn := cloudevent.Wrap(g, b.run, &cloudevent.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}, Logger: logs.Logger()})
 
 	// A live holder: another delivery claimed order o-2 and is still running.
-	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute); err != nil {
+	if _, err := st.Claim(ctx, "order_id:o-2", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	malformed := event.New()
@@ -145,7 +145,7 @@ func TestWrapInProgressCarriesTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := st.Claim(store.WithOrigin(t.Context(), "pull/m-0"), "m-1", time.Minute)
+	held, err := st.Claim(t.Context(), "m-1", time.Minute, store.ClaimOptions{Origin: "pull/m-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestWrapHideKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := st.Claim(t.Context(), key, time.Minute)
+	held, err := st.Claim(t.Context(), key, time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

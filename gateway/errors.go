@@ -34,7 +34,7 @@ type InProgressError struct {
 	// let it go before its record expires.
 	Done bool
 	// HeldBy names the delivery that holds the key (or, when Done, did its
-	// work), as its record keeps it (store.WithOrigin): "push/4711", say;
+	// work), as its record keeps it (WithOrigin): "push/4711", say;
 	// empty when the record keeps none.
 	HeldBy string
 }

@@ -27,7 +27,7 @@ type FailedError struct {
 	// Attempts is how many attempts failed.
 	Attempts int
 	// FailedBy names the delivery whose failure made the record FAILED
-	// (store.WithOrigin); empty when the record keeps none.
+	// (WithOrigin); empty when the record keeps none.
 	FailedBy string
 }
 

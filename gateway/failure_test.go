@@ -34,7 +34,7 @@ func failWith(runs *atomic.Int32, err error) func(context.Context) error {
 // delivery does not run the work and gets a *FailedError.
 func TestMaxAttemptsSpent(t *testing.T) {
 	f := newFixture(t, gateway.Options{MaxAttempts: 3})
-	ctx := store.WithOrigin(t.Context(), "push/m-3")
+	ctx := gateway.WithOrigin(t.Context(), "push/m-3")
 	var runs atomic.Int32
 	boom := errors.New("supplier answered 500")
 	for i := range 3 {
@@ -314,13 +314,13 @@ func TestWaitForHolder(t *testing.T) {
 func TestFailedKeyMeetsEveryCaller(t *testing.T) {
 	var conflicts atomic.Int32
 	f := newFixture(t, gateway.Options{OnConflict: func(context.Context, string, []byte, []byte) { conflicts.Add(1) }})
-	ctx := store.WithFingerprint(t.Context(), []byte("payload-1"))
+	ctx := gateway.WithFingerprint(t.Context(), []byte("payload-1"))
 	f.g.Lock(ctx, "k", func(context.Context) error { return gateway.Permanent(errors.New("bad")) })
 	var runs atomic.Int32
 	if err := f.g.Lock(ctx, "k", counter(&runs)); !errors.Is(err, gateway.ErrFailed) {
 		t.Errorf("Lock of a FAILED key with its payload = %v, want ErrFailed", err)
 	}
-	other := store.WithFingerprint(t.Context(), []byte("payload-2"))
+	other := gateway.WithFingerprint(t.Context(), []byte("payload-2"))
 	err := f.g.Lock(other, "k", counter(&runs))
 	if ce, ok := errors.AsType[*gateway.ConflictError](err); !ok || !ce.Failed || ce.Done {
 		t.Errorf("Lock of a FAILED key with another payload = %v, want a *ConflictError with Failed", err)

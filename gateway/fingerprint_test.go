@@ -61,7 +61,7 @@ func TestLockConflict(t *testing.T) {
 		hooked = append(hooked, seen{key, stored, got})
 	}})
 	ctx := t.Context()
-	with := func(fp string) context.Context { return store.WithFingerprint(ctx, []byte(fp)) }
+	with := func(fp string) context.Context { return gateway.WithFingerprint(ctx, []byte(fp)) }
 	run := func(context.Context) error { t.Error("the work ran for a conflict or a duplicate"); return nil }
 
 	if err := f.g.Lock(with("A"), "order:7", func(context.Context) error { return nil }); err != nil {
@@ -82,7 +82,7 @@ func TestLockConflict(t *testing.T) {
 	}
 
 	// A live holder with another payload: a conflict too, not in progress.
-	if _, err := f.st.Claim(with("C"), "order:8", time.Minute); err != nil {
+	if _, err := f.st.Claim(ctx, "order:8", time.Minute, store.ClaimOptions{Fingerprint: []byte("C")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.g.Lock(with("D"), "order:8", run); !errors.As(err, &ce) || ce.Done {

@@ -86,12 +86,12 @@ func (g *Gateway) deliver(ctx context.Context, d *Delivery, work func(context.Co
 		outcome, err = OutcomeNoKey, fmt.Errorf("%w: %w", ErrNoKey, keyErr)
 	default:
 		if len(fp) > 0 {
-			ctx = store.WithFingerprint(ctx, fp)
+			ctx = WithFingerprint(ctx, fp)
 		}
 		// The record names the delivery that won it, unless the caller
 		// named one; the body's own Locks (child keys) keep the same.
-		if store.Origin(ctx) == "" {
-			ctx = store.WithOrigin(ctx, originOf(d))
+		if originOfCtx(ctx) == "" {
+			ctx = WithOrigin(ctx, originOf(d))
 		}
 		outcome, fence, by, err = g.lock(ctx, d.Key, body, scope{log: lg, d: d})
 	}

@@ -51,7 +51,7 @@ func TestGuardOutcomes(t *testing.T) {
 			prepare: func(w *world) { done(t, w.mem, "k") },
 			want:    gateway.Result{Outcome: "duplicate"}, wantErr: gateway.ErrDuplicate, wantLog: "INFO idemgate: duplicate delivery acknowledged"},
 		{name: "in progress",
-			prepare: func(w *world) { w.mem.Claim(t.Context(), "k", time.Minute) },
+			prepare: func(w *world) { w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}) },
 			want:    gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrInProgress, wantLog: "WARN idemgate: key held by another delivery; asking for a retry"},
 		{name: "failed",
 			work: func(*world) error { return errWork },
@@ -62,7 +62,7 @@ func TestGuardOutcomes(t *testing.T) {
 		{name: "fenced out in the work's transaction",
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
-				if _, err := w.mem.Claim(context.Background(), "k", time.Minute); err != nil {
+				if _, err := w.mem.Claim(context.Background(), "k", time.Minute, store.ClaimOptions{}); err != nil {
 					return err
 				}
 				return fmt.Errorf("ledger: %w", store.ErrFenced)
@@ -83,7 +83,7 @@ func TestGuardOutcomes(t *testing.T) {
 		{name: "fenced out after the lease",
 			work: func(w *world) error {
 				w.clk.Advance(gateway.DefaultLease + time.Second)
-				_, err := w.mem.Claim(context.Background(), "k", time.Minute)
+				_, err := w.mem.Claim(context.Background(), "k", time.Minute, store.ClaimOptions{})
 				return err
 			},
 			want: gateway.Result{Outcome: "fenced_out", Ran: true}, wantLog: "ERROR idemgate: work done after the claim was taken over (lease too short?); the new holder may repeat it", wantRuns: 1},
@@ -120,12 +120,12 @@ func TestGuardOutcomes(t *testing.T) {
 			want:    gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
 		{name: "conflict with a holder", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B")},
 			prepare: func(w *world) {
-				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
+				w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: []byte("order A")})
 			},
 			want: gateway.Result{Outcome: "conflict"}, wantErr: gateway.ErrConflict, wantLog: "ERROR idemgate: key reused for a different payload; refusing it"},
 		{name: "conflict with a holder, AcceptConflicts", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B"), AcceptConflicts: new(true)},
 			prepare: func(w *world) {
-				w.mem.Claim(store.WithFingerprint(t.Context(), []byte("order A")), "k", time.Minute)
+				w.mem.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: []byte("order A")})
 			},
 			want: gateway.Result{Outcome: "in_progress"}, wantErr: gateway.ErrConflict, wantLog: "WARN idemgate: key reused for a different payload while the first is in progress; asking for a retry"},
 		{name: "conflict accepted", route: gateway.RouteOptions{Fingerprint: fingerprintOf("order B"), AcceptConflicts: new(true)},
@@ -232,7 +232,7 @@ func done(t *testing.T, st store.Store, key string) { doneWith(t, st, key, "") }
 // doneWith records key as done in st, keeping the fingerprint fp.
 func doneWith(t *testing.T, st store.Store, key, fp string) {
 	t.Helper()
-	c, err := st.Claim(store.WithFingerprint(t.Context(), []byte(fp)), key, time.Minute)
+	c, err := st.Claim(t.Context(), key, time.Minute, store.ClaimOptions{Fingerprint: []byte(fp)})
 	if err == nil {
 		_, err = st.Complete(t.Context(), c)
 	}

@@ -96,12 +96,12 @@ type faulty struct {
 
 var errInjected = errors.New("injected store failure")
 
-func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if f.failClaim.Load() {
 		return store.Claim{}, errInjected
 	}
 	time.Sleep(f.claimDelay)
-	return f.Store.Claim(ctx, key, lease)
+	return f.Store.Claim(ctx, key, lease, opts)
 }
 
 func (f *faulty) Complete(ctx context.Context, c store.Claim) (bool, error) {

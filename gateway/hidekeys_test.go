@@ -49,8 +49,8 @@ func TestHideKeysScrubsStoreErrors(t *testing.T) {
 // store's errors may.
 type keyErrors struct{ faulty }
 
-func (s *keyErrors) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	c, err := s.faulty.Claim(ctx, key, lease)
+func (s *keyErrors) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.faulty.Claim(ctx, key, lease, opts)
 	return c, quote(key, err)
 }
 

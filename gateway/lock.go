@@ -22,7 +22,7 @@ import (
 //     Work that fails for good now (Permanent, Terminal, a spent
 //     MaxAttempts) makes the record FAILED, and its error is returned.
 //   - Its record keeps another payload's fingerprint than ctx's
-//     (store.WithFingerprint, which fn's context no longer carries):
+//     (WithFingerprint, which fn's context no longer carries):
 //     OnConflict runs; a *ConflictError.
 //   - The store fails: an error wrapping ErrStore.
 //
@@ -58,7 +58,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	defer func() { g.endSpan(ctx, span, key, outcome, fence, err) }()
 
 	c, claimedAt, err := g.claim(ctx, key, sc)
-	if err == nil && c.Status == store.HeldByOther && g.opts.WaitForHolder > 0 && !conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+	if err == nil && c.Status == store.HeldByOther && g.opts.WaitForHolder > 0 && !conflicting(c.Fingerprint, fingerprintOf(ctx)) {
 		c, claimedAt, err = g.waitForHolder(ctx, c, claimedAt, sc)
 	}
 	if err != nil {
@@ -68,7 +68,7 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	if c.Status != store.Won {
 		// The fingerprints first, FAILED records included: another
 		// payload under the key is not the message that failed.
-		if fp := store.Fingerprint(ctx); conflicting(c.Fingerprint, fp) {
+		if fp := fingerprintOf(ctx); conflicting(c.Fingerprint, fp) {
 			g.conflict(ctx, key, c.Fingerprint, fp, sc)
 			ce := &ConflictError{Key: key, Stored: c.Fingerprint, Got: fp, Done: c.Status == store.AlreadyDone,
 				Failed: c.Status == store.AlreadyFailed, LeaseUntil: c.LeaseUntil}
@@ -97,8 +97,8 @@ func (g *Gateway) lock(ctx context.Context, key string, fn func(ctx context.Cont
 	// fingerprint: that belongs to the route's key, not to the keys of
 	// Locks the body takes in its turn.
 	bctx := ctx
-	if store.Fingerprint(ctx) != nil {
-		bctx = store.WithFingerprint(ctx, nil)
+	if fingerprintOf(ctx) != nil {
+		bctx = WithFingerprint(ctx, nil)
 	}
 	r := g.renew(bctx, c, claimedAt, sc)
 	defer r.end() // after Complete
@@ -226,7 +226,7 @@ func (g *Gateway) claim(ctx context.Context, key string, sc scope) (store.Claim,
 		return store.Claim{}, time.Time{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	start := time.Now()
-	c, err := g.st.Claim(ctx, key, g.opts.Lease)
+	c, err := g.st.Claim(ctx, key, g.opts.Lease, claimOptions(ctx))
 	g.tel.timed(ctx, opClaim, start)
 	if err != nil {
 		return store.Claim{}, start, fmt.Errorf("%w: claim %s: %w", ErrStore, g.keyText(key), err)
@@ -300,7 +300,7 @@ func (g *Gateway) waitForHolder(ctx context.Context, c store.Claim, claimedAt ti
 			return store.Claim{}, at, err
 		}
 		c, claimedAt = next, at
-		if conflicting(c.Fingerprint, store.Fingerprint(ctx)) {
+		if conflicting(c.Fingerprint, fingerprintOf(ctx)) {
 			break // another payload holds the key now: Lock's conflict
 		}
 	}

@@ -118,7 +118,7 @@ func TestLockPanicReleasesAndRepanics(t *testing.T) {
 func TestLockCrashedHolderSelfHeals(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
 	// A holder claims and dies without settling.
-	dead, err := f.st.Claim(t.Context(), "m1", gateway.DefaultLease)
+	dead, err := f.st.Claim(t.Context(), "m1", gateway.DefaultLease, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestObserverHooksAreIsolated(t *testing.T) {
 		OnDuplicate: func(context.Context, string) { seen.Add(1); panic("hook bug") },
 		OnConflict:  func(context.Context, string, []byte, []byte) { seen.Add(1); panic("hook bug") },
 	})
-	a, b := store.WithFingerprint(t.Context(), []byte("A")), store.WithFingerprint(t.Context(), []byte("B"))
+	a, b := gateway.WithFingerprint(t.Context(), []byte("A")), gateway.WithFingerprint(t.Context(), []byte("B"))
 	f.g.Lock(a, "m1", counter(new(atomic.Int32)))
 	if err := f.g.Lock(a, "m1", counter(new(atomic.Int32))); !errors.Is(err, gateway.ErrDuplicate) {
 		t.Fatalf("Lock with a panicking OnDuplicate = %v, want ErrDuplicate", err)
@@ -529,7 +529,7 @@ func TestCompleteRetriesKeepTheClaim(t *testing.T) {
 		done := make(chan error)
 		go func() { done <- g.Lock(context.Background(), "m1", counter(&runs)) }()
 		time.Sleep(2 * lease)
-		if c, err := st.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
+		if c, err := st.Claim(context.Background(), "m1", lease, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 			t.Errorf("a redelivery two leases into Complete's retries = %v, %v; want HeldByOther", c.Status, err)
 		}
 		if err := <-done; err != nil || runs.Load() != 1 {

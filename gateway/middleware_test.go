@@ -447,7 +447,7 @@ func TestPushFencedOutTransactionWaitsForTheHolder(t *testing.T) {
 		// Another delivery took the key over after the lease lapsed.
 		f.clk.Advance(gateway.DefaultLease + time.Second)
 		var err error
-		if holder, err = f.st.Claim(context.Background(), "1", time.Minute); err != nil {
+		if holder, err = f.st.Claim(context.Background(), "1", time.Minute, store.ClaimOptions{}); err != nil {
 			return err
 		}
 		return fmt.Errorf("ledger insert: %w", store.ErrFenced)
@@ -802,7 +802,7 @@ type heldUntil struct {
 	lease time.Duration
 }
 
-func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *heldUntil) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	return store.Claim{Key: key, Status: store.HeldByOther, Fence: 1, LeaseUntil: time.Now().Add(s.lease)}, nil
 }
 
@@ -889,7 +889,7 @@ func TestAcceptConflictsNacksAHeldKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp, _ := gateway.FingerprintPayload(m)
-	holder, err := f.st.Claim(store.WithFingerprint(t.Context(), fp), "order_id:7", time.Minute)
+	holder, err := f.st.Claim(t.Context(), "order_id:7", time.Minute, store.ClaimOptions{Fingerprint: fp})
 	if err != nil || holder.Status != store.Won {
 		t.Fatalf("the first payload's claim = %v, %v", holder.Status, err)
 	}

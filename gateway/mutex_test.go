@@ -156,7 +156,7 @@ func TestMutexHeldExactlyItsLease(t *testing.T) {
 				}
 				err = g.Mutex(t.Context(), "po:7", func(ctx context.Context) error {
 					time.Sleep(tc.held)
-					if c, err := st.Claim(context.Background(), "po:7", lease); err != nil || c.Status != tc.beside {
+					if c, err := st.Claim(context.Background(), "po:7", lease, store.ClaimOptions{}); err != nil || c.Status != tc.beside {
 						t.Errorf("a caller after %v = %v, %v; want %v", tc.held, c.Status, err, tc.beside)
 					} else if c.Status == store.Won {
 						st.Release(context.Background(), c)

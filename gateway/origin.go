@@ -4,7 +4,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// originOf names d for the record its claim wins (store.WithOrigin): its
+// originOf names d for the record its claim wins (WithOrigin): its
 // surface and its message id (delivery.message_id in its log lines), such
 // as "push/4711", or its surface alone when it has no id.
 func originOf(d *Delivery) string {

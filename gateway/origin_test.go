@@ -59,7 +59,7 @@ func TestRecordNamesTheDelivery(t *testing.T) {
 	if err := f.g.Lock(t.Context(), "direct", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.g.Lock(store.WithOrigin(t.Context(), "job/nightly"), "named", func(context.Context) error { return nil }); err != nil {
+	if err := f.g.Lock(gateway.WithOrigin(t.Context(), "job/nightly"), "named", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{"direct": "", "named": "job/nightly"} {

@@ -23,7 +23,7 @@ func TestRenewalOnRealStores(t *testing.T) {
 		"redis": func(t *testing.T) store.Store {
 			client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 			t.Cleanup(func() { client.Close() })
-			st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: "idemgate-renew-" + store.ClaimToken(t.Context()) + ":"})
+			st, err := redisstore.New(t.Context(), client, &redisstore.Options{Prefix: "idemgate-renew-" + store.ClaimOptions{}.ClaimToken() + ":"})
 			if err != nil {
 				t.Fatal(err)
 			}

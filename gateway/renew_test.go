@@ -135,7 +135,7 @@ func TestRenewalFailureCancelsBeforeLeaseEnds(t *testing.T) {
 				t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
 			}
 			// Nobody can take the key over yet: the lease has not ended.
-			if c, err := st.Claim(context.Background(), "m1", time.Minute); err != nil || c.Status != store.HeldByOther {
+			if c, err := st.Claim(context.Background(), "m1", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("Claim when the body is cancelled = %v, %v; want HeldByOther", c.Status, err)
 			}
 			return ctx.Err()

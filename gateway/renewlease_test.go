@@ -35,8 +35,8 @@ type lateReplies struct {
 	extends     atomic.Int32
 }
 
-func (s *lateReplies) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	c, err := s.Store.Claim(ctx, key, lease)
+func (s *lateReplies) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.Store.Claim(ctx, key, lease, opts)
 	if s.claims.Add(1) == 1 {
 		time.Sleep(s.claimReply)
 	}
@@ -68,7 +68,7 @@ func TestRenewalCountsFromTheClaimsSending(t *testing.T) {
 		start := time.Now()
 		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			time.Sleep(time.Until(start.Add(lease * 105 / 100)))
-			if c, err := mem.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
+			if c, err := mem.Claim(context.Background(), "m1", lease, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("a redelivery at 1.05 leases after the Claim was sent = %v, %v; want HeldByOther: the renewal must count from the Claim's sending", c.Status, err)
 			}
 			return ctx.Err()
@@ -120,7 +120,7 @@ func TestRenewalDeadlineCountsFromTheExtendsSending(t *testing.T) {
 		g := renewingGateway(t, st)
 		err := g.Lock(t.Context(), "m1", func(ctx context.Context) error {
 			<-ctx.Done()
-			if c, err := mem.Claim(context.Background(), "m1", lease); err != nil || c.Status != store.HeldByOther {
+			if c, err := mem.Claim(context.Background(), "m1", lease, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 				t.Errorf("a redelivery when the body is cancelled = %v, %v; want HeldByOther: the gateway must give up before the store's lease ends", c.Status, err)
 			}
 			return context.Cause(ctx)
@@ -185,7 +185,7 @@ func TestRenewalDetectsATakeoverThatCompleted(t *testing.T) {
 			mine, _ := gateway.ClaimFromContext(ctx)
 			bg := context.Background()
 			mem.Release(bg, mine) // the claim lapses, say
-			other, err := mem.Claim(bg, "m1", lease)
+			other, err := mem.Claim(bg, "m1", lease, store.ClaimOptions{})
 			if err != nil || other.Status != store.Won {
 				t.Fatalf("the other delivery's Claim = %v, %v; want Won", other.Status, err)
 			}

@@ -157,8 +157,8 @@ type slowClaim struct {
 	reply time.Duration
 }
 
-func (s *slowClaim) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	c, err := s.extendTimes.Claim(ctx, key, lease)
+func (s *slowClaim) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.extendTimes.Claim(ctx, key, lease, opts)
 	time.Sleep(s.reply)
 	return c, err
 }

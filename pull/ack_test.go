@@ -259,7 +259,7 @@ func TestFailedAckSaysWhatTheRedeliveryDoes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.g.Lock(store.WithFingerprint(t.Context(), fp), key, func(context.Context) error { return nil }); err != nil {
+			if err := r.g.Lock(gateway.WithFingerprint(t.Context(), fp), key, func(context.Context) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			return r.f.publish("9 tables", "order_id", "7"), func(context.Context, *pubsub.Message) error { return nil }

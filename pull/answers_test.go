@@ -215,7 +215,7 @@ type unreachable struct{}
 
 var errUnreachable = errors.New("dial tcp 10.0.0.3:6379: connect: connection refused")
 
-func (unreachable) Claim(context.Context, string, time.Duration) (store.Claim, error) {
+func (unreachable) Claim(context.Context, string, time.Duration, store.ClaimOptions) (store.Claim, error) {
 	return store.Claim{}, errUnreachable
 }
 func (unreachable) Complete(context.Context, store.Claim) (bool, error) { return false, errUnreachable }

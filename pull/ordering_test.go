@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/logtest"
 	"github.com/idemgate/idemgate/pull"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -31,7 +32,7 @@ func TestOrderedInProgressIsNotNacked(t *testing.T) {
 	f := newFixture(t, setup{sub: &pubsubpb.Subscription{EnableMessageOrdering: true}, deadLetterAfter: 100})
 	first := f.srv.PublishOrdered(f.topic, []byte("update 1"), nil, "po-7")
 	second := f.srv.PublishOrdered(f.topic, []byte("update 2"), nil, "po-7")
-	held, err := f.st.Claim(t.Context(), first, 30*time.Minute) // another instance still runs update 1
+	held, err := f.st.Claim(t.Context(), first, 30*time.Minute, store.ClaimOptions{}) // another instance still runs update 1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestOrderedInProgressIsNotOvertaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := st.Claim(t.Context(), "m-1", 30*time.Minute) // another instance runs update 1
+	held, err := st.Claim(t.Context(), "m-1", 30*time.Minute, store.ClaimOptions{}) // another instance runs update 1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestOrderedMutexContentionRunsAgainInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			holder, err := st.Claim(t.Context(), "po:7", 30*time.Minute) // another update of the order runs
+			holder, err := st.Claim(t.Context(), "po:7", 30*time.Minute, store.ClaimOptions{}) // another update of the order runs
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -216,7 +216,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	if want := []string{"1", "2", "3", "4", "5"}; !slices.Equal(logged, want) {
 		t.Errorf("failed lines carry delivery_attempt %v, want %v", logged, want)
 	}
-	c, err := f.st.Claim(t.Context(), id, time.Minute)
+	c, err := f.st.Claim(t.Context(), id, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Errorf("after only failures the key must be free: Claim = %v, %v", c.Status, err)
 	}

@@ -44,7 +44,7 @@ func TestSuccessIsAckedOnceDone(t *testing.T) {
 	if d, a := f.message(id); d != 1 || a != 1 {
 		t.Errorf("deliveries, acks = %d, %d; want 1, 1", d, a)
 	}
-	c, err := f.st.Claim(t.Context(), id, time.Minute)
+	c, err := f.st.Claim(t.Context(), id, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.AlreadyDone {
 		t.Errorf("after success the key must be done: Claim = %v, %v", c.Status, err)
 	}
@@ -156,7 +156,7 @@ func TestGoexitNacks(t *testing.T) {
 func TestInProgressIsNackedWithWarning(t *testing.T) {
 	f := newFixture(t, setup{deadLetterAfter: 100})
 	id := f.publish("order 1")
-	held, err := f.st.Claim(t.Context(), id, 30*time.Minute) // another delivery is working on it
+	held, err := f.st.Claim(t.Context(), id, 30*time.Minute, store.ClaimOptions{}) // another delivery is working on it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestInProgressHoldEndsWithTheHoldersLease(t *testing.T) {
 	f := newFixture(t, setup{})
 	id := f.publish("order 1")
 	// A holder that died: its lease ends soon, and nobody releases it.
-	if _, err := f.st.Claim(t.Context(), id, 200*time.Millisecond); err != nil {
+	if _, err := f.st.Claim(t.Context(), id, 200*time.Millisecond, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stop := f.receive(f.sub, pull.Wrap(f.g, func(context.Context, *pubsub.Message) error { return nil },
@@ -342,11 +342,11 @@ type flakyStore struct {
 	failing atomic.Bool
 }
 
-func (s *flakyStore) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *flakyStore) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if s.failing.Load() {
 		return store.Claim{}, errors.New("connection refused")
 	}
-	return s.Store.Claim(ctx, key, lease)
+	return s.Store.Claim(ctx, key, lease, opts)
 }
 
 // A handler whose own transaction was fenced out (a store's CompleteTx

@@ -87,7 +87,7 @@ func sqliteStore(t testing.TB) *sqlstore.Store {
 func enqueue(t testing.TB, st *sqlstore.Store, key string, msgs ...outbox.Message) {
 	t.Helper()
 	ctx := t.Context()
-	c, err := st.Claim(ctx, key, time.Minute)
+	c, err := st.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}

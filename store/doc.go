@@ -75,73 +75,32 @@
 //
 // # Fencing
 //
-// The fence and the token are the proof of ownership. Complete, Release and
-// Extend succeed only when the caller's fence equals the record's, and, on a
-// CLAIMED record, its token too. Because the fence
-// rises on every reclaim and on every Release, a holder that stalled past its
-// lease (a "zombie") cannot write once someone else has taken the key over,
-// and a claim that was given up cannot be completed later.
-//
-// Complete does not look at the lease. Until somebody reclaims the key, the
-// late holder is the only one that ran the work; refusing its DONE would leave
-// the key claimable after the side effect happened, and the next delivery
-// would repeat it. The clock decides who may take a key over; the fence
-// decides who may write.
-//
-// Only a won claim proves ownership. Complete, Release and Extend (and the
-// CompleteTx methods of the stores that have one) refuse a claim whose
-// Status is not Won with an error wrapping [ErrNotWon], and touch nothing:
-// an AlreadyDone or HeldByOther claim carries the record's fence, which is
-// another holder's, or was.
-//
-// Release bumps the fence because a released claim is abandoned: if it kept
-// its fence, a holder that released and then (by a bug or a retry) completed
-// would mark DONE work that nobody finished.
+// The fence and the token are the proof of ownership: Complete, Release
+// and Extend succeed only when the caller's fence equals the record's and,
+// on a CLAIMED record, its token too. The fence rises on every takeover and
+// Release, so a holder that stalled past its lease writes nothing once the
+// key was taken over, and a released claim never completes. Complete does
+// not look at the lease: until a takeover the late holder is the only one
+// that ran the work. Only a Won claim proves ownership; the others are
+// refused with [ErrNotWon]. docs/design.md ("The record") gives the reasons.
 //
 // # Lifetime
 //
-// A store may physically delete a record only after expiresAt (Redis
-// PEXPIREAT, a TTL policy, a purge job). The next Claim then makes a new
-// record, whose fence is the store's clock in microseconds. Every fence the
-// deleted record handed out was raised at least a ttl before its expiresAt,
-// so the new record starts above all of them: its fences never repeat an
-// old one, and a holder of the deleted record, however late, owns nothing.
-// This holds as long as the store's clock (the server's, or for the stores
-// that decide on the client, every process's) does not step back by a ttl,
-// and no key takes more than about one fence raise per microsecond for a
-// long stretch.
+// A store may delete a record only after expiresAt (Redis PEXPIREAT, a TTL
+// policy, a purge job). A new record's fence is the store's clock in
+// microseconds, above every fence of a deleted predecessor as long as that
+// clock does not step back by a ttl (see [FenceAt]).
 //
-// # Claim tokens
+// # Claim's inputs
 //
-// Each Claim call chooses a random token. A store that retries a Claim
-// internally after losing the reply (a commit whose answer was dropped) must
-// reuse that token: the record then shows the caller's own token and the
-// retry re-affirms the claim instead of reporting HeldByOther to itself or
-// bumping the fence twice. A caller may fix the token with [WithClaimToken],
-// which makes its own retries of Claim just as safe.
-//
-// # Fingerprints
-//
-// A Claim may carry a fingerprint of the delivery's payload, at most
-// [MaxFingerprintLen] bytes, in its context ([WithFingerprint]). The store
-// keeps it on the record in the same write that wins it (Won sets it, to
-// nil when the Claim carried none) and returns the kept one with every
-// result: Won, AlreadyDone, HeldByOther. Extend and Complete keep it;
-// Release clears it with the lease, since a released record is free. The
-// store never compares fingerprints: the gateway does, to tell a redelivery
-// from a different payload that reuses the key.
-//
-// # Origins
-//
-// A Claim may also name the delivery that makes it, at most [MaxOriginLen]
-// bytes of printable UTF-8 ([CheckOrigin]), in its context ([WithOrigin]);
-// the gateway sets the surface and the message id, such as "push/4711". The
-// store keeps it like a fingerprint (Won sets it, to none when the Claim
-// carried none; Extend and Complete keep it; AlreadyDone and HeldByOther
-// return the winner's), except that Release and Forget keep it too: a
-// released record names its last holder. So a DONE record answers which
-// delivery did the work, and, with its lease end, which Complete sets to
-// the completion instant, when ([Record.CompletedAt]).
+// [ClaimOptions] carries a Claim's payload fingerprint, origin and token.
+// The store checks them ([ClaimOptions.Checked]), keeps the fingerprint and
+// the origin on the record it wins and returns the kept ones with every
+// result, and draws one token per call ([ClaimOptions.ClaimToken]) that its
+// own retries reuse, so that a retry whose first attempt committed
+// re-affirms. Release clears the fingerprint; Release and Forget keep the
+// origin. The store never compares fingerprints: the gateway does.
+// docs/stores/README.md ("What a store keeps") has the details.
 //
 // # Keys
 //

@@ -23,22 +23,11 @@ func OnEnterTx(c Claim, w TxWatcher) Claim {
 }
 
 // EnterTx tells whoever holds c that c is being completed inside a
-// transaction of the caller's: from here on that transaction decides
-// whether c's work commits. A store's CompleteTx calls it before it reads
-// or writes c's record.
-//
-// The gateway then stops renewing c's lease and no longer cancels the body
-// when the lease ends: a renewal would queue behind the transaction's lock
-// on the record (SQL) or abort the transaction (Datastore, Firestore), and
-// the transaction needs no lease to stay safe. While it holds the record's
-// lock nobody can take the key over, and a takeover that gets in first
-// makes its fence check fail, or its commit abort, so a holder that lost
-// its key commits nothing. A body whose transaction rolls back should
-// return an error at once: the lease that guarded the rest of its work is
-// no longer renewed.
-//
-// A claim without a watcher (not from the gateway, or from a gateway whose
-// store does not renew) is unaffected.
+// transaction of the caller's, which from here on decides whether c's work
+// commits; a store's CompleteTx calls it before it touches c's record. The
+// gateway then stops renewing c and no longer cancels the body for its
+// lease (docs/design.md, "Lease renewal"), so a body whose transaction rolls
+// back should return an error at once. A claim without a watcher is unaffected.
 func EnterTx(c Claim) {
 	if c.watcher != nil {
 		c.watcher.EnteredTx()

@@ -79,10 +79,10 @@ type Record struct {
 	// wins (with a higher fence) and the store may delete the record.
 	ExpiresAt time.Time
 	// Fingerprint is the payload fingerprint the record keeps (see
-	// WithFingerprint); nil when none.
+	// ClaimOptions); nil when none.
 	Fingerprint []byte
 	// Origin names the delivery whose Claim won the record (see
-	// WithOrigin): for a Claimed record the holder's, for a Done one the
+	// ClaimOptions): for a Claimed record the holder's, for a Done one the
 	// delivery that did the work. A released or forgotten record keeps the
 	// origin of its last holder (or of the work it held, once Done), so an
 	// operator sees who had it last; the next winning Claim replaces it.

@@ -1,12 +1,8 @@
 package store
 
 import (
-	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -34,16 +30,10 @@ func CheckKey(key string) error {
 	return nil
 }
 
-// QuoteKey is how a store names key in an error: quoted as %q quotes it,
-// and cut after its first 64 bytes (at a rune's start) with its length, so
-// that a 64 KiB key does not fill a log line:
-//
-//	"order-1"
-//	"customer:alice@example.com/…"…(200 bytes)
-//
-// Every store of this module names keys only this way, so that a caller
-// that must keep keys out of its logs (the gateway's HideKeys) can find the
-// name in any error's text and replace it.
+// QuoteKey is how every store of this module names key in an error: %q,
+// cut after its first 64 bytes with its length, as in
+// "customer:alice@example.com/…"…(200 bytes), so that a long key does not
+// fill a log line and a caller hiding keys (HideKeys) can find and replace it.
 func QuoteKey(key string) string {
 	const max = 64
 	if len(key) <= max {
@@ -54,32 +44,4 @@ func QuoteKey(key string) string {
 		cut--
 	}
 	return strconv.Quote(key[:cut]) + "…(" + strconv.Itoa(len(key)) + " bytes)"
-}
-
-type tokenKey struct{}
-
-// WithClaimToken returns a context that makes Claim use token instead of a
-// fresh random one. Calling Claim again with the same token after an
-// uncertain failure (a timeout whose effect is unknown) is safe: if the first
-// call won, the second re-affirms that win with the same fence.
-func WithClaimToken(ctx context.Context, token string) context.Context {
-	return context.WithValue(ctx, tokenKey{}, token)
-}
-
-// ClaimToken returns the token set by [WithClaimToken], or a new random token.
-// Stores call it once per Claim call.
-//
-// A token only has to differ from every other Claim call's: it proves
-// nothing to an attacker, so 128 bits from math/rand/v2 (a ChaCha8 generator
-// seeded from the system's entropy) do, at a fraction of crypto/rand's cost.
-func ClaimToken(ctx context.Context) string {
-	if t, ok := ctx.Value(tokenKey{}).(string); ok && t != "" {
-		return t
-	}
-	var raw [16]byte
-	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-	var txt [32]byte
-	hex.Encode(txt[:], raw[:])
-	return string(txt[:])
 }

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -26,21 +25,6 @@ func TestCheckKey(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, store.ErrInvalidKey)) {
 			t.Errorf("CheckKey(%.20q) = %v, want ok=%v (errors wrapping ErrInvalidKey)", tc.key, err, tc.ok)
 		}
-	}
-}
-
-func TestClaimToken(t *testing.T) {
-	ctx := context.Background()
-	seen := map[string]bool{}
-	for range 1000 {
-		tok := store.ClaimToken(ctx)
-		if len(tok) != 32 || seen[tok] {
-			t.Fatalf("ClaimToken = %q: want 32 hex characters, never repeated", tok)
-		}
-		seen[tok] = true
-	}
-	if got := store.ClaimToken(store.WithClaimToken(ctx, "fixed")); got != "fixed" {
-		t.Fatalf("ClaimToken under WithClaimToken = %q, want the fixed token", got)
 	}
 }
 

@@ -132,18 +132,11 @@ func (r Record) ListState() States {
 	return StateHeld
 }
 
-// Age returns how long r had been in its [Record.ListState] when it was
-// read (at ReadAt, on the store's clock):
-//
-//   - held: since the claim won, which its fence tells (a fence is the
-//     store's clock in microseconds when it was raised, or just above the
-//     one before, so the age is never more than the truth);
-//   - lapsed: since the lease ended (LeaseUntil);
-//   - released: since the release or Forget (LeaseUntil);
-//   - done: since the completion (CompletedAt);
-//   - failed: since it went FAILED (FailedAt).
-//
-// A negative age, from a clock that stepped back, reads as 0.
+// Age returns how long r had been in its [Record.ListState] at ReadAt: since
+// the claim won for held (its fence's clock, never more than the truth),
+// since LeaseUntil for lapsed and released, since CompletedAt for done, and
+// since FailedAt for failed. A negative age, from a clock that stepped
+// back, reads as 0.
 func (r Record) Age() time.Duration {
 	var since time.Time
 	switch r.ListState() {

@@ -5,13 +5,10 @@ import (
 	"fmt"
 )
 
-// ErrNotWon is returned (wrapped) by Complete, Release and Extend, and by
-// the CompleteTx methods, of every store in this module when the claim
-// passed in is not a won one (its Status is not Won). Such a claim proves
-// no ownership: an AlreadyDone or HeldByOther claim carries the fence the
-// record has, which may be another holder's, so acting on it could
-// complete or release somebody else's claim. The store refuses it without
-// reading or writing the record.
+// ErrNotWon is wrapped by the errors of Complete, Release, Extend and
+// CompleteTx, in every store of this module, for a claim whose Status is
+// not Won: its fence may be another holder's, so it proves no ownership.
+// The store touches nothing.
 var ErrNotWon = errors.New("store: the claim was not won")
 
 // CheckWon returns an error wrapping ErrNotWon unless c.Status is Won.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,24 +13,6 @@ const MaxOriginLen = 128
 
 // ErrInvalidOrigin is wrapped by the error of [CheckOrigin].
 var ErrInvalidOrigin = errors.New("store: invalid origin")
-
-type originKey struct{}
-
-// WithOrigin returns a context that makes Claim keep origin on the record it
-// wins: a short name for the delivery that runs the work, such as
-// "push/4711" (the surface and the message id; never the key), so that an
-// operator reading the record, and the duplicates that meet it, can tell
-// which message did the work. An empty origin keeps none.
-func WithOrigin(ctx context.Context, origin string) context.Context {
-	return context.WithValue(ctx, originKey{}, origin)
-}
-
-// Origin returns the origin set by [WithOrigin], or "". Stores call it once
-// per Claim call.
-func Origin(ctx context.Context) string {
-	o, _ := ctx.Value(originKey{}).(string)
-	return o
-}
 
 // CheckOrigin reports whether origin can be stored: at most [MaxOriginLen]
 // bytes of UTF-8 without control characters, so that it prints as one line

@@ -15,8 +15,11 @@ type Store interface {
 	// not expired), HeldByOther (a live holder owns the key until
 	// LeaseUntil). An error means nothing is known about the record; the
 	// caller must not run the work. A lease that is not shorter than the
-	// store's ttl is refused with an error wrapping ErrLeaseTooLong.
-	Claim(ctx context.Context, key string, lease time.Duration) (Claim, error)
+	// store's ttl is refused with an error wrapping ErrLeaseTooLong; opts
+	// that [ClaimOptions.Checked] refuses, with its error. A Won record
+	// keeps opts' Fingerprint and Origin; the claim carries
+	// [ClaimOptions.ClaimToken].
+	Claim(ctx context.Context, key string, lease time.Duration, opts ClaimOptions) (Claim, error)
 
 	// Complete marks c's record DONE when c still owns it (the record is
 	// CLAIMED with c.Fence and c.Token), whether or not the lease has
@@ -90,10 +93,10 @@ type Claim struct {
 	// for HeldByOther. Zero for AlreadyDone and AlreadyFailed.
 	LeaseUntil time.Time
 	// Fingerprint is the payload fingerprint the record keeps (see
-	// WithFingerprint): the caller's for Won, the winner's for AlreadyDone
+	// ClaimOptions): the caller's for Won, the winner's for AlreadyDone
 	// and HeldByOther; nil when none was kept.
 	Fingerprint []byte
-	// Origin names the delivery that won the record (see WithOrigin): the
+	// Origin names the delivery that won the record (see ClaimOptions): the
 	// caller's for Won, the winner's for AlreadyDone (the delivery that did
 	// the work) and HeldByOther (the one at work); empty when none was kept.
 	Origin string
@@ -107,13 +110,10 @@ type Claim struct {
 	watcher TxWatcher
 }
 
-// ErrFenced is returned (or wrapped) by [Extender.Extend], and by the
-// CompleteTx methods of the stores that can complete a claim inside the
-// caller's transaction, when the claim no longer owns its record. Those
-// CompleteTx methods return it too when the record is DONE already under
-// the claim's fence: the work committed once, and the transaction must not
-// commit it a second time. A body that returns it from a fenced-out
-// transaction wrote nothing: the gateway acknowledges its delivery when the
-// key's record is DONE, and retries it otherwise (later, while another
-// claim holds the key).
+// ErrFenced is returned (or wrapped) by [Extender.Extend] and by the
+// stores' CompleteTx when the claim no longer owns its record, and by
+// CompleteTx also when the record is DONE already under the claim's fence,
+// so that the work does not commit twice. A body that returns it wrote
+// nothing; the gateway acks the delivery when the key is DONE, and retries
+// it otherwise.
 var ErrFenced = errors.New("store: claim fenced out")

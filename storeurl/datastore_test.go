@@ -34,14 +34,14 @@ func roundTrip(t *testing.T, rawURL string) {
 		t.Fatalf("Open(%q): %v", rawURL, err)
 	}
 	key := rand.Text()
-	c, err := o.Store.Claim(t.Context(), key, time.Minute)
+	c, err := o.Store.Claim(t.Context(), key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("%s: Claim = %v, %v; want Won", rawURL, c.Status, err)
 	}
 	if ok, err := o.Store.Complete(t.Context(), c); !ok || err != nil {
 		t.Fatalf("%s: Complete = %v, %v; want true", rawURL, ok, err)
 	}
-	if d, err := o.Store.Claim(t.Context(), key, time.Minute); err != nil || d.Status != store.AlreadyDone {
+	if d, err := o.Store.Claim(t.Context(), key, time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("%s: second Claim = %v, %v; want AlreadyDone", rawURL, d.Status, err)
 	}
 	if err := o.Close(); err != nil {

@@ -38,14 +38,14 @@ func openRedisURL(t *testing.T, rawURL string, check redis.UniversalClient, want
 	}
 	key := "storeurl-test-" + rand.Text()
 	defer check.Del(ctx, wantPrefix+key)
-	c, err := o.Store.Claim(ctx, key, time.Minute)
+	c, err := o.Store.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("%s: Claim = %v, %v; want Won", rawURL, c.Status, err)
 	}
 	if ok, err := o.Store.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("%s: Complete = %v, %v; want true", rawURL, ok, err)
 	}
-	if d, err := o.Store.Claim(ctx, key, time.Minute); err != nil || d.Status != store.AlreadyDone {
+	if d, err := o.Store.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("%s: second Claim = %v, %v; want AlreadyDone", rawURL, d.Status, err)
 	}
 	if n, err := check.Exists(ctx, wantPrefix+key).Result(); err != nil || n != 1 {
@@ -57,7 +57,7 @@ func openRedisURL(t *testing.T, rawURL string, check redis.UniversalClient, want
 	if err := o.Close(); err != nil {
 		t.Fatalf("%s: Close: %v", rawURL, err)
 	}
-	if _, err := o.Store.Claim(ctx, key, time.Minute); err == nil {
+	if _, err := o.Store.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err == nil {
 		t.Errorf("%s: Claim after Close succeeded; Close must close the client", rawURL)
 	}
 }

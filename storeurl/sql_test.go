@@ -149,14 +149,14 @@ func openSQLURL(t *testing.T, rawURL, wantName string) {
 		t.Errorf("Name = %q, want %q", first.Name, wantName)
 	}
 	key := "storeurl-test-" + rand.Text()
-	c, err := first.Store.Claim(ctx, key, time.Minute)
+	c, err := first.Store.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim through %q = %v, %v; want Won", rawURL, c.Status, err)
 	}
 	if ok, err := first.Store.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v; want true", ok, err)
 	}
-	if d, err := second.Store.Claim(ctx, key, time.Minute); err != nil || d.Status != store.AlreadyDone {
+	if d, err := second.Store.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("duplicate Claim through a second Open = %v, %v; want AlreadyDone", d.Status, err)
 	}
 }

@@ -21,13 +21,13 @@ func TestClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := o.Store.Claim(t.Context(), "before", time.Minute); err != nil {
+		if _, err := o.Store.Claim(t.Context(), "before", time.Minute, store.ClaimOptions{}); err != nil {
 			t.Fatalf("Claim before Close: %v", err)
 		}
 		if err := o.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if _, err := o.Store.Claim(t.Context(), "after", time.Minute); err == nil {
+		if _, err := o.Store.Claim(t.Context(), "after", time.Minute, store.ClaimOptions{}); err == nil {
 			t.Error("Claim after Close succeeded: Close must close the connection Open made")
 		}
 	})
@@ -48,7 +48,7 @@ func TestClose(t *testing.T) {
 func done(t *testing.T, o *Opened, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
-		c, err := o.Store.Claim(t.Context(), k, time.Minute)
+		c, err := o.Store.Claim(t.Context(), k, time.Minute, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%q) = %v, %v", k, c.Status, err)
 		}

@@ -47,7 +47,7 @@ func TestAnswersNameTheStore(t *testing.T) {
 			t.Parallel()
 			rawURL := b.url(t)
 			s := seed(t, rawURL)
-			c, err := s.st.Claim(t.Context(), "msg:100", 30*time.Minute)
+			c, err := s.st.Claim(t.Context(), "msg:100", 30*time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim(msg:100) = %v, %v", c.Status, err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -134,7 +135,7 @@ func TestCheckReadsOutbox(t *testing.T) {
 	if err := st.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.Claim(ctx, "order-1", time.Minute)
+	c, err := st.Claim(ctx, "order-1", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,11 +84,11 @@ func seed(t *testing.T, rawURL string) seeded {
 	claim := func(key string) store.Claim {
 		// "done" keeps a payload fingerprint, which inspect must show; each
 		// names its delivery, as the gateway does.
-		ctx := store.WithOrigin(t.Context(), "push/m-"+key)
+		opts := store.ClaimOptions{Origin: "push/m-" + key}
 		if key == "done" {
-			ctx = store.WithFingerprint(ctx, []byte("order-7-payload"))
+			opts.Fingerprint = []byte("order-7-payload")
 		}
-		c, err := o.Store.Claim(ctx, key, 30*time.Minute) // shorter than the default ttl
+		c, err := o.Store.Claim(t.Context(), key, 30*time.Minute, opts) // shorter than the default ttl
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
 		}
@@ -192,13 +192,13 @@ func TestCommands(t *testing.T) {
 				t.Errorf("forget answered n = %d, stdout %q; want 1 after the question", r.code, r.stdout)
 			}
 			r.oneErrorLine(t, "not confirmed")
-			if c, err := s.st.Claim(t.Context(), "done", time.Minute); err != nil || c.Status != store.AlreadyDone {
+			if c, err := s.st.Claim(t.Context(), "done", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.AlreadyDone {
 				t.Fatalf("after an unconfirmed forget, Claim = %v, %v; want AlreadyDone", c.Status, err)
 			}
 
 			// forget warns about a holder, and leaves alone a record that
 			// changed while the question waited (its holder completed it).
-			racing, err := s.st.Claim(t.Context(), "racing", time.Minute)
+			racing, err := s.st.Claim(t.Context(), "racing", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +214,7 @@ func TestCommands(t *testing.T) {
 				!strings.Contains(out.String(), `"racing": not forgotten: it changed since it was shown (now DONE`) {
 				t.Fatalf("forget of a record that changed = %d:\n%s\n%s", code, out.String(), errs.String())
 			}
-			if c, err := s.st.Claim(t.Context(), "racing", time.Minute); err != nil || c.Status != store.AlreadyDone {
+			if c, err := s.st.Claim(t.Context(), "racing", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.AlreadyDone {
 				t.Fatalf("after the refused forget, Claim = %v, %v; want AlreadyDone", c.Status, err)
 			}
 
@@ -228,7 +228,7 @@ func TestCommands(t *testing.T) {
 				t.Errorf("the holder's Complete after forget = %v, %v; want false (fenced out)", ok, err)
 			}
 			for _, old := range []store.Claim{s.held, s.done} {
-				c, err := s.st.Claim(t.Context(), old.Key, time.Minute)
+				c, err := s.st.Claim(t.Context(), old.Key, time.Minute, store.ClaimOptions{})
 				if err != nil || c.Status != store.Won || c.Fence <= old.Fence {
 					t.Errorf("Claim(%q) after forget = %v fence %d, %v; want Won above fence %d", old.Key, c.Status, c.Fence, err, old.Fence)
 				}

@@ -28,7 +28,7 @@ func failKey(t *testing.T, st store.Store, key, reason string, final bool) {
 	if !ok {
 		t.Fatalf("%T does not implement store.Failer: failed and retry need it", st)
 	}
-	c, err := st.Claim(store.WithOrigin(t.Context(), "push/m-"+key), key, time.Minute)
+	c, err := st.Claim(t.Context(), key, time.Minute, store.ClaimOptions{Origin: "push/m-" + key})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
 	}
@@ -48,7 +48,7 @@ func seedFailed(t *testing.T, st store.Store) {
 	failKey(t, st, "order-3", "timeout: upstream", true)
 	failKey(t, st, "order-4", "flaky", false)
 	failKey(t, st, "order-4", "flaky", false)
-	if c, err := st.Claim(t.Context(), "order-4", time.Minute); err != nil || c.Status != store.Won {
+	if c, err := st.Claim(t.Context(), "order-4", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 		t.Fatalf("Claim(order-4) after two counted failures = %v, %v; want Won", c.Status, err)
 	}
 }

@@ -65,7 +65,7 @@ func TestInspectHintFromTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"order_id:o-1", "shipment:abc", "order_id:o-2"} {
-		if c, err := o.Store.Claim(t.Context(), key, time.Minute); err != nil || c.Status != store.Won {
+		if c, err := o.Store.Claim(t.Context(), key, time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%q) = %v, %v", key, c.Status, err)
 		}
 	}

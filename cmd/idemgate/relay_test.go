@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/testenv"
 	"github.com/idemgate/idemgate/outbox"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
@@ -129,7 +130,7 @@ func enqueueSQLiteAt(t *testing.T, path string, msgs ...outbox.Message) string {
 	if err := st.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.Claim(ctx, "order-1", time.Minute)
+	c, err := st.Claim(ctx, "order-1", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func enqueueDatastore(t *testing.T, msg outbox.Message) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.Claim(ctx, "order-1", time.Minute)
+	c, err := st.Claim(ctx, "order-1", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // wins fails t unless a Claim of key wins: a retried key runs its work.
 func wins(t *testing.T, st store.Store, key string) {
 	t.Helper()
-	if c, err := st.Claim(t.Context(), key, time.Minute); err != nil || c.Status != store.Won {
+	if c, err := st.Claim(t.Context(), key, time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 		t.Errorf("Claim(%q) after retry = %v, %v; want Won", key, c.Status, err)
 	}
 }
@@ -21,7 +21,7 @@ func wins(t *testing.T, st store.Store, key string) {
 // stillFailed fails t unless key's record is still FAILED.
 func stillFailed(t *testing.T, st store.Store, key string) {
 	t.Helper()
-	if c, err := st.Claim(t.Context(), key, time.Minute); err != nil || c.Status != store.AlreadyFailed {
+	if c, err := st.Claim(t.Context(), key, time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.AlreadyFailed {
 		t.Errorf("Claim(%q) = %v, %v; want AlreadyFailed: the key was not to be retried", key, c.Status, err)
 	}
 }

@@ -34,8 +34,8 @@ func New() (*Store, error) {
 func (s *Store) Held() <-chan struct{} { return s.held }
 
 // Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	c, err := s.Store.Claim(ctx, key, lease)
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	c, err := s.Store.Claim(ctx, key, lease, opts)
 	if err == nil && c.Status == store.HeldByOther {
 		select {
 		case s.held <- struct{}{}:

@@ -217,7 +217,7 @@ func (c *cell) checkAck(what string, o Outcome, first bool) {
 func (c *cell) probe() store.Status {
 	ctx := context.Background()
 	inner := c.h.Store.Inner()
-	pc, err := inner.Claim(ctx, c.h.Key, c.h.Lease)
+	pc, err := inner.Claim(ctx, c.h.Key, c.h.Lease, store.ClaimOptions{})
 	if err != nil {
 		c.t.Fatalf("cell %s/%s: probe Claim: %v", c.b, c.f.Name, err)
 	}

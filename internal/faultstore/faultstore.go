@@ -245,9 +245,9 @@ func (s *Store) do(ctx context.Context, op Op, key string, call func() error) er
 }
 
 // Claim implements [store.Store].
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (c store.Claim, err error) {
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (c store.Claim, err error) {
 	err = s.do(ctx, Claim, key, func() (err error) {
-		c, err = s.inner.Claim(ctx, key, lease)
+		c, err = s.inner.Claim(ctx, key, lease, opts)
 		return err
 	})
 	if err != nil {

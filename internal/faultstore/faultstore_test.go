@@ -26,7 +26,7 @@ func newStore(t *testing.T, opts *faultstore.Options) *faultstore.Store {
 // what it found.
 func status(t *testing.T, s *faultstore.Store, key string) store.Status {
 	t.Helper()
-	c, err := s.Inner().Claim(t.Context(), key, time.Minute)
+	c, err := s.Inner().Claim(t.Context(), key, time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func status(t *testing.T, s *faultstore.Store, key string) store.Status {
 func TestFailIsNotApplied(t *testing.T) {
 	s := newStore(t, nil)
 	s.Arm(faultstore.Claim, faultstore.Fail)
-	if _, err := s.Claim(t.Context(), "k", time.Minute); !errors.Is(err, faultstore.ErrInjected) {
+	if _, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); !errors.Is(err, faultstore.ErrInjected) {
 		t.Fatalf("armed Claim: err = %v, want ErrInjected", err)
 	}
 	if got := status(t, s, "k"); got != store.Won {
@@ -46,7 +46,7 @@ func TestFailIsNotApplied(t *testing.T) {
 
 func TestLostIsApplied(t *testing.T) {
 	s := newStore(t, nil)
-	c, err := s.Claim(t.Context(), "k", time.Minute)
+	c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +62,8 @@ func TestLostIsApplied(t *testing.T) {
 func TestFaultFiresOnce(t *testing.T) {
 	s := newStore(t, nil)
 	s.Arm(faultstore.Claim, faultstore.Fail)
-	s.Claim(t.Context(), "k", time.Minute)
-	if _, err := s.Claim(t.Context(), "k", time.Minute); err != nil {
+	s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
+	if _, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Errorf("the second Claim after one armed fault: %v, want success", err)
 	}
 	if started, ended := s.Calls(faultstore.Claim); started != 2 || ended != 2 {
@@ -85,7 +85,7 @@ func TestDisarmReportsUnfired(t *testing.T) {
 
 func TestExtendPassesThrough(t *testing.T) {
 	s := newStore(t, nil)
-	c, err := s.Claim(t.Context(), "k", time.Minute)
+	c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(t, &faultstore.Options{Delay: time.Second})
 		start := time.Now()
-		if _, err := s.Claim(t.Context(), "k", time.Minute); err != nil {
+		if _, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(start); took != 2*time.Second {
@@ -111,7 +111,7 @@ func TestDelay(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second/2)
 		defer cancel()
-		if _, err := s.Claim(ctx, "k2", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.Claim(ctx, "k2", time.Minute, store.ClaimOptions{}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a Claim whose context ends during the delay: err = %v, want DeadlineExceeded", err)
 		}
 	})
@@ -120,7 +120,7 @@ func TestDelay(t *testing.T) {
 func TestAwaitEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(t, &faultstore.Options{Delay: time.Second})
-		go s.Claim(context.Background(), "k", time.Minute)
+		go s.Claim(context.Background(), "k", time.Minute, store.ClaimOptions{})
 		if !s.AwaitEnded(t.Context(), faultstore.Claim, 1) {
 			t.Fatal("AwaitEnded gave up on a Claim that ends")
 		}

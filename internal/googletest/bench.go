@@ -25,7 +25,7 @@ import (
 // neither dialing nor the emulator's JIT compilation, and returns st.
 func WarmUp(b *testing.B, st Store) Store {
 	for i := range 20 {
-		if _, err := st.Claim(b.Context(), fmt.Sprint("warm-up-", i), time.Minute); err != nil {
+		if _, err := st.Claim(b.Context(), fmt.Sprint("warm-up-", i), time.Minute, store.ClaimOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,7 +38,7 @@ func BenchClaim(b *testing.B, st Store) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := st.Claim(ctx, fmt.Sprint("m", i), time.Minute); err != nil {
+		if _, err := st.Claim(ctx, fmt.Sprint("m", i), time.Minute, store.ClaimOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -52,7 +52,7 @@ func BenchClaimParallel(b *testing.B, st Store) {
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := st.Claim(ctx, fmt.Sprint("m", n.Add(1)), time.Minute); err != nil {
+			if _, err := st.Claim(ctx, fmt.Sprint("m", n.Add(1)), time.Minute, store.ClaimOptions{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -68,7 +68,7 @@ func BenchMessage(b *testing.B, st Store) {
 	i := 0
 	for b.Loop() {
 		i++
-		c, err := st.Claim(ctx, fmt.Sprint("m", i), time.Minute)
+		c, err := st.Claim(ctx, fmt.Sprint("m", i), time.Minute, store.ClaimOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func BenchMessage(b *testing.B, st Store) {
 // BenchDuplicate claims a key that is already DONE.
 func BenchDuplicate(b *testing.B, st Store) {
 	ctx := b.Context()
-	c, err := st.Claim(ctx, "done", time.Minute)
+	c, err := st.Claim(ctx, "done", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func BenchDuplicate(b *testing.B, st Store) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		d, err := st.Claim(ctx, "done", time.Minute)
+		d, err := st.Claim(ctx, "done", time.Minute, store.ClaimOptions{})
 		if err != nil || d.Status != store.AlreadyDone {
 			b.Fatal(d.Status, err)
 		}
@@ -113,7 +113,7 @@ func BenchRelay(b *testing.B, w OutboxWorld, wire *Wire, n int) {
 	for run := range b.N {
 		b.StopTimer()
 		for first := 0; first < n; first += 100 {
-			c, err := w.Store.Claim(ctx, fmt.Sprintf("relay-%d-%d", run, first), time.Minute)
+			c, err := w.Store.Claim(ctx, fmt.Sprintf("relay-%d-%d", run, first), time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				b.Fatal(c, err)
 			}

@@ -31,7 +31,7 @@ func OneWinnerAmongMany(t *testing.T, newStore func() Store) {
 	for i, st := range stores {
 		wg.Go(func() {
 			<-start
-			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute)
+			res[i], errs[i] = st.Claim(t.Context(), "hot", time.Minute, store.ClaimOptions{})
 		})
 	}
 	close(start)
@@ -72,7 +72,7 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 	ctx := t.Context()
 	claim := func(key string, want store.Status, rule string) store.Claim {
 		t.Helper()
-		c, err := st.Claim(ctx, key, time.Second)
+		c, err := st.Claim(ctx, key, time.Second, store.ClaimOptions{})
 		if err != nil || c.Status != want {
 			t.Fatalf("%s: Claim = %v, %v; want %v", rule, c.Status, err, want)
 		}
@@ -106,10 +106,10 @@ func SkewMargin(t *testing.T, newStore NewStore) {
 // can answer. st must be fresh.
 func BadArguments(t *testing.T, st Store) {
 	ctx := t.Context()
-	if _, err := st.Claim(ctx, "k", 0); err == nil {
+	if _, err := st.Claim(ctx, "k", 0, store.ClaimOptions{}); err == nil {
 		t.Error("Claim with a zero lease must fail")
 	}
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,9 +151,9 @@ var LayoutCases = []LayoutCase{
 // back with fetch, which returns its fields by name (or fails t, naming
 // what it could not read).
 func Layout(t *testing.T, st Store, cases []LayoutCase, fetch func(t *testing.T, key, name string) map[string]any) {
-	ctx := store.WithFingerprint(t.Context(), Fingerprint)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: Fingerprint}
 	for _, tc := range cases {
-		c, err := st.Claim(ctx, tc.Key, time.Minute)
+		c, err := st.Claim(ctx, tc.Key, time.Minute, opts)
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim(%.20q) = %v, %v; want Won", tc.Key, c.Status, err)
 		}
@@ -209,7 +209,7 @@ func FailedLayout(t *testing.T, st Store, fetch func(t *testing.T, key, name str
 	budget := store.Failure{Reason: "timeout", MaxAttempts: 2}
 	var first time.Time
 	for i, want := range []string{"CLAIMED", "FAILED"} {
-		c, err := st.Claim(ctx, "k", time.Minute)
+		c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 		}

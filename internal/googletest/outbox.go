@@ -39,7 +39,7 @@ func PubSubClient(t *testing.T) *pubsub.Client {
 // claimWon claims key in w's store for lease, failing t unless it wins.
 func claimWon(t *testing.T, w OutboxWorld, key string, lease time.Duration) store.Claim {
 	t.Helper()
-	c, err := w.Store.Claim(t.Context(), key, lease)
+	c, err := w.Store.Claim(t.Context(), key, lease, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim(%q) = %v, %v; want Won", key, c.Status, err)
 	}

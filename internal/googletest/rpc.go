@@ -37,7 +37,7 @@ type RPCs struct {
 // the gateway's do: keeping it must cost no round trip.
 func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	st, w := wired(t)
-	ctx := store.WithFingerprint(t.Context(), Fingerprint)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: Fingerprint}
 	step := func(name string, want []string, f func()) []string {
 		t.Helper()
 		return pinRPCs(t, w, name, want, f)
@@ -52,7 +52,7 @@ func RPCsPerMessage(t *testing.T, wired Wired, want RPCs) {
 	}
 	claim := func(key string, want store.Status) store.Claim {
 		t.Helper()
-		c, err := st.Claim(ctx, key, time.Minute)
+		c, err := st.Claim(ctx, key, time.Minute, opts)
 		if err != nil || c.Status != want {
 			t.Fatalf("Claim(%q) = %v, %v; want %v", key, c.Status, err, want)
 		}
@@ -107,7 +107,7 @@ func ResentCommitReaffirms(t *testing.T, wired Wired) {
 		second = invoke()
 		return second
 	}))
-	c, err := st.Claim(store.WithFingerprint(t.Context(), Fingerprint), "k", time.Minute)
+	c, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: Fingerprint})
 	t.Logf("the server answered the resent commit with: %v", second)
 	if want := WiredNow.UnixMicro(); err != nil || c.Status != store.Won || c.Fence != want || !bytes.Equal(c.Fingerprint, Fingerprint) {
 		t.Fatalf("Claim with a resent commit = %v at fence %d with fingerprint %x, %v; want Won at fence %d with the Claim's fingerprint", c.Status, c.Fence, c.Fingerprint, err, want)
@@ -122,7 +122,7 @@ func LostCompleteReply(t *testing.T, wired Wired) {
 	if ok, err := st.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete after a lost reply = %v, %v; want true", ok, err)
 	}
-	if d, err := st.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyDone {
+	if d, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("Claim = %v, %v; want AlreadyDone", d.Status, err)
 	}
 }
@@ -136,7 +136,7 @@ func LostFailReply(t *testing.T, wired Wired) {
 	if n, failed, err := st.Fail(ctx, c, store.Failure{Reason: "refused", MaxAttempts: 1}); n != 1 || !failed || err != nil {
 		t.Fatalf("Fail after a lost reply = %d, %v, %v; want 1, true", n, failed, err)
 	}
-	if d, err := st.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyFailed || d.Attempts != 1 || d.Reason != "refused" {
+	if d, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyFailed || d.Attempts != 1 || d.Reason != "refused" {
 		t.Fatalf("Claim = %v with %d attempts (%q), %v; want AlreadyFailed with 1 (\"refused\")", d.Status, d.Attempts, d.Reason, err)
 	}
 }
@@ -146,7 +146,7 @@ func LostFailReply(t *testing.T, wired Wired) {
 func loseNextReply(t *testing.T, wired Wired) (Store, store.Claim) {
 	t.Helper()
 	st, w := wired(t)
-	c, err := st.Claim(t.Context(), "k", time.Minute)
+	c, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func loseNextReply(t *testing.T, wired Wired) (Store, store.Claim) {
 func GivesUp(t *testing.T, wired Wired, injected error, prefix string, is func(error) bool) {
 	st, w := wired(t)
 	w.SetFault(Always("Commit", injected))
-	_, err := st.Claim(t.Context(), "k", time.Minute)
+	_, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 	if !is(err) || !strings.HasPrefix(err.Error(), prefix) {
 		t.Fatalf("Claim whose every commit fails = %v, want a %q error wrapping the last failure", err, prefix)
 	}
@@ -181,7 +181,7 @@ func CancelledMidCall(t *testing.T, wired Wired) {
 		cancel()
 		return invoke()
 	})
-	_, err := st.Claim(ctx, "k", time.Minute)
+	_, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Claim cancelled mid-call = %v, want an error wrapping context.Canceled", err)
 	}

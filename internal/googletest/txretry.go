@@ -57,7 +57,7 @@ func TxRetries(t *testing.T, newWorld func(t *testing.T) TxWorld, lostReply code
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			w := newWorld(t)
-			c, err := w.Store.Claim(ctx, "k", time.Minute)
+			c, err := w.Store.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TxRetries(t *testing.T, newWorld func(t *testing.T) TxWorld, lostReply code
 // and returns what the transaction returned. st must be fresh.
 func OtherDatabase(t *testing.T, st Store, inOther func(ctx context.Context, c store.Claim) error) {
 	ctx := t.Context()
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 	return faultstore.Inject(ctx, o, key, flt.mode, flt.Delay, call)
 }
 
-func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c store.Claim, err error) {
+func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (c store.Claim, err error) {
 	d := deliveryFrom(ctx)
 	if d != nil && key == d.ms.key {
 		if d.a.StopAtClaim {
@@ -117,7 +117,7 @@ func (f *faulty) Claim(ctx context.Context, key string, lease time.Duration) (c 
 			f.w.mu.Unlock()
 		}
 		before := f.w.wonSoFar(key)
-		c, err = f.inner.Claim(cctx, key, lease)
+		c, err = f.inner.Claim(cctx, key, lease, opts)
 		if err == nil && c.Status == store.Won {
 			f.w.claimWon(d, c, before)
 		}

@@ -519,7 +519,7 @@ func (w *pipeWorld) nextAttempt(p *PipeParent) int {
 // runParent claims key until a body of p commits (or finds it DONE).
 func (w *pipeWorld) runParent(p *PipeParent, key string, faults []bodyFault) {
 	for w.root.Err() == nil {
-		c, err := w.b.Store.Claim(w.root, key, w.L)
+		c, err := w.b.Store.Claim(w.root, key, w.L, store.ClaimOptions{})
 		if err != nil {
 			w.tracef("", "%s: claim: %v", p.Key, err)
 			w.sleep(w.L / 4)
@@ -563,7 +563,7 @@ func (w *pipeWorld) body(p *PipeParent, c store.Claim, attempt int, f bodyFault)
 		next.Go(func() {
 			for w.root.Err() == nil {
 				w.sleep(max(time.Until(c.LeaseUntil), 0) + w.L/8)
-				c2, err := w.b.Store.Claim(ctx, w.b.Prefix+p.Key, w.L)
+				c2, err := w.b.Store.Claim(ctx, w.b.Prefix+p.Key, w.L, store.ClaimOptions{})
 				if err != nil || c2.Status == store.HeldByOther {
 					continue
 				}

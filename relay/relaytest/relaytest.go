@@ -133,7 +133,7 @@ func (e *env) claim(t testing.TB) store.Claim {
 	t.Helper()
 	e.n++
 	key := fmt.Sprintf("relaytest-%d", e.n)
-	c, err := e.st.Claim(e.ctx, key, time.Minute)
+	c, err := e.st.Claim(e.ctx, key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim(%q) = %+v, %v; want Won", key, c, err)
 	}

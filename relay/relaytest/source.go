@@ -119,7 +119,7 @@ func fencedOutLeavesNothing(t testing.TB, e *env) {
 	if err := e.st.Release(e.ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	next, err := e.st.Claim(e.ctx, c.Key, time.Minute)
+	next, err := e.st.Claim(e.ctx, c.Key, time.Minute, store.ClaimOptions{})
 	if err != nil || next.Status != store.Won {
 		t.Fatalf("Claim after Release = %+v, %v; want Won", next, err)
 	}
@@ -519,7 +519,7 @@ func settleKeepsRewrittenMessage(t testing.TB, e *env) {
 	if ok, err := op.Forget(e.ctx, c.Key); err != nil || !ok {
 		t.Fatalf("Forget(parent) = %v, %v", ok, err)
 	}
-	next, err := e.st.Claim(e.ctx, c.Key, time.Minute)
+	next, err := e.st.Claim(e.ctx, c.Key, time.Minute, store.ClaimOptions{})
 	if err != nil || next.Status != store.Won {
 		t.Fatalf("Claim after Forget = %+v, %v; want Won", next, err)
 	}

@@ -189,7 +189,7 @@ func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The emulator's first call can take longer than a lease.
-	if _, err := st.Claim(t.Context(), "warm-up", time.Minute); err != nil {
+	if _, err := st.Claim(t.Context(), "warm-up", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tries := 0

@@ -99,8 +99,8 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 // it wins, writes it on the condition that nobody wrote in between: an
 // insert of a new record, a transaction for an existing one. A Claim that
 // wins nothing makes that one lookup and writes nothing.
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	return s.readOps.Claim(ctx, key, lease)
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	return s.readOps.Claim(ctx, key, lease, opts)
 }
 
 // Complete implements [store.Store].

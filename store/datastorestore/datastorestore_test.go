@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/datastore"
 
 	"github.com/idemgate/idemgate/internal/googletest"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/datastorestore"
 )
 
@@ -138,7 +139,7 @@ func TestStrangeEntityIsAnError(t *testing.T) {
 	if _, err := client.Put(t.Context(), k, &datastore.PropertyList{{Name: "state", Value: "PENDING"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Claim(t.Context(), "k", time.Minute); err == nil || !strings.Contains(err.Error(), "PENDING") {
+	if _, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err == nil || !strings.Contains(err.Error(), "PENDING") {
 		t.Fatalf("Claim over a foreign entity: %v, want an error naming the bad state", err)
 	}
 }

@@ -36,7 +36,7 @@ func ExampleNew() {
 	}
 
 	messageID := rand.Text() // the Pub/Sub message ID, in real life
-	first, err := st.Claim(ctx, messageID, time.Minute)
+	first, err := st.Claim(ctx, messageID, time.Minute, store.ClaimOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -47,7 +47,7 @@ func ExampleNew() {
 		fmt.Println("not completed:", ok, err)
 		return
 	}
-	again, err := st.Claim(ctx, messageID, time.Minute)
+	again, err := st.Claim(ctx, messageID, time.Minute, store.ClaimOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -110,7 +110,7 @@ func ExampleStore_CompleteTx() {
 	fmt.Println("redelivery:", g.Lock(ctx, messageID, handle))
 
 	// A holder whose claim is gone, here released, books nothing.
-	stale, err := st.Claim(ctx, rand.Text(), time.Minute)
+	stale, err := st.Claim(ctx, rand.Text(), time.Minute, store.ClaimOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -88,7 +88,7 @@ func ExampleStore_Outbox() {
 		return
 	}
 
-	c, err := st.Claim(ctx, "order_id:42", time.Minute) // the gateway does this
+	c, err := st.Claim(ctx, "order_id:42", time.Minute, store.ClaimOptions{}) // the gateway does this
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -127,7 +127,7 @@ func TestCompleteTxRefusesMoreMessagesThanACommitHolds(t *testing.T) {
 	ctx := t.Context()
 	client := newClient(t)
 	st := newStore(t, client, datastorestore.Options{})
-	c, err := st.Claim(ctx, "order-1", time.Minute)
+	c, err := st.Claim(ctx, "order-1", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

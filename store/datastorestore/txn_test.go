@@ -59,7 +59,7 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	st, w := wired(t)
 	ctx := t.Context()
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("Claim after a lost commit reply: %v", err)
 	}
@@ -71,7 +71,7 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	if got, want := w.Take(), []string{"Lookup", "Commit", "Lookup"}; !cmp.Equal(got, want) {
 		t.Errorf("RPCs = %v, want %v (the retry must find its own token and write nothing)", got, want)
 	}
-	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
+	if h, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("another Claim = %v, %v; want HeldByOther", h.Status, err)
 	}
 	if ok, err := st.Complete(ctx, c); !ok || err != nil {
@@ -132,12 +132,12 @@ func TestInsertLosesToConcurrentClaim(t *testing.T) {
 	var won store.Claim
 	w.SetFault(googletest.Once("Commit", func(invoke func() error) error {
 		var err error
-		if won, err = other.Claim(ctx, "k", time.Minute); err != nil || won.Status != store.Won {
+		if won, err = other.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || won.Status != store.Won {
 			t.Errorf("the other Claim = %v, %v; want Won", won.Status, err)
 		}
 		return invoke()
 	}))
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.HeldByOther {
 		t.Fatalf("Claim that lost the insert = %v, %v; want HeldByOther", c.Status, err)
 	}

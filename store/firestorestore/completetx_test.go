@@ -26,7 +26,7 @@ func TestCompleteTxAfterWrite(t *testing.T) {
 	client := newClient(t)
 	st := newStore(t, client, firestorestore.Options{})
 	ctx := t.Context()
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestCompleteTxAfterWrite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("RunTransaction = %v, want the client's %q error", err, want)
 	}
-	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
+	if h, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("Claim after the refused transaction = %v, %v; want HeldByOther (the record still CLAIMED)", h.Status, err)
 	}
 }
@@ -187,7 +187,7 @@ func TestTransactionOutlivesTheRenewedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The emulator's first call can take longer than a lease.
-	if _, err := st.Claim(t.Context(), "warm-up", time.Minute); err != nil {
+	if _, err := st.Claim(t.Context(), "warm-up", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tries := 0

@@ -110,8 +110,8 @@ func checkCollection(path string) error {
 // Claim implements [store.Store]. It reads and, when it wins, writes the
 // key's record in one atomic round. It always reads first, so that a
 // duplicate costs one read and writes nothing.
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	return s.claims.Claim(ctx, key, lease)
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	return s.claims.Claim(ctx, key, lease, opts)
 }
 
 // Complete implements [store.Store].

@@ -130,7 +130,7 @@ func TestStrangeDocumentIsAnError(t *testing.T) {
 	if _, err := client.Collection(coll).Doc("k").Set(t.Context(), map[string]any{"state": "PENDING"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Claim(t.Context(), "k", time.Minute); err == nil || !strings.Contains(err.Error(), "PENDING") {
+	if _, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err == nil || !strings.Contains(err.Error(), "PENDING") {
 		t.Fatalf("Claim over a foreign document: %v, want an error naming the bad state", err)
 	}
 }
@@ -153,7 +153,7 @@ func TestNestedCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := st.Claim(t.Context(), "k", time.Minute); err != nil || c.Status != store.Won {
+	if c, err := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %v, %v", c.Status, err)
 	}
 	if _, err := client.Collection(path).Doc("k").Get(t.Context()); err != nil {

@@ -48,17 +48,17 @@ func TestLostCommitReplyReaffirms(t *testing.T) {
 	ctx := t.Context()
 
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
-	c, err := st.Claim(ctx, "k", time.Minute)
+	c, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won || c.Fence != now.UnixMicro() {
 		t.Fatalf("Claim after a lost create reply = %v at fence %d, %v; want Won at fence %d (re-affirmed)", c.Status, c.Fence, err, now.UnixMicro())
 	}
-	if h, err := st.Claim(ctx, "k", time.Minute); err != nil || h.Status != store.HeldByOther {
+	if h, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("another Claim = %v, %v; want HeldByOther", h.Status, err)
 	}
 
 	now = now.Add(time.Hour) // the lease lapses: the next win updates the record
 	w.SetFault(googletest.Once("Commit", googletest.LostReply))
-	d, err := st.Claim(ctx, "k", time.Minute)
+	d, err := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || d.Status != store.Won || d.Fence != now.UnixMicro() {
 		t.Fatalf("reclaim after a lost update reply = %v at fence %d, %v; want Won at fence %d (one raise, to the clock)", d.Status, d.Fence, err, now.UnixMicro())
 	}
@@ -143,7 +143,7 @@ func TestRememberedVersionStale(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "k-" + tc.name
-			c, err := st.Claim(ctx, key, time.Minute)
+			c, err := st.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v", c.Status, err)
 			}
@@ -184,7 +184,7 @@ func TestDuplicateAfterCompletionElsewhere(t *testing.T) {
 	ctx := t.Context()
 	claim := func(t *testing.T, st *firestorestore.Store, key string, want store.Status) store.Claim {
 		t.Helper()
-		c, err := st.Claim(ctx, key, time.Minute)
+		c, err := st.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 		if err != nil || c.Status != want {
 			t.Fatalf("Claim(%q) = %v, %v; want %v", key, c.Status, err, want)
 		}

@@ -41,7 +41,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		c, err := st.Claim(ctx, keys[i], time.Second)
+		c, err := st.Claim(ctx, keys[i], time.Second, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			b.Fatalf("Claim = %+v, %v; want won", c, err)
 		}
@@ -60,13 +60,13 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 	st, _, _, keys := benchStore(b)
 	ctx := context.Background()
 	for _, k := range keys {
-		c, _ := st.Claim(ctx, k, time.Second)
+		c, _ := st.Claim(ctx, k, time.Second, store.ClaimOptions{})
 		st.Complete(ctx, c)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if c, err := st.Claim(ctx, keys[i&(benchKeys-1)], time.Second); err != nil || c.Status != store.AlreadyDone {
+		if c, err := st.Claim(ctx, keys[i&(benchKeys-1)], time.Second, store.ClaimOptions{}); err != nil || c.Status != store.AlreadyDone {
 			b.Fatalf("Claim = %+v, %v; want already done", c, err)
 		}
 		i++
@@ -81,7 +81,7 @@ func BenchmarkClaimExtendRelease(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		c, err := st.Claim(ctx, keys[i&(benchKeys-1)], time.Second)
+		c, err := st.Claim(ctx, keys[i&(benchKeys-1)], time.Second, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			b.Fatalf("Claim = %+v, %v; want won", c, err)
 		}

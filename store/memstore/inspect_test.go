@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/memstore"
 )
 
@@ -17,7 +18,7 @@ func ExampleStore_Forget() {
 	st, _ := memstore.New(&memstore.Options{Now: func() time.Time { return clock }})
 	ctx := context.Background()
 
-	first, _ := st.Claim(ctx, "order-42", time.Minute)
+	first, _ := st.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	st.Complete(ctx, first)
 	r, _, _ := st.Inspect(ctx, "order-42")
 	fmt.Println(r.State, "fence", r.Fence, "completed", r.CompletedAt.Format(time.TimeOnly))
@@ -26,7 +27,7 @@ func ExampleStore_Forget() {
 	r, _, _ = st.Inspect(ctx, "order-42")
 	fmt.Println("forgotten:", forgotten, "->", r.State, "fence", r.Fence, "released", r.Released())
 
-	again, _ := st.Claim(ctx, "order-42", time.Minute)
+	again, _ := st.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	fmt.Println("next claim:", again.Status, "fence", again.Fence)
 	ok, _ := st.Complete(ctx, first)
 	fmt.Println("first holder completes:", ok)

@@ -1,27 +1,11 @@
 // Package memstore is an in-memory [store.Store] for tests, local runs and
-// single-process services.
-//
-// Its decisions are those of the Google stores (Datastore, Firestore): each
-// operation reads a key's record under the shard's lock and applies the
-// same transition functions (store/internal/record), with no skew margin,
-// since one clock decides. So the simulator and every test on memstore
-// exercise the rules those stores run; memstore adds only its concurrency,
-// a compact form of the record, and the sweep.
-//
-// Records live in a sharded map, so claims on different keys rarely contend.
-// Expired records are dropped lazily: a shard sweeps itself when it has grown
-// to twice its size after the previous sweep, which keeps memory proportional
-// to the records that are still alive (roughly message rate × (lease + ttl))
-// at an amortised constant cost per insert.
-//
-// Fences count microseconds on the store's clock (see [store.FenceAt]): a
-// record made anew after a sweep dropped its predecessor starts above every
-// fence the predecessor handed out, since a record is dropped at least a ttl
-// after its last fence was raised.
-//
-// A memstore is only as durable as its process: records vanish on restart,
-// and two processes never see each other's records. Use a shared store for
-// anything that runs more than one instance.
+// single-process services. It runs the transition functions of the Google
+// stores (store/internal/record) under a sharded lock, on one clock, so
+// every test on memstore exercises the rules those stores decide by.
+// Expired records are swept lazily, at an amortised constant cost per
+// insert. Records vanish with the process and are never shared between
+// processes: use a shared store for anything that runs more than one
+// instance. docs/stores/README.md ("memstore") has the details.
 package memstore
 
 import (
@@ -144,7 +128,7 @@ func (s *Store) shardOf(key string) *shard {
 }
 
 // Claim implements [store.Store].
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}
@@ -157,21 +141,18 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckLease(lease, s.rules.TTL); err != nil {
 		return store.Claim{}, fmt.Errorf("memstore: %w", err)
 	}
-	fp := store.Fingerprint(ctx)
-	if err := store.CheckFingerprint(fp); err != nil {
+	opts, err := opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
-		return store.Claim{}, err
-	}
+	fp := opts.Fingerprint
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
 	r, found := sh.read(key)
 	cur := orNil(&r, found)
-	c, next, write := s.rules.Claim(cur, key, func() string { return store.ClaimToken(ctx) }, fp, origin, lease, now)
+	c, next, write := s.rules.Claim(cur, key, opts.ClaimToken, fp, opts.Origin, lease, now)
 	if write {
 		if cur == nil {
 			sh.maybeSweep(now.UnixNano())

@@ -77,7 +77,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	peak := 0
 	for s := range secs {
 		for i := range perSec {
-			c, err := st.Claim(ctx, fmt.Sprintf("k-%d-%d", s, i), ttl/2)
+			c, err := st.Claim(ctx, fmt.Sprintf("k-%d-%d", s, i), ttl/2, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,18 +101,18 @@ func TestExpiredRecordsDroppedKeepFenceSafety(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	st, _ := memstore.New(&memstore.Options{TTL: time.Second, Now: clk.now})
 	ctx := context.Background()
-	old, err := st.Claim(ctx, "k", time.Second/2)
+	old, err := st.Claim(ctx, "k", time.Second/2, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(time.Hour)
 	for i := range 5000 { // enough inserts to sweep every shard
-		st.Claim(ctx, fmt.Sprint(i), time.Second/2)
+		st.Claim(ctx, fmt.Sprint(i), time.Second/2, store.ClaimOptions{})
 	}
 	if ok, _ := st.Complete(ctx, old); ok {
 		t.Fatal("Complete of an expired claim must return false")
 	}
-	again, err := st.Claim(ctx, "k", time.Second/2)
+	again, err := st.Claim(ctx, "k", time.Second/2, store.ClaimOptions{})
 	if err != nil || again.Fence <= old.Fence {
 		t.Fatalf("Claim after the sweep = fence %d, %v; want a fence above %d", again.Fence, err, old.Fence)
 	}
@@ -135,7 +135,7 @@ func BenchmarkBytesPerRecord(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		st, _ := memstore.New(nil)
 		for _, k := range keys {
-			c, _ := st.Claim(ctx, k, time.Minute)
+			c, _ := st.Claim(ctx, k, time.Minute, store.ClaimOptions{})
 			st.Complete(ctx, c)
 		}
 		runtime.GC()
@@ -153,12 +153,12 @@ func TestTimesKeepNanoseconds(t *testing.T) {
 	st, _ := memstore.New(&memstore.Options{TTL: time.Minute, Now: clk.now})
 	ctx := t.Context()
 	lease := time.Second + 7
-	c, err := st.Claim(ctx, "k", lease)
+	c, err := st.Claim(ctx, "k", lease, store.ClaimOptions{})
 	if err != nil || !c.LeaseUntil.Equal(clk.t.Add(lease)) {
 		t.Fatalf("Claim = %+v, %v; want the lease to end at %v", c, err, clk.t.Add(lease))
 	}
 	clk.t = clk.t.Add(lease - 1)
-	if got, _ := st.Claim(ctx, "k", lease); got.Status != store.HeldByOther {
+	if got, _ := st.Claim(ctx, "k", lease, store.ClaimOptions{}); got.Status != store.HeldByOther {
 		t.Fatalf("Claim a nanosecond before the lease ends = %v, want held by other", got.Status)
 	}
 	clk.t = clk.t.Add(-time.Millisecond + 3)
@@ -178,14 +178,14 @@ func TestTimesKeepNanoseconds(t *testing.T) {
 func TestFingerprintsAreCopied(t *testing.T) {
 	st, _ := memstore.New(nil)
 	fp := []byte("abc")
-	ctx := store.WithFingerprint(t.Context(), fp)
-	c, err := st.Claim(ctx, "k", time.Minute)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fp}
+	c, err := st.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || string(c.Fingerprint) != "abc" {
 		t.Fatalf("Claim = %+v, %v; want won with fingerprint abc", c, err)
 	}
 	copy(fp, "xyz")
 	c.Fingerprint[0] = 'q'
-	held, _ := st.Claim(t.Context(), "k", time.Minute)
+	held, _ := st.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 	if string(held.Fingerprint) != "abc" {
 		t.Fatalf("the record's fingerprint became %q, want abc", held.Fingerprint)
 	}
@@ -198,7 +198,7 @@ func TestFingerprintsAreCopied(t *testing.T) {
 	if r, _, _ := st.Inspect(t.Context(), "k"); string(r.Fingerprint) != "abc" {
 		t.Fatalf("the record's fingerprint became %q, want abc", r.Fingerprint)
 	}
-	if c, _ := st.Claim(t.Context(), "none", time.Minute); c.Fingerprint != nil {
+	if c, _ := st.Claim(t.Context(), "none", time.Minute, store.ClaimOptions{}); c.Fingerprint != nil {
 		t.Fatalf("a Claim without a fingerprint = %q, want nil", c.Fingerprint)
 	}
 }
@@ -206,9 +206,9 @@ func TestFingerprintsAreCopied(t *testing.T) {
 func TestLeaseMustBePositive(t *testing.T) {
 	st, _ := memstore.New(nil)
 	ctx := t.Context()
-	c, _ := st.Claim(ctx, "k", time.Minute)
+	c, _ := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	for _, lease := range []time.Duration{0, -time.Second} {
-		if _, err := st.Claim(ctx, "j", lease); err == nil {
+		if _, err := st.Claim(ctx, "j", lease, store.ClaimOptions{}); err == nil {
 			t.Errorf("Claim with lease %v succeeded, want an error", lease)
 		}
 		if _, err := st.Extend(ctx, c, lease); err == nil || errors.Is(err, store.ErrFenced) {
@@ -222,9 +222,9 @@ func TestLeaseMustBePositive(t *testing.T) {
 func TestDuplicateAllocatesNothing(t *testing.T) {
 	st, _ := memstore.New(nil)
 	ctx := context.Background()
-	c, _ := st.Claim(ctx, "k", time.Minute)
+	c, _ := st.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	st.Complete(ctx, c)
-	if n := testing.AllocsPerRun(100, func() { st.Claim(ctx, "k", time.Minute) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { st.Claim(ctx, "k", time.Minute, store.ClaimOptions{}) }); n != 0 {
 		t.Fatalf("a duplicate Claim allocates %v times, want none", n)
 	}
 }
@@ -239,7 +239,7 @@ func TestLargeShardsSweep(t *testing.T) {
 	const n = 150_000 // over 2,000 records a shard: past the first sweeps
 	for gen := range 2 {
 		for i := range n {
-			if _, err := st.Claim(ctx, fmt.Sprint(gen, "-", i), time.Second); err != nil {
+			if _, err := st.Claim(ctx, fmt.Sprint(gen, "-", i), time.Second, store.ClaimOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -259,11 +259,11 @@ func TestSweepWaitsForTheShardToDouble(t *testing.T) {
 	ctx := t.Context()
 	const n = 6_400 // about 100 a shard, far from 1,024
 	for i := range n {
-		st.Claim(ctx, fmt.Sprint("old-", i), time.Second)
+		st.Claim(ctx, fmt.Sprint("old-", i), time.Second, store.ClaimOptions{})
 	}
 	clk.t = clk.t.Add(time.Hour)
 	for i := range n {
-		st.Claim(ctx, fmt.Sprint("new-", i), time.Second)
+		st.Claim(ctx, fmt.Sprint("new-", i), time.Second, store.ClaimOptions{})
 	}
 	if got := st.Len(); got != 2*n {
 		t.Fatalf("%d records, want all %d: no shard has reached its sweep", got, 2*n)

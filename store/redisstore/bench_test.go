@@ -49,7 +49,7 @@ func benchSetupAt(b *testing.B, addr string) (idemgate, baseline message) {
 		b.Fatal(err)
 	}
 	idemgate = func(ctx context.Context, key string) error {
-		c, err := s.Claim(ctx, key, time.Minute)
+		c, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func BenchmarkFloor(b *testing.B) {
 	const keys = 1024
 	value := "D1:1795998054625:1799598054625:"
 	for i := range keys {
-		c, err := s.Claim(b.Context(), "d"+strconv.Itoa(i), time.Minute)
+		c, err := s.Claim(b.Context(), "d"+strconv.Itoa(i), time.Minute, store.ClaimOptions{})
 		if err == nil {
 			_, err = s.Complete(b.Context(), c)
 		}
@@ -135,7 +135,7 @@ func BenchmarkFloor(b *testing.B) {
 		}
 	}
 	dupIdemgate := func(ctx context.Context, i int64) error {
-		c, err := s.Claim(ctx, "d"+strconv.FormatInt(i%keys, 10), time.Minute)
+		c, err := s.Claim(ctx, "d"+strconv.FormatInt(i%keys, 10), time.Minute, store.ClaimOptions{})
 		if err == nil && c.Status != store.AlreadyDone {
 			err = fmt.Errorf("duplicate Claim = %v, want already done", c.Status)
 		}

@@ -94,14 +94,14 @@ func TestLeaseFromServerClock(t *testing.T) {
 	}
 
 	before := serverMillis(t, client)
-	c, err := s.Claim(ctx, "k", lease)
+	c, err := s.Claim(ctx, "k", lease, store.ClaimOptions{})
 	after := serverMillis(t, client)
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 	}
 	within("Won", c.LeaseUntil, before, after)
 
-	h, err := s.Claim(ctx, "k", lease)
+	h, err := s.Claim(ctx, "k", lease, store.ClaimOptions{})
 	if err != nil || h.Status != store.HeldByOther || !h.LeaseUntil.Equal(c.LeaseUntil) {
 		t.Fatalf("Claim = %+v, %v; want HeldByOther until exactly %v", h, err, c.LeaseUntil)
 	}

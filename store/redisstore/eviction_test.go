@@ -58,14 +58,14 @@ func wantEvictionError(t *testing.T, err error, addr, policy string) {
 func useStore(t *testing.T, s *redisstore.Store) {
 	t.Helper()
 	ctx := t.Context()
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 	}
 	if ok, err := s.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v; want true", ok, err)
 	}
-	if d, err := s.Claim(ctx, "k", time.Minute); err != nil || d.Status != store.AlreadyDone {
+	if d, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("second Claim = %v, %v; want AlreadyDone", d.Status, err)
 	}
 }

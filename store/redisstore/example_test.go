@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/redisstore"
 )
 
@@ -28,7 +29,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	c, err := s.Claim(ctx, "order-42", time.Minute)
+	c, err := s.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func ExampleNew() {
 	}
 	fmt.Println(done)
 
-	dup, err := s.Claim(ctx, "order-42", time.Minute)
+	dup, err := s.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

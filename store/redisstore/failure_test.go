@@ -22,10 +22,10 @@ func TestFailureLayout(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl})
-	ctx := store.WithFingerprint(store.WithOrigin(t.Context(), "push/m-101"), []byte("fp:\x00"))
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte("fp:\x00"), Origin: "push/m-101"}
 	budget := store.Failure{Reason: "timeout", MaxAttempts: 2}
 
-	a, err := s.Claim(ctx, "k", time.Minute)
+	a, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || a.Status != store.Won {
 		t.Fatalf("Claim = %+v, %v; want Won", a, err)
 	}
@@ -43,7 +43,7 @@ func TestFailureLayout(t *testing.T) {
 	}
 	first := r.firstFailure
 
-	b, err := s.Claim(ctx, "k", time.Minute)
+	b, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || b.Status != store.Won {
 		t.Fatalf("Claim of the released record = %+v, %v; want Won", b, err)
 	}
@@ -90,14 +90,14 @@ func TestDoneKeepsFailures(t *testing.T) {
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
 	ctx := t.Context()
-	a, err := s.Claim(ctx, "k", time.Minute)
+	a, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Fail(ctx, a, store.Failure{Reason: "timeout"}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Claim(ctx, "k", time.Minute)
+	b, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || b.Status != store.Won {
 		t.Fatalf("Claim of the released record = %+v, %v; want Won", b, err)
 	}

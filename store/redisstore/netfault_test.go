@@ -124,7 +124,7 @@ func newFaultFixture(t *testing.T, readTimeout time.Duration) *faultFixture {
 	t.Cleanup(func() { client.Close() })
 	f.s = newStore(t, client, &redisstore.Options{Prefix: f.prefix})
 	f.other = newStore(t, f.admin, &redisstore.Options{Prefix: f.prefix})
-	if c, err := f.s.Claim(t.Context(), "warm-up", time.Minute); err != nil || c.Status != store.Won {
+	if c, err := f.s.Claim(t.Context(), "warm-up", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 		t.Fatalf("warm-up Claim = %v, %v; want Won", c.Status, err)
 	}
 	return f
@@ -156,7 +156,7 @@ func (f *faultFixture) checkReaffirmed(t *testing.T, c store.Claim, was record) 
 	if !unchanged(t, f.admin, f.prefix+c.Key, was) {
 		t.Errorf("record after the retry = %+v, want it untouched: %+v", readRecord(t, f.admin, f.prefix+c.Key), was)
 	}
-	if o, err := f.other.Claim(t.Context(), c.Key, time.Minute); err != nil || o.Status != store.HeldByOther || o.Fence != was.fence {
+	if o, err := f.other.Claim(t.Context(), c.Key, time.Minute, store.ClaimOptions{}); err != nil || o.Status != store.HeldByOther || o.Fence != was.fence {
 		t.Errorf("another client's Claim = %v fence %d, %v; want HeldByOther at fence %d: no second owner", o.Status, o.Fence, err, was.fence)
 	}
 }
@@ -176,7 +176,7 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 	t.Run("reply-reset/go-redis-retries", func(t *testing.T) {
 		f := newFaultFixture(t, 0)
 		seen := f.clearOnRedial(f.proxy.LimitData(t, testenv.Downstream, 0), "k")
-		c, err := f.s.Claim(t.Context(), "k", time.Minute)
+		c, err := f.s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 		checkRetried(t, f, seen, c, err)
 	})
 
@@ -184,19 +184,19 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 	t.Run("reply-timed-out/go-redis-retries", func(t *testing.T) {
 		f := newFaultFixture(t, 300*time.Millisecond)
 		seen := f.clearOnRedial(f.proxy.Timeout(t, testenv.Downstream, 0), "k")
-		c, err := f.s.Claim(t.Context(), "k", time.Minute)
+		c, err := f.s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 		checkRetried(t, f, seen, c, err)
 	})
 
 	// Every attempt of go-redis loses its reply, so Claim fails; each
 	// attempt re-affirmed the first, so the fence is still the first's. The caller
-	// who fixed the token with store.WithClaimToken retries safely.
+	// who fixed the token with store.ClaimOptions.Token retries safely.
 	t.Run("reply-lost-every-attempt/caller-retries-with-token", func(t *testing.T) {
 		f := newFaultFixture(t, 0)
 		token := rand.Text()
-		tctx := store.WithClaimToken(t.Context(), token)
+		opts := store.ClaimOptions{Token: token}
 		lost := f.proxy.LimitData(t, testenv.Downstream, 0)
-		if c, err := f.s.Claim(tctx, "k", time.Minute); err == nil {
+		if c, err := f.s.Claim(t.Context(), "k", time.Minute, opts); err == nil {
 			t.Fatalf("Claim whose every reply was lost = %v, nil; want an error", c.Status)
 		}
 		rec := readRecord(t, f.admin, f.prefix+"k")
@@ -205,10 +205,10 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 		}
 		lost.Remove()
 		// Without the token, the caller's own lost claim is a stranger's.
-		if c, err := f.s.Claim(t.Context(), "k", time.Minute); err != nil || c.Status != store.HeldByOther || c.Fence != rec.fence {
+		if c, err := f.s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther || c.Fence != rec.fence {
 			t.Errorf("retry with a fresh token = %v fence %d, %v; want HeldByOther at fence %d", c.Status, c.Fence, err, rec.fence)
 		}
-		c, err := f.s.Claim(tctx, "k", time.Minute)
+		c, err := f.s.Claim(t.Context(), "k", time.Minute, opts)
 		if err != nil {
 			t.Fatalf("retry with the same token: %v", err)
 		}
@@ -224,7 +224,7 @@ func TestNetFaultLostFreeReply(t *testing.T) {
 	for _, op := range []string{"Retry", "Forget"} {
 		t.Run(op, func(t *testing.T) {
 			f := newFaultFixture(t, 0)
-			c, err := f.s.Claim(t.Context(), "k", time.Minute)
+			c, err := f.s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 			}
@@ -248,7 +248,7 @@ func TestNetFaultLostFreeReply(t *testing.T) {
 			if !ok || err != nil {
 				t.Errorf("%s retried by go-redis after its reply was lost = %v, %v; want true: this call freed the record", op, ok, err)
 			}
-			if c2, err := f.other.Claim(t.Context(), "k", time.Minute); err != nil || c2.Status != store.Won || c2.Fence <= c.Fence {
+			if c2, err := f.other.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil || c2.Status != store.Won || c2.Fence <= c.Fence {
 				t.Errorf("Claim after the %s = %v fence %d, %v; want Won above fence %d", op, c2.Status, c2.Fence, err, c.Fence)
 			}
 		})

@@ -78,7 +78,7 @@ func TestKeyNames(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			s := newStore(t, client, &redisstore.Options{Prefix: prefix, HashTag: tt.hashTag})
-			if _, err := s.Claim(ctx, tt.key, time.Minute); err != nil {
+			if _, err := s.Claim(ctx, tt.key, time.Minute, store.ClaimOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := client.Exists(ctx, prefix+tt.want).Result(); err != nil || n != 1 {
@@ -97,7 +97,7 @@ func TestDefaultPrefix(t *testing.T) {
 	}
 	key := "default-prefix-" + uniquePrefix(t)
 	t.Cleanup(func() { client.Del(context.Background(), "idemgate:"+key) }) // t.Context is done by then
-	if _, err := s.Claim(ctx, key, time.Minute); err != nil {
+	if _, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := client.Exists(ctx, "idemgate:"+key).Result(); err != nil || n != 1 {
@@ -109,19 +109,19 @@ func TestBadLease(t *testing.T) {
 	client := newClient(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: uniquePrefix(t)})
 	ctx := t.Context()
-	won, err := s.Claim(ctx, "k", time.Minute)
+	won, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, lease := range []time.Duration{0, -time.Second, time.Millisecond - 1} {
-		if c, err := s.Claim(ctx, "j", lease); err == nil {
+		if c, err := s.Claim(ctx, "j", lease, store.ClaimOptions{}); err == nil {
 			t.Errorf("Claim with lease %v = %v, nil; want an error", lease, c.Status)
 		}
 		if _, err := s.Extend(ctx, won, lease); err == nil || errors.Is(err, store.ErrFenced) {
 			t.Errorf("Extend with lease %v = %v; want an error that is not ErrFenced", lease, err)
 		}
 	}
-	if c, err := s.Claim(ctx, "j", time.Millisecond+1); err != nil || c.Status != store.Won {
+	if c, err := s.Claim(ctx, "j", time.Millisecond+1, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 		t.Errorf("Claim with a lease just over 1ms = %v, %v; want Won", c.Status, err)
 	}
 }
@@ -145,7 +145,7 @@ func TestForeignValue(t *testing.T) {
 	}
 	for _, key := range []string{"str", "hash", "cut"} {
 		c := store.Claim{Key: key, Status: store.Won, Fence: 1, Token: "t"}
-		if got, err := s.Claim(ctx, key, time.Minute); err == nil {
+		if got, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err == nil {
 			t.Errorf("Claim of a foreign %s value = %v, nil; want an error", key, got.Status)
 		}
 		if ok, err := s.Complete(ctx, c); err == nil {

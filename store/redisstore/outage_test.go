@@ -29,7 +29,7 @@ func TestServerStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	held, err := s.Claim(ctx, "held", time.Minute)
+	held, err := s.Claim(ctx, "held", time.Minute, store.ClaimOptions{})
 	if err != nil || held.Status != store.Won {
 		t.Fatalf("Claim before the outage = %v, %v; want Won", held.Status, err)
 	}
@@ -45,7 +45,7 @@ func TestServerStopped(t *testing.T) {
 	}
 	inflight := make(chan result, 1)
 	go func() {
-		c, err := s.Claim(ctx, "inflight", time.Minute)
+		c, err := s.Claim(ctx, "inflight", time.Minute, store.ClaimOptions{})
 		inflight <- result{c, err}
 	}()
 	waitParked(t, admin)
@@ -54,7 +54,7 @@ func TestServerStopped(t *testing.T) {
 		t.Errorf("Claim in flight when the server stopped = %v, nil; want an error", r.c.Status)
 	}
 
-	if c, err := s.Claim(ctx, "fresh", time.Minute); err == nil {
+	if c, err := s.Claim(ctx, "fresh", time.Minute, store.ClaimOptions{}); err == nil {
 		t.Errorf("Claim with the server down = %v, nil; want an error", c.Status)
 	}
 	if ok, err := s.Complete(ctx, held); err == nil {

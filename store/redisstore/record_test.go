@@ -79,7 +79,7 @@ func TestRecordLayout(t *testing.T) {
 			rawKey := prefix + "order-42"
 
 			before := serverMillis(t, client)
-			c, err := s.Claim(ctx, "order-42", lease)
+			c, err := s.Claim(ctx, "order-42", lease, store.ClaimOptions{})
 			after := serverMillis(t, client)
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
@@ -134,7 +134,7 @@ func TestReleaseLayout(t *testing.T) {
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
 	ctx := t.Context()
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestReleaseLayout(t *testing.T) {
 	}
 	// A retry of the released Claim with its own token must not re-affirm the
 	// abandoned claim: it reclaims with a fresh lease and a new fence.
-	again, err := s.Claim(store.WithClaimToken(ctx, c.Token), "k", time.Minute)
+	again, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{Token: c.Token})
 	if err != nil || again.Status != store.Won || again.Fence <= r.fence || !again.LeaseUntil.After(c.LeaseUntil.Add(-time.Second)) {
 		t.Errorf("Claim with the released token = %+v, %v; want Won above fence %d with a fresh lease", again, err, r.fence)
 	}
@@ -198,7 +198,7 @@ func TestExpiredRecordMadeAnewAboveItsFences(t *testing.T) {
 	ctx := t.Context()
 	var last store.Claim
 	for range 3 { // raise the fence three times
-		c, err := s.Claim(ctx, "k", 20*time.Millisecond)
+		c, err := s.Claim(ctx, "k", 20*time.Millisecond, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won || c.Fence <= last.Fence {
 			t.Fatalf("Claim = %+v, %v; want Won above fence %d", c, err, last.Fence)
 		}
@@ -207,7 +207,7 @@ func TestExpiredRecordMadeAnewAboveItsFences(t *testing.T) {
 		}
 		last = c
 	}
-	c, err := s.Claim(ctx, "k", 20*time.Millisecond)
+	c, err := s.Claim(ctx, "k", 20*time.Millisecond, store.ClaimOptions{})
 	if err != nil || c.Fence < last.Fence+2 {
 		t.Fatalf("Claim = %+v, %v; want a fence of at least %d", c, err, last.Fence+2)
 	}
@@ -224,7 +224,7 @@ func TestExpiredRecordMadeAnewAboveItsFences(t *testing.T) {
 			t.Fatal("Redis kept the record past its expiry")
 		}
 	}
-	fresh, err := s.Claim(ctx, "k", 20*time.Millisecond)
+	fresh, err := s.Claim(ctx, "k", 20*time.Millisecond, store.ClaimOptions{})
 	if err != nil || fresh.Status != store.Won || fresh.Fence <= c.Fence {
 		t.Fatalf("Claim after Redis deleted the record = %+v, %v; want Won above fence %d", fresh, err, c.Fence)
 	}
@@ -241,7 +241,7 @@ func TestExtendLayout(t *testing.T) {
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl})
 	ctx := t.Context()
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,8 +279,8 @@ func TestOriginLayout(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix, TTL: ttl})
-	ctx := store.WithOrigin(t.Context(), "push/m-101")
-	c, err := s.Claim(ctx, "k", time.Minute)
+	ctx, opts := t.Context(), store.ClaimOptions{Origin: "push/m-101"}
+	c, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || c.Status != store.Won || c.Origin != "push/m-101" {
 		t.Fatalf("Claim = %+v, %v; want Won with origin push/m-101", c, err)
 	}
@@ -306,8 +306,8 @@ func TestOriginLayout(t *testing.T) {
 
 	// With a fingerprint too, and through a Release: the origin stays, the
 	// fingerprint and the token go.
-	fctx := store.WithFingerprint(ctx, []byte("fp:\x00"))
-	f, err := s.Claim(fctx, "f", time.Minute)
+	fopts := store.ClaimOptions{Fingerprint: []byte("fp:\x00"), Origin: opts.Origin}
+	f, err := s.Claim(ctx, "f", time.Minute, fopts)
 	if err != nil || f.Status != store.Won {
 		t.Fatalf("Claim = %+v, %v; want Won", f, err)
 	}
@@ -338,7 +338,7 @@ func TestRecordsBeforeOrigins(t *testing.T) {
 		if err := client.Set(ctx, prefix+key, v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c, err := s.Claim(store.WithOrigin(ctx, "push/m-2"), key, time.Minute)
+		c, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{Origin: "push/m-2"})
 		if err != nil || c.Status != store.AlreadyDone || c.Origin != "" {
 			t.Errorf("Claim of %q = %+v, %v; want AlreadyDone with no origin", v, c, err)
 		}
@@ -350,7 +350,7 @@ func TestRecordsBeforeOrigins(t *testing.T) {
 	if err := client.Set(ctx, prefix+"lapsed", fmt.Sprintf("C7:%d:%d:tok", now-1000, now+60_000), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Claim(store.WithOrigin(ctx, "pull/m-3"), "lapsed", time.Minute)
+	c, err := s.Claim(ctx, "lapsed", time.Minute, store.ClaimOptions{Origin: "pull/m-3"})
 	if err != nil || c.Status != store.Won || c.Origin != "pull/m-3" {
 		t.Fatalf("Claim over a lapsed record = %+v, %v; want Won with origin pull/m-3", c, err)
 	}
@@ -371,10 +371,9 @@ func TestFingerprintLayout(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
-	ctx := store.WithFingerprint(t.Context(), fingerprint)
-	ctx = store.WithClaimToken(ctx, "to:ken") // the token may hold colons too
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fingerprint, Token: "to:ken"} // the token may hold colons too
 
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || c.Status != store.Won || !bytes.Equal(c.Fingerprint, fingerprint) {
 		t.Fatalf("Claim = %+v, %v; want Won with the fingerprint", c, err)
 	}
@@ -386,7 +385,7 @@ func TestFingerprintLayout(t *testing.T) {
 	if want := fmt.Sprintf("c%d:%d:%d:32:%sto:ken", c.Fence, r.leaseUntil, r.expiresAt, fingerprint); raw != want {
 		t.Errorf("claimed record = %q, want %q", raw, want)
 	}
-	again, err := s.Claim(ctx, "k", time.Minute)
+	again, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || again.Status != store.Won || again.Fence != c.Fence || !bytes.Equal(again.Fingerprint, fingerprint) {
 		t.Errorf("retried Claim = %+v, %v; want the win re-affirmed with the kept fingerprint", again, err)
 	}
@@ -407,7 +406,7 @@ func TestFingerprintLayout(t *testing.T) {
 		t.Logf("a DONE record with a %d-byte fingerprint and a %d-byte key uses %d bytes (MEMORY USAGE)", len(fingerprint), len(prefix+"k"), n)
 	}
 
-	rel, err := s.Claim(ctx, "r", time.Minute)
+	rel, err := s.Claim(ctx, "r", time.Minute, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +425,7 @@ func TestRecordsWithoutFingerprint(t *testing.T) {
 	client := newClient(t)
 	prefix := uniquePrefix(t)
 	s := newStore(t, client, &redisstore.Options{Prefix: prefix})
-	ctx := store.WithFingerprint(t.Context(), fingerprint)
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fingerprint}
 	now := serverMillis(t, client)
 	hour := time.Hour.Milliseconds()
 	for key, v := range map[string]string{
@@ -441,12 +440,12 @@ func TestRecordsWithoutFingerprint(t *testing.T) {
 	}
 
 	for key, want := range map[string]store.Status{"done": store.AlreadyDone, "held": store.HeldByOther} {
-		c, err := s.Claim(ctx, key, time.Minute)
+		c, err := s.Claim(ctx, key, time.Minute, opts)
 		if err != nil || c.Status != want || c.Fence != 3 || c.Fingerprint != nil {
 			t.Errorf("Claim of an old %s record = %+v, %v; want %v at fence 3 with no fingerprint", key, c, err, want)
 		}
 	}
-	c, err := s.Claim(ctx, "lapsed", time.Minute)
+	c, err := s.Claim(ctx, "lapsed", time.Minute, opts)
 	if err != nil || c.Status != store.Won || c.Fence <= 3 || !bytes.Equal(c.Fingerprint, fingerprint) {
 		t.Fatalf("Claim of an old lapsed record = %+v, %v; want Won above fence 3 with the fingerprint", c, err)
 	}

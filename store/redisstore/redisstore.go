@@ -147,7 +147,7 @@ func (s *Store) redisKey(key string) string {
 // Claim implements [store.Store]. The server's clock decides whether a lease
 // or a record has lapsed; one EVALSHA runs the whole decision, and carries
 // the fingerprint to keep, if any.
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
 	}
@@ -158,19 +158,15 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckLease(lease, s.ttlDur); err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	fp := store.Fingerprint(ctx)
-	if err := store.CheckFingerprint(fp); err != nil {
-		return store.Claim{}, err
-	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
+	opts, err = opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	token := store.ClaimToken(ctx)
-	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token, fp, origin).Slice()
+	token := opts.ClaimToken()
+	r, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, ms, s.ttl, s.grace, token, opts.Fingerprint, opts.Origin).Slice()
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}

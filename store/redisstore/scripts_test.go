@@ -48,21 +48,21 @@ func TestCommandCounts(t *testing.T) {
 	rec := &recorder{}
 	client.AddHook(cmdHook(rec.add))
 	s := newStore(t, client, &redisstore.Options{Prefix: uniquePrefix(t)})
-	ctx := store.WithFingerprint(t.Context(), bytes.Repeat([]byte{0xfe}, store.MaxFingerprintLen))
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: bytes.Repeat([]byte{0xfe}, store.MaxFingerprintLen)}
 
-	warm, err := s.Claim(ctx, "warm-up", time.Minute)
+	warm, err := s.Claim(ctx, "warm-up", time.Minute, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Complete(ctx, warm); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, "warm-up", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "warm-up", time.Minute, opts); err != nil {
 		t.Fatal(err)
 	}
 	rec.take()
 
-	c, err := s.Claim(ctx, "fresh", time.Minute)
+	c, err := s.Claim(ctx, "fresh", time.Minute, opts)
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 	}
@@ -73,7 +73,7 @@ func TestCommandCounts(t *testing.T) {
 		t.Errorf("a fresh message sent %v, want 2 commands: [EVALSHA EVALSHA]", got)
 	}
 
-	d, err := s.Claim(ctx, "fresh", time.Minute)
+	d, err := s.Claim(ctx, "fresh", time.Minute, opts)
 	if err != nil || d.Status != store.AlreadyDone {
 		t.Fatalf("Claim = %v, %v; want AlreadyDone", d.Status, err)
 	}
@@ -81,11 +81,11 @@ func TestCommandCounts(t *testing.T) {
 		t.Errorf("a duplicate sent %v, want 1 command: [EVALSHA]", got)
 	}
 
-	if _, err := s.Claim(ctx, "held", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "held", time.Minute, opts); err != nil {
 		t.Fatal(err)
 	}
 	rec.take()
-	h, err := s.Claim(ctx, "held", time.Minute)
+	h, err := s.Claim(ctx, "held", time.Minute, opts)
 	if err != nil || h.Status != store.HeldByOther {
 		t.Fatalf("Claim = %v, %v; want HeldByOther", h.Status, err)
 	}
@@ -99,7 +99,7 @@ func TestCommandCounts(t *testing.T) {
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("a Fail of a claim not won sent %v, want nothing", got)
 	}
-	f, err := s.Claim(ctx, "failed", time.Minute)
+	f, err := s.Claim(ctx, "failed", time.Minute, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,15 +110,15 @@ func TestCommandCounts(t *testing.T) {
 	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
 		t.Errorf("a Fail sent %v, want 1 command: [EVALSHA]", got)
 	}
-	if d, err := s.Claim(ctx, "failed", time.Minute); err != nil || d.Status != store.AlreadyFailed {
+	if d, err := s.Claim(ctx, "failed", time.Minute, opts); err != nil || d.Status != store.AlreadyFailed {
 		t.Fatalf("Claim = %v, %v; want AlreadyFailed", d.Status, err)
 	}
 	if got := rec.take(); len(got) != 1 || got[0] != "EVALSHA" {
 		t.Errorf("a duplicate of a failed key sent %v, want 1 command: [EVALSHA]", got)
 	}
 
-	long := store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1))
-	if _, err := s.Claim(long, "long", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+	long := store.ClaimOptions{Fingerprint: make([]byte, store.MaxFingerprintLen+1)}
+	if _, err := s.Claim(ctx, "long", time.Minute, long); !errors.Is(err, store.ErrInvalidFingerprint) {
 		t.Errorf("Claim with a fingerprint too long = %v, want ErrInvalidFingerprint", err)
 	}
 	if got := rec.take(); len(got) != 0 {
@@ -158,12 +158,12 @@ func TestScriptCacheFlushed(t *testing.T) {
 	}
 
 	flush()
-	a, err := s.Claim(ctx, "k", time.Minute)
+	a, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || a.Status != store.Won {
 		t.Fatalf("Claim after SCRIPT FLUSH = %v, %v; want Won", a.Status, err)
 	}
 	wantFallback("Claim")
-	if _, err := s.Claim(ctx, "k", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.take(); len(got) != 1 {
@@ -182,7 +182,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	}
 	wantFallback("Release")
 
-	b, err := s.Claim(ctx, "k", time.Minute)
+	b, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || b.Status != store.Won || b.Fence < a.Fence+2 {
 		t.Fatalf("Claim after Release = %+v, %v; want Won at fence %d or above", b, err, a.Fence+2)
 	}
@@ -192,7 +192,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	}
 	wantFallback("Complete")
 
-	d, err := s.Claim(ctx, "f", time.Minute)
+	d, err := s.Claim(ctx, "f", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,16 +214,16 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	t.Cleanup(func() { client.Close() })
 	s := newStore(t, client, nil)
-	ctx := store.WithFingerprint(t.Context(), []byte("payload"))
+	ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte("payload")}
 
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, opts)
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("fresh Claim = %+v, %v; want Won", c, err)
 	}
 	if ok, err := s.Complete(ctx, c); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v; want true", ok, err)
 	}
-	f, err := s.Claim(ctx, "f", time.Minute)
+	f, err := s.Claim(ctx, "f", time.Minute, opts)
 	if err != nil || f.Status != store.Won {
 		t.Fatalf("fresh Claim = %+v, %v; want Won", f, err)
 	}
@@ -257,11 +257,11 @@ func TestDuplicateClaimWritesNothing(t *testing.T) {
 	}
 	dirty, writes := counts()
 	for range 3 {
-		d, err := s.Claim(ctx, "k", time.Minute)
+		d, err := s.Claim(ctx, "k", time.Minute, opts)
 		if err != nil || d.Status != store.AlreadyDone || d.Fence != c.Fence || !bytes.Equal(d.Fingerprint, []byte("payload")) {
 			t.Fatalf("duplicate Claim = %+v, %v; want AlreadyDone at fence %d", d, err, c.Fence)
 		}
-		d, err = s.Claim(ctx, "f", time.Minute)
+		d, err = s.Claim(ctx, "f", time.Minute, opts)
 		if err != nil || d.Status != store.AlreadyFailed || d.Fence != f.Fence || d.Attempts != 1 || d.Reason != "bad" {
 			t.Fatalf("Claim of a FAILED key = %+v, %v; want AlreadyFailed at fence %d, 1 attempt, reason bad", d, err, f.Fence)
 		}

@@ -49,7 +49,7 @@ func benchmarkMessagesOn(b *testing.B, be backend, db *sql.DB, workers, round in
 	base := newBaseline(b, db, be.dialect)
 	prefix := rand.Text()[:10] + "-"
 	idemgate := func(ctx context.Context, i int64) error {
-		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute)
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute, store.ClaimOptions{})
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func benchmarkDuplicatesOn(b *testing.B, be backend, db *sql.DB, workers, round 
 		wg.Go(func() {
 			for i := w; i < duplicateKeys && errs[w] == nil; i += benchWorkers {
 				key := prefix + strconv.Itoa(i)
-				c, err := s.Claim(ctx, key, time.Minute)
+				c, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 				if err == nil {
 					_, err = s.Complete(ctx, c)
 				}
@@ -138,7 +138,7 @@ func benchmarkDuplicatesOn(b *testing.B, be backend, db *sql.DB, workers, round 
 		b.Fatal(err)
 	}
 	idemgate := func(ctx context.Context, i int64) error {
-		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i%duplicateKeys, 10), time.Minute)
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i%duplicateKeys, 10), time.Minute, store.ClaimOptions{})
 		if err == nil && c.Status != store.AlreadyDone {
 			err = fmt.Errorf("duplicate message: Claim = %v", c.Status)
 		}
@@ -237,7 +237,7 @@ func benchmarkCompleteTxOn(b *testing.B, db *sql.DB, workers, round int) {
 	insert := `INSERT INTO ` + ledger + ` (msg, amount) VALUES ($1, $2)`
 	prefix := rand.Text()[:10] + "-"
 	claim := func(ctx context.Context, i int64) (store.Claim, error) {
-		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute)
+		c, err := s.Claim(ctx, prefix+strconv.FormatInt(i, 10), time.Minute, store.ClaimOptions{})
 		if err == nil && c.Status != store.Won {
 			err = fmt.Errorf("fresh message: Claim = %v", c.Status)
 		}
@@ -281,7 +281,7 @@ func BenchmarkCompleteTxSQLite(b *testing.B) {
 	s := newStore(b, db, sqlstore.SQLite, nil)
 	prefix := rand.Text()[:10] + "-"
 	for i := 0; b.Loop(); i++ {
-		c, err := s.Claim(ctx, prefix+strconv.Itoa(i), time.Minute)
+		c, err := s.Claim(ctx, prefix+strconv.Itoa(i), time.Minute, store.ClaimOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

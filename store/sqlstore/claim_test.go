@@ -151,8 +151,8 @@ func TestClaimDecidesOnce(t *testing.T) {
 				clock.set(t, lapse-k)
 				token := fmt.Sprintf("contender-%d", k)
 				fp := fmt.Sprintf("contender-fp-%d", k)
-				ctx := store.WithFingerprint(store.WithClaimToken(t.Context(), token), []byte(fp))
-				c, err := s.Claim(ctx, key, time.Duration(lease)*time.Millisecond)
+				ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte(fp), Token: token}
+				c, err := s.Claim(ctx, key, time.Duration(lease)*time.Millisecond, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -272,7 +272,7 @@ func duplicateClaimWritesNothing(t *testing.T, b backend, want store.Status) {
 		}
 	}
 
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("fresh Claim = %+v, %v; want Won", c, err)
 	}
@@ -286,7 +286,7 @@ func duplicateClaimWritesNothing(t *testing.T, b backend, want store.Status) {
 	// The MySQL family: a first duplicate warms the connection (the
 	// driver's and the server's first-use work is no write, but it
 	// need not be measured).
-	if _, err := s.Claim(ctx, "k", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -305,7 +305,7 @@ func duplicateClaimWritesNothing(t *testing.T, b backend, want store.Status) {
 	}
 	before := counts()
 	claimCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	d, err := s.Claim(claimCtx, "k", time.Minute)
+	d, err := s.Claim(claimCtx, "k", time.Minute, store.ClaimOptions{})
 	cancel()
 	if err != nil || d.Status != want || d.Fence != c.Fence {
 		t.Fatalf("duplicate Claim = %+v, %v; want %v at fence %d", d, err, want, c.Fence)

@@ -42,7 +42,7 @@ func TestConcurrentClaimsOnePool(t *testing.T) {
 			s := b.store(t, b.open(t, 16), nil)
 			for round := range 4 {
 				key := fmt.Sprintf("hot-%d", round)
-				res, errs := race(64, func() (store.Claim, error) { return s.Claim(t.Context(), key, time.Minute) })
+				res, errs := race(64, func() (store.Claim, error) { return s.Claim(t.Context(), key, time.Minute, store.ClaimOptions{}) })
 				var winner *store.Claim
 				for i, c := range res {
 					if errs[i] != nil {
@@ -117,7 +117,7 @@ func TestContendedHandOver(t *testing.T) {
 			for range workers {
 				wg.Go(func() {
 					for won := 0; won < turns; {
-						c, err := s.Claim(t.Context(), "mutex", time.Minute)
+						c, err := s.Claim(t.Context(), "mutex", time.Minute, store.ClaimOptions{})
 						if err != nil {
 							t.Errorf("Claim under contention: %v", err)
 							return

@@ -137,7 +137,7 @@ func testUpgradeDoesNotStall(t *testing.T, b backend, missing string, txEnds boo
 			}
 			lat <- time.Since(began)
 			began = time.Now()
-			_, err := s.Claim(ctx, fmt.Sprintf("new-%d", i), time.Minute)
+			_, err := s.Claim(ctx, fmt.Sprintf("new-%d", i), time.Minute, store.ClaimOptions{})
 			if err != nil && !strings.Contains(err.Error(), "lacks the column") {
 				traffic <- fmt.Errorf("Claim: %w", err)
 				return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/testenv"
+	"github.com/idemgate/idemgate/store"
 	"github.com/idemgate/idemgate/store/sqlstore"
 )
 
@@ -50,7 +51,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	c, err := s.Claim(ctx, "order-42", time.Minute)
+	c, err := s.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func ExampleNew() {
 	}
 	fmt.Println(done)
 
-	dup, err := s.Claim(ctx, "order-42", time.Minute)
+	dup, err := s.Claim(ctx, "order-42", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func ExampleStore_PurgeExpired() {
 	defer done()
 	ctx := context.Background()
 	for _, key := range []string{"order-1", "order-2"} {
-		c, err := s.Claim(ctx, key, time.Millisecond)
+		c, err := s.Claim(ctx, key, time.Millisecond, store.ClaimOptions{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func ExampleStore_CompleteTx() {
 	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
-	dup, err2 := s.Claim(ctx, "payment-42", time.Minute)
+	dup, err2 := s.Claim(ctx, "payment-42", time.Minute, store.ClaimOptions{})
 	fmt.Println(err, n, dup.Status, err2)
 	// Output: <nil> 1 already_done <nil>
 }

@@ -56,7 +56,7 @@ func TestFailDecidesOnce(t *testing.T) {
 			}
 			for _, f := range []store.Failure{{Reason: "final", Final: true}, {Reason: "counted"}} {
 				key := f.Reason
-				c, err := s.Claim(t.Context(), key, time.Minute)
+				c, err := s.Claim(t.Context(), key, time.Minute, store.ClaimOptions{})
 				if err != nil || c.Status != store.Won {
 					t.Fatalf("Claim = %+v, %v; want Won", c, err)
 				}

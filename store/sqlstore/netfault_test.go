@@ -105,7 +105,7 @@ func readSQLRecord(t *testing.T, db *sql.DB, table, key string) sqlRecord {
 // committed. Neither the drivers (pgx, go-sql-driver/mysql) nor the store
 // run a statement again once it was sent (database/sql may move a
 // statement that never left to a new connection, which the proxy also
-// cuts): the Claim fails, and the caller retries. A caller that fixed the claim token with store.WithClaimToken
+// cuts): the Claim fails, and the caller retries. A caller that fixed the claim token with store.ClaimOptions.Token
 // gets its claim re-affirmed (Won, same fence, the record untouched), and
 // any other Claim meets HeldByOther: the lost reply never makes a second
 // owner.
@@ -124,14 +124,14 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 			ctx := t.Context()
 			// The one connection is open before the toxic: the first bytes
 			// it meets are the Claim's reply.
-			if c, err := s.Claim(ctx, "warm-up", time.Minute); err != nil || c.Status != store.Won {
+			if c, err := s.Claim(ctx, "warm-up", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.Won {
 				t.Fatalf("warm-up Claim = %v, %v; want Won", c.Status, err)
 			}
 
 			token := rand.Text()
-			tctx := store.WithClaimToken(ctx, token)
+			opts := store.ClaimOptions{Token: token}
 			lost := pr.proxy.LimitData(t, testenv.Downstream, 0)
-			if c, err := s.Claim(tctx, "k", time.Minute); err == nil {
+			if c, err := s.Claim(ctx, "k", time.Minute, opts); err == nil {
 				t.Fatalf("Claim whose reply was reset = %v, nil; want an error", c.Status)
 			}
 			rec := readSQLRecord(t, direct, table, "k")
@@ -141,13 +141,13 @@ func TestNetFaultLostClaimReply(t *testing.T) {
 			lost.Remove()
 
 			// Without the token, the caller's own lost claim is a stranger's.
-			if c, err := s.Claim(ctx, "k", time.Minute); err != nil || c.Status != store.HeldByOther || c.Fence != rec.fence {
+			if c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther || c.Fence != rec.fence {
 				t.Errorf("retry with a fresh token = %v fence %d, %v; want HeldByOther at fence %d", c.Status, c.Fence, err, rec.fence)
 			}
-			if o, err := other.Claim(ctx, "k", time.Minute); err != nil || o.Status != store.HeldByOther || o.Fence != rec.fence {
+			if o, err := other.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || o.Status != store.HeldByOther || o.Fence != rec.fence {
 				t.Errorf("another client's Claim = %v fence %d, %v; want HeldByOther at fence %d: no second owner", o.Status, o.Fence, err, rec.fence)
 			}
-			c, err := s.Claim(tctx, "k", time.Minute)
+			c, err := s.Claim(ctx, "k", time.Minute, opts)
 			if err != nil || c.Status != store.Won || c.Fence != rec.fence || c.Token != token {
 				t.Errorf("retry with the same token = %v fence %d token %q, %v; want Won at fence %d with token %q (re-affirm, no bump)",
 					c.Status, c.Fence, c.Token, err, rec.fence, token)

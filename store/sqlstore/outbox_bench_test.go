@@ -89,7 +89,7 @@ func BenchmarkRelayLag(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				key := fmt.Sprintf("lag-%d", i)
-				c, err := st.Claim(ctx, key, time.Minute)
+				c, err := st.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 				if err != nil || c.Status != store.Won {
 					b.Fatal(c, err)
 				}

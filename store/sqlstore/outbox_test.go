@@ -144,7 +144,7 @@ func TestOutboxSchema(t *testing.T) {
 			if ok, err := plain.TableExists(ctx); err != nil || !ok {
 				t.Fatalf("a store without Options.Outbox needs no outbox: TableExists = %v, %v", ok, err)
 			}
-			c, err := plain.Claim(ctx, "k", time.Minute)
+			c, err := plain.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,7 @@ func newObEnv(t testing.TB, b backend) *obEnv {
 func (e *obEnv) enqueue(t testing.TB, msgs ...outbox.Message) {
 	t.Helper()
 	ctx := t.Context()
-	c, err := e.st.Claim(ctx, "k-"+uniqueTable(), time.Minute)
+	c, err := e.st.Claim(ctx, "k-"+uniqueTable(), time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}

@@ -67,7 +67,7 @@ func TestClaimMeetsUncommittedInsert(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				c, err := s.Claim(ctx, "k", time.Minute)
+				c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 				done <- result{c, err}
 			}()
 			waitFor(t, db, tc.waiting, table)

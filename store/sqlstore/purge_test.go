@@ -35,19 +35,19 @@ func TestPurgeExpired(t *testing.T) {
 				}
 				return c
 			}
-			held := must(long.Claim(ctx, "held", time.Minute))
-			done := must(long.Claim(ctx, "done", time.Minute))
+			held := must(long.Claim(ctx, "held", time.Minute, store.ClaimOptions{}))
+			done := must(long.Claim(ctx, "done", time.Minute, store.ClaimOptions{}))
 			if _, err := long.Complete(ctx, done); err != nil {
 				t.Fatal(err)
 			}
-			released := must(long.Claim(ctx, "released", time.Minute))
+			released := must(long.Claim(ctx, "released", time.Minute, store.ClaimOptions{}))
 			if err := long.Release(ctx, released); err != nil {
 				t.Fatal(err)
 			}
 			const expired = 5
 			var gone [expired]store.Claim
 			for i := range expired {
-				c := must(short.Claim(ctx, fmt.Sprintf("gone-%d", i), time.Millisecond))
+				c := must(short.Claim(ctx, fmt.Sprintf("gone-%d", i), time.Millisecond, store.ClaimOptions{}))
 				gone[i] = c
 				if i%2 == 0 {
 					if _, err := short.Complete(ctx, c); err != nil {
@@ -87,7 +87,7 @@ func TestPurgeExpired(t *testing.T) {
 				{"gone-0", store.Won, gone[0].Fence + 1},    // purged: a new record, above the purged one's fences
 				{"gone-1", store.Won, gone[1].Fence + 1},
 			} {
-				c := must(long.Claim(ctx, tc.key, time.Minute))
+				c := must(long.Claim(ctx, tc.key, time.Minute, store.ClaimOptions{}))
 				if c.Status != tc.want || (c.Status == store.Won && c.Fence <= tc.fence) || (c.Status != store.Won && c.Fence != tc.fence) {
 					t.Errorf("after the purge, Claim(%s) = %v fence %d, want %v with fence %d (or above, for a win)", tc.key, c.Status, c.Fence, tc.want, tc.fence)
 				}
@@ -136,7 +136,7 @@ func TestPurgeWithTraffic(t *testing.T) {
 							if s == short {
 								key = "expiring-" + key
 							}
-							c, err := s.Claim(ctx, key, time.Millisecond)
+							c, err := s.Claim(ctx, key, time.Millisecond, store.ClaimOptions{})
 							if err == nil && c.Status == store.Won {
 								_, err = s.Complete(ctx, c)
 							}
@@ -154,7 +154,7 @@ func TestPurgeWithTraffic(t *testing.T) {
 			for w := range workers {
 				for i := range perWorker {
 					key := fmt.Sprintf("w%d-%d", w, i)
-					if c, err := long.Claim(ctx, key, time.Minute); err != nil || c.Status != store.AlreadyDone {
+					if c, err := long.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.AlreadyDone {
 						t.Fatalf("Claim(%s) after the purges = %v, %v; want AlreadyDone: a purge deleted a live record", key, c.Status, err)
 					}
 				}

@@ -145,7 +145,7 @@ func commitMessages(b *testing.B, db *sql.DB, st *sqlstore.Store, topic string, 
 	ctx := b.Context()
 	prefix := uniqueTable()
 	for first := 0; first < n; first += 100 {
-		c, err := st.Claim(ctx, fmt.Sprintf("%s-%d", prefix, first), time.Minute)
+		c, err := st.Claim(ctx, fmt.Sprintf("%s-%d", prefix, first), time.Minute, store.ClaimOptions{})
 		if err != nil || c.Status != store.Won {
 			b.Fatal(c, err)
 		}
@@ -321,7 +321,7 @@ func BenchmarkRelayLoadLag(b *testing.B) {
 				for i := w * perTx; i < n; i += perTx * producers {
 					<-tick.C
 					key := fmt.Sprintf("%s-%d", uniqueTable(), i)
-					c, err := st.Claim(ctx, key, time.Minute)
+					c, err := st.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 					if err != nil || c.Status != store.Won {
 						b.Error(c, err)
 						return

@@ -34,7 +34,7 @@ func TestCreateTable(t *testing.T) {
 				if n := spy.stmts.Load() - before; n != 1 {
 					t.Errorf("CreateTable(%s) on an existing schema ran %d statements, want 1 (the lookup)", table, n)
 				}
-				c, err := s.Claim(t.Context(), "k", time.Minute)
+				c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 				if err != nil || c.Status != store.Won {
 					t.Fatalf("Claim on %s = %v, %v; want Won", table, c.Status, err)
 				}
@@ -100,13 +100,13 @@ func TestRecordInstants(t *testing.T) {
 				}
 			}
 
-			c, err := s.Claim(ctx, "fresh", time.Minute)
+			c, err := s.Claim(ctx, "fresh", time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v", c.Status, err)
 			}
 			check("fresh claim", c)
 
-			if _, err := s.Claim(ctx, "taken", time.Millisecond); err != nil {
+			if _, err := s.Claim(ctx, "taken", time.Millisecond, store.ClaimOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			var taken store.Claim
@@ -114,7 +114,7 @@ func TestRecordInstants(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatal("the 1ms lease never lapsed")
 				}
-				if taken, err = s.Claim(ctx, "taken", time.Minute); err != nil {
+				if taken, err = s.Claim(ctx, "taken", time.Minute, store.ClaimOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -354,7 +354,7 @@ func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 	s := stores[0]
 	fpA, fpB := []byte("payload-a"), []byte("payload-b")
 
-	_, err := s.Claim(store.WithFingerprint(ctx, fpA), "new", time.Minute)
+	_, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpA})
 	if err == nil || !strings.Contains(err.Error(), "CreateTable") || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "ADD COLUMN first_failure") {
 		t.Fatalf("Claim on a table without some columns = %v; want an error naming CreateTable and the ALTER TABLE to run (%s, and ADD COLUMN first_failure)", err, missing)
 	}
@@ -380,22 +380,22 @@ func upgradeAddsColumns(t *testing.T, b backend, version int, missing string) {
 		t.Errorf("CreateTable on the upgraded table ran %d statements, want 1 (the lookup)", n)
 	}
 
-	old, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpB), "push/m-2"), "old", time.Minute)
+	old, err := s.Claim(ctx, "old", time.Minute, store.ClaimOptions{Fingerprint: fpB, Origin: "push/m-2"})
 	if err != nil || old.Status != store.AlreadyDone || old.Fence != 1 || old.Fingerprint != nil || old.Origin != "" {
 		t.Errorf("Claim of the record written before the upgrade = %+v, %v; want AlreadyDone at fence 1 with no fingerprint and no origin", old, err)
 	}
-	won, err := s.Claim(store.WithOrigin(store.WithFingerprint(ctx, fpA), "push/m-1"), "new", time.Minute)
+	won, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpA, Origin: "push/m-1"})
 	if err != nil || won.Status != store.Won || string(won.Fingerprint) != string(fpA) || won.Origin != "push/m-1" {
 		t.Fatalf("Claim after the upgrade = %+v, %v; want Won with fingerprint %q and origin push/m-1", won, err, fpA)
 	}
-	held, err := s.Claim(store.WithFingerprint(ctx, fpB), "new", time.Minute)
+	held, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{Fingerprint: fpB})
 	if err != nil || held.Status != store.HeldByOther || string(held.Fingerprint) != string(fpA) || held.Origin != "push/m-1" {
 		t.Errorf("second Claim after the upgrade = %+v, %v; want HeldByOther with the winner's fingerprint %q and origin", held, err, fpA)
 	}
 	if n, failed, err := s.Fail(ctx, won, store.Failure{Reason: "bad", Final: true}); n != 1 || !failed || err != nil {
 		t.Fatalf("Fail after the upgrade = %d, %v, %v; want 1, true", n, failed, err)
 	}
-	dup, err := s.Claim(ctx, "new", time.Minute)
+	dup, err := s.Claim(ctx, "new", time.Minute, store.ClaimOptions{})
 	if err != nil || dup.Status != store.AlreadyFailed || dup.Attempts != 1 || dup.Reason != "bad" {
 		t.Errorf("Claim of a FAILED record after the upgrade = %+v, %v; want AlreadyFailed, 1 attempt, reason bad", dup, err)
 	}
@@ -413,7 +413,7 @@ func TestMissingTableNamesCreateTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := "table " + table + " does not exist: call CreateTable"
-			if _, err := s.Claim(t.Context(), "k", time.Minute); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("Claim on a missing table = %v; want %q", err, want)
 			}
 			if _, _, err := s.Inspect(t.Context(), "k"); err == nil || !strings.Contains(err.Error(), want) {

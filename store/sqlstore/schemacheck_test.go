@@ -144,11 +144,11 @@ func TestKeyUniqueIndexAccepted(t *testing.T) {
 			if err := s.CreateTable(t.Context()); err != nil {
 				t.Fatalf("CreateTable(%s): %v", table, err)
 			}
-			c, err := s.Claim(t.Context(), "k", time.Minute)
+			c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %v, %v; want Won", c.Status, err)
 			}
-			if c, err := s.Claim(t.Context(), "k", time.Minute); err != nil || c.Status != store.HeldByOther {
+			if c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{}); err != nil || c.Status != store.HeldByOther {
 				t.Fatalf("second Claim = %v, %v; want HeldByOther", c.Status, err)
 			}
 		})

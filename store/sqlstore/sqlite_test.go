@@ -33,7 +33,7 @@ func TestSQLiteExtendBehindAnOpenTransaction(t *testing.T) {
 			if _, err := db.ExecContext(t.Context(), "CREATE TABLE "+ledger+" (msg TEXT)"); err != nil {
 				t.Fatal(err)
 			}
-			c, err := s.Claim(t.Context(), "k", time.Minute)
+			c, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 			if err != nil || c.Status != store.Won {
 				t.Fatalf("Claim = %+v, %v; want Won", c, err)
 			}

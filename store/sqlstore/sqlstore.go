@@ -126,18 +126,15 @@ func keyHash(key string) []byte {
 // database's clock (two on MySQL; see [MySQL]); a record found DONE or
 // FAILED is answered from a read that writes nothing (on SQLite a
 // statement of its own, before the upsert).
-func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Claim{}, err
 	}
-	fp := store.Fingerprint(ctx)
-	if err := store.CheckFingerprint(fp); err != nil {
+	opts, err := opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
-		return store.Claim{}, err
-	}
+	fp, origin := opts.Fingerprint, opts.Origin
 	ms, err := leaseMillis(lease)
 	if err != nil {
 		return store.Claim{}, err
@@ -150,7 +147,7 @@ func (s *Store) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	}
 	// One token for every attempt: an attempt that committed but lost its
 	// answer is re-affirmed by the next one, not taken for another holder.
-	token := store.ClaimToken(ctx)
+	token := opts.ClaimToken()
 	hash := keyHash(key)
 	var fpArg, originArg any // NULL for none
 	if fp != nil {

@@ -180,7 +180,7 @@ func TestShortLeaseRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(t.Context(), "k", time.Microsecond); err == nil {
+	if _, err := s.Claim(t.Context(), "k", time.Microsecond, store.ClaimOptions{}); err == nil {
 		t.Error("Claim with a lease under 1ms must fail")
 	}
 	if _, err := s.Extend(t.Context(), store.Claim{Key: "k", Status: store.Won, Fence: 1}, 0); err == nil {
@@ -197,8 +197,8 @@ func TestLongFingerprintRejectedWithoutIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := store.WithFingerprint(t.Context(), make([]byte, store.MaxFingerprintLen+1))
-		if _, err := s.Claim(ctx, "k", time.Minute); !errors.Is(err, store.ErrInvalidFingerprint) {
+		ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: make([]byte, store.MaxFingerprintLen+1)}
+		if _, err := s.Claim(ctx, "k", time.Minute, opts); !errors.Is(err, store.ErrInvalidFingerprint) {
 			t.Errorf("%v: Claim with a %d-byte fingerprint = %v, want store.ErrInvalidFingerprint", d, store.MaxFingerprintLen+1, err)
 		}
 	}

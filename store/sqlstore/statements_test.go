@@ -25,7 +25,7 @@ func TestStatementsPerMessage(t *testing.T) {
 			t.Parallel()
 			spy := &spyConnector{Connector: b.connector(t)}
 			s := b.store(t, openDB(t, spy, 1), nil)
-			ctx := store.WithFingerprint(t.Context(), []byte("payload"))
+			ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: []byte("payload")}
 			// claimStmts is a Claim's count, dupStmts a duplicate's.
 			claimStmts, dupStmts := int64(1), int64(1)
 			switch b.dialect {
@@ -36,7 +36,7 @@ func TestStatementsPerMessage(t *testing.T) {
 			}
 			// Warm up: pgx prepares each statement on its first use on a
 			// connection, which is not what this test measures.
-			c, err := s.Claim(ctx, "warm-up", time.Minute)
+			c, err := s.Claim(ctx, "warm-up", time.Minute, opts)
 			if err == nil {
 				_, err = s.Complete(ctx, c)
 			}
@@ -57,7 +57,7 @@ func TestStatementsPerMessage(t *testing.T) {
 				}
 			}
 			count("fresh message", claimStmts+1, func() error {
-				c, err := s.Claim(ctx, "m1", time.Minute)
+				c, err := s.Claim(ctx, "m1", time.Minute, opts)
 				if err != nil {
 					return err
 				}
@@ -68,18 +68,18 @@ func TestStatementsPerMessage(t *testing.T) {
 				return err
 			})
 			count("duplicate message", dupStmts, func() error {
-				c, err := s.Claim(ctx, "m1", time.Minute)
+				c, err := s.Claim(ctx, "m1", time.Minute, opts)
 				if err == nil && c.Status != store.AlreadyDone {
 					err = errors.New("duplicate Claim did not report AlreadyDone")
 				}
 				return err
 			})
-			held, err := s.Claim(ctx, "m2", time.Minute)
+			held, err := s.Claim(ctx, "m2", time.Minute, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			count("claim of a held key", claimStmts, func() error {
-				c, err := s.Claim(ctx, "m2", time.Minute)
+				c, err := s.Claim(ctx, "m2", time.Minute, opts)
 				if err == nil && c.Status != store.HeldByOther {
 					err = errors.New("Claim of a held key did not report HeldByOther")
 				}
@@ -88,7 +88,7 @@ func TestStatementsPerMessage(t *testing.T) {
 			count("extend", 1, func() error { _, err := s.Extend(ctx, held, time.Minute); return err })
 			count("release", 1, func() error { return s.Release(ctx, held) })
 			count("failed message", claimStmts+1, func() error {
-				c, err := s.Claim(ctx, "m3", time.Minute)
+				c, err := s.Claim(ctx, "m3", time.Minute, opts)
 				if err != nil {
 					return err
 				}
@@ -96,7 +96,7 @@ func TestStatementsPerMessage(t *testing.T) {
 				return err
 			})
 			count("claim of a FAILED key", dupStmts, func() error {
-				c, err := s.Claim(ctx, "m3", time.Minute)
+				c, err := s.Claim(ctx, "m3", time.Minute, opts)
 				if err == nil && (c.Status != store.AlreadyFailed || c.Attempts != 1 || c.Reason != "bad") {
 					err = fmt.Errorf("Claim of a FAILED key = %+v, want AlreadyFailed with 1 attempt and its reason", c)
 				}
@@ -118,23 +118,23 @@ func TestLostClaimReplyReaffirms(t *testing.T) {
 			spy := &spyConnector{Connector: b.connector(t)}
 			s := newStore(t, openDB(t, spy, 2), b.dialect, nil)
 			fp := []byte("payload")
-			ctx := store.WithFingerprint(store.WithClaimToken(t.Context(), "t"), fp)
+			ctx, opts := t.Context(), store.ClaimOptions{Fingerprint: fp, Token: "t"}
 
 			spy.loseNext.Store(true)
-			if _, err := s.Claim(ctx, "k", time.Minute); !errors.Is(err, errLostReply) {
+			if _, err := s.Claim(ctx, "k", time.Minute, opts); !errors.Is(err, errLostReply) {
 				t.Fatalf("Claim whose reply was lost = %v, want the lost-reply error", err)
 			}
-			a, err := s.Claim(ctx, "k", time.Minute)
+			a, err := s.Claim(ctx, "k", time.Minute, opts)
 			if err != nil || a.Status != store.Won || a.Fence <= 0 || a.Token != "t" || string(a.Fingerprint) != string(fp) {
 				t.Fatalf("retried Claim = %+v, %v; want Won with token t and fingerprint %q (re-affirm)", a, err, fp)
 			}
 			// A retry that carries another fingerprint re-affirms the claim
 			// and reports the one the record kept.
-			b, err := s.Claim(store.WithFingerprint(ctx, []byte("other")), "k", time.Minute)
+			b, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{Fingerprint: []byte("other"), Token: opts.Token})
 			if err != nil || b.Status != store.Won || b.Fence != a.Fence || !b.LeaseUntil.Equal(a.LeaseUntil) || string(b.Fingerprint) != string(fp) {
 				t.Fatalf("second retry = %+v, %v; want the same claim %+v", b, err, a)
 			}
-			other, err := s.Claim(t.Context(), "k", time.Minute)
+			other, err := s.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{})
 			if err != nil || other.Status != store.HeldByOther || other.Fence != a.Fence || string(other.Fingerprint) != string(fp) {
 				t.Fatalf("Claim with another token = %+v, %v; want HeldByOther at fence %d with fingerprint %q", other, err, a.Fence, fp)
 			}

@@ -26,7 +26,7 @@ func TestCompleteTxOnAnotherDatabase(t *testing.T) {
 	ctx := testenv.Context(t)
 	s := newStore(t, sqliteBackend.open(t, 1), sqlstore.SQLite, nil)
 	other := sqliteBackend.open(t, 1) // another file, without the table
-	c, err := s.Claim(ctx, "k", time.Minute)
+	c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestCompleteTxOnAnotherDatabase(t *testing.T) {
 	if err == nil || errors.Is(err, store.ErrFenced) || !strings.Contains(err.Error(), "no such table") {
 		t.Fatalf("CompleteTx in a transaction on another database = %v, want the database's \"no such table\" error, not ErrFenced", err)
 	}
-	if got, err := s.Claim(ctx, "k", time.Minute); err != nil || got.Status != store.HeldByOther {
+	if got, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || got.Status != store.HeldByOther {
 		t.Fatalf("Claim after CompleteTx on another database = %v, %v; want held_by_other: nothing may be completed", got.Status, err)
 	}
 	if ok, err := s.Complete(ctx, c); !ok || err != nil {
@@ -88,7 +88,7 @@ func TestCompleteTxFoundRows(t *testing.T) {
 			ctx := testenv.Context(t)
 			db := b.open(t, 2)
 			s := b.store(t, db, nil)
-			c, err := s.Claim(ctx, "k", time.Minute)
+			c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestCompleteTxSnapshotBeforeClaim(t *testing.T) {
 					ctx := testenv.Context(t)
 					key := api + iso.String() + record
 					if record == "taken-over" {
-						old, err := s.Claim(ctx, key, time.Minute)
+						old, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -186,7 +186,7 @@ func TestCompleteTxSnapshotBeforeClaim(t *testing.T) {
 						}
 					}
 					complete, rollback := begin[api](ctx, t, iso)
-					c, err := s.Claim(ctx, key, time.Minute) // after the snapshot
+					c, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{}) // after the snapshot
 					if err != nil || c.Status != store.Won {
 						t.Fatalf("Claim = %v, %v; want won", c.Status, err)
 					}
@@ -196,7 +196,7 @@ func TestCompleteTxSnapshotBeforeClaim(t *testing.T) {
 						t.Fatalf("CompleteTx in a transaction whose snapshot predates the claim = %v; want an error, not ErrFenced: the claim still owns its record", err)
 					}
 					t.Logf("CompleteTx = %v", err)
-					if got, err := s.Claim(ctx, key, time.Minute); err != nil || got.Status != store.HeldByOther {
+					if got, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{}); err != nil || got.Status != store.HeldByOther {
 						t.Fatalf("Claim after the refused CompleteTx = %v, %v; want held_by_other", got.Status, err)
 					}
 					if ok, err := s.Complete(ctx, c); !ok || err != nil {
@@ -220,7 +220,7 @@ func TestCompleteTxSQLiteOtherHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"m1", "m2", "m3"} {
-		cl, err := s.Claim(ctx, key, time.Minute)
+		cl, err := s.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 		if err != nil || cl.Status != store.Won {
 			t.Fatalf("Claim(%s) = %v, %v; want won", key, cl.Status, err)
 		}
@@ -258,7 +258,7 @@ func TestCompleteTxRunTwiceBooksOnce(t *testing.T) {
 			if b.dialect == sqlstore.PostgreSQL {
 				insert = "INSERT INTO " + ledger + " (msg) VALUES ($1)"
 			}
-			c, err := s.Claim(ctx, "payment", time.Minute)
+			c, err := s.Claim(ctx, "payment", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +290,7 @@ func TestCompleteTxEntersBeforeItSends(t *testing.T) {
 			spy := &spyConnector{Connector: b.connector(t)}
 			db := openDB(t, spy, 1)
 			s := b.store(t, db, nil)
-			c, err := s.Claim(ctx, "k", time.Minute)
+			c, err := s.Claim(ctx, "k", time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

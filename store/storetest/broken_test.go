@@ -103,7 +103,7 @@ func (s *model) key(k string) string {
 	return k
 }
 
-func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (s *model) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := ctx.Err(); err != nil && !s.bugs.ignoresContext {
 		if s.bugs.namesKeyCut {
 			return store.Claim{}, fmt.Errorf("model: claim %.40q: %w", key, err)
@@ -116,12 +116,15 @@ func (s *model) Claim(ctx context.Context, key string, lease time.Duration) (sto
 	if err := store.CheckLease(lease, s.ttl); err != nil && !s.bugs.acceptsLongLease {
 		return store.Claim{}, err
 	}
-	token := store.ClaimToken(ctx)
-	fp := store.Fingerprint(ctx)
+	token := opts.ClaimToken()
+	fp := opts.Fingerprint
+	if len(fp) == 0 {
+		fp = nil
+	}
 	if err := store.CheckFingerprint(fp); err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
+	origin := opts.Origin
 	if err := store.CheckOrigin(origin); err != nil && !s.bugs.acceptsBadOrigin {
 		return store.Claim{}, err
 	}
@@ -527,8 +530,8 @@ func (s *model) forget(key string) bool {
 // noExtend hides Extend.
 type noExtend struct{ s *model }
 
-func (n noExtend) Claim(ctx context.Context, k string, l time.Duration) (store.Claim, error) {
-	return n.s.Claim(ctx, k, l)
+func (n noExtend) Claim(ctx context.Context, k string, l time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	return n.s.Claim(ctx, k, l, opts)
 }
 func (n noExtend) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	return n.s.Complete(ctx, c)

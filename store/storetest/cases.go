@@ -135,7 +135,7 @@ func concurrentClaims(e *env) error {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			res[i], errs[i] = e.s.Claim(e.ctx, "hot", long)
+			res[i], errs[i] = e.s.Claim(e.ctx, "hot", long, store.ClaimOptions{})
 		})
 	}
 	close(start)
@@ -322,15 +322,15 @@ func ttlExpiryReclaims(e *env) error {
 }
 
 func retriedClaimReaffirms(e *env) error {
-	ctx := store.WithClaimToken(e.ctx, "retry-token-1")
-	a, err := e.s.Claim(ctx, "k", long)
+	opts := store.ClaimOptions{Token: "retry-token-1"}
+	a, err := e.s.Claim(e.ctx, "k", long, opts)
 	if err != nil || a.Status != store.Won {
 		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
 	}
 	if a.Token != "retry-token-1" {
-		return violated("Claim Token = %q, want the one from WithClaimToken", a.Token)
+		return violated("Claim Token = %q, want the one from ClaimOptions.Token", a.Token)
 	}
-	b, err := e.s.Claim(ctx, "k", long)
+	b, err := e.s.Claim(e.ctx, "k", long, opts)
 	if err != nil || b.Status != store.Won || b.Fence != a.Fence {
 		return fmt.Errorf("a retried Claim with the same token = %v fence %d, %v; want Won with the same fence %d (re-affirm)", b.Status, b.Fence, err, a.Fence)
 	}
@@ -343,12 +343,12 @@ func retriedClaimReaffirms(e *env) error {
 		return err
 	}
 	e.pass(e.tick)
-	ctx2 := store.WithClaimToken(e.ctx, "retry-token-2")
-	d1, err := e.s.Claim(ctx2, "j", long)
+	opts2 := store.ClaimOptions{Token: "retry-token-2"}
+	d1, err := e.s.Claim(e.ctx, "j", long, opts2)
 	if err != nil || d1.Status != store.Won || d1.Fence <= c.Fence {
 		return fmt.Errorf("reclaim = %v fence %d, %v; want Won with a fence above %d", d1.Status, d1.Fence, err, c.Fence)
 	}
-	d2, err := e.s.Claim(ctx2, "j", long)
+	d2, err := e.s.Claim(e.ctx, "j", long, opts2)
 	if err != nil || d2.Status != store.Won || d2.Fence != d1.Fence {
 		return fmt.Errorf("a retried reclaim = %v fence %d, %v; want Won with the same fence %d (no double bump)", d2.Status, d2.Fence, err, d1.Fence)
 	}
@@ -359,15 +359,15 @@ func retriedClaimReaffirms(e *env) error {
 // claim must win anew (the release abandoned that claim), never re-affirm it
 // with the lapsed lease the release left behind.
 func releasedTokenNotReaffirmed(e *env) error {
-	ctx := store.WithClaimToken(e.ctx, "released-token")
-	a, err := e.s.Claim(ctx, "k", long)
+	opts := store.ClaimOptions{Token: "released-token"}
+	a, err := e.s.Claim(e.ctx, "k", long, opts)
 	if err != nil || a.Status != store.Won {
 		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
 	}
 	if err := e.release(a, "Release by the holder"); err != nil {
 		return err
 	}
-	b, err := e.s.Claim(ctx, "k", long)
+	b, err := e.s.Claim(e.ctx, "k", long, opts)
 	if err != nil || b.Status != store.Won {
 		return violated("Claim reusing a released token = %v, %v; want Won", b.Status, err)
 	}
@@ -515,7 +515,7 @@ func unusualKeysDistinct(e *env) error {
 
 func invalidKeys(e *env) error {
 	for _, k := range []string{"", "nul\x00byte", "\xff\xfe not utf-8"} {
-		if _, err := e.s.Claim(e.ctx, k, long); !errors.Is(err, store.ErrInvalidKey) {
+		if _, err := e.s.Claim(e.ctx, k, long, store.ClaimOptions{}); !errors.Is(err, store.ErrInvalidKey) {
 			return violated("Claim(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
 		}
 	}
@@ -525,7 +525,7 @@ func invalidKeys(e *env) error {
 func cancelledContext(e *env) error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
-	c, err := e.s.Claim(ctx, "k", long)
+	c, err := e.s.Claim(ctx, "k", long, store.ClaimOptions{})
 	if !errors.Is(err, context.Canceled) {
 		return violated("Claim with a cancelled context = %v, %v; want an error wrapping context.Canceled", c.Status, err)
 	}

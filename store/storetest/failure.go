@@ -165,15 +165,14 @@ func failFinal(e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx := store.WithOrigin(store.WithFingerprint(e.ctx, []byte("fp-1")), "push/m-1")
-	c, err := e.claimCtx(ctx, "k", long, store.Won, "first Claim must win")
+	c, err := e.claimWith(store.ClaimOptions{Fingerprint: []byte("fp-1"), Origin: "push/m-1"}, "k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := e.fail(f, c, store.Failure{Reason: "malformed order", Final: true, MaxAttempts: 5}, 1, true, "a final failure"); err != nil {
 		return err
 	}
-	got, err := e.claimCtx(store.WithOrigin(e.ctx, "push/m-2"), "k", long, store.AlreadyFailed, "a Claim of a FAILED record")
+	got, err := e.claimWith(store.ClaimOptions{Origin: "push/m-2"}, "k", long, store.AlreadyFailed, "a Claim of a FAILED record")
 	if err != nil {
 		return err
 	}

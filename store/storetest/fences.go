@@ -95,7 +95,7 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 // with an error wrapping store.ErrLeaseTooLong, and writes nothing.
 func leaseTooLong(e *env) error {
 	for _, lease := range []time.Duration{e.tick, 2 * e.tick} {
-		if c, err := e.s.Claim(e.ctx, "k", lease); !errors.Is(err, store.ErrLeaseTooLong) {
+		if c, err := e.s.Claim(e.ctx, "k", lease, store.ClaimOptions{}); !errors.Is(err, store.ErrLeaseTooLong) {
 			return violated("Claim with lease %v on a store whose ttl is %v = %v, %v; want an error wrapping store.ErrLeaseTooLong", lease, e.tick, c.Status, err)
 		}
 	}

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 
 	"github.com/idemgate/idemgate/store"
@@ -14,7 +13,7 @@ import (
 func fingerprintRules(e *env) error {
 	fpA := bytes.Repeat([]byte{0xa1}, store.MaxFingerprintLen)
 	fpB := []byte("payload-b")
-	with := func(fp []byte) context.Context { return store.WithFingerprint(e.ctx, fp) }
+	with := func(fp []byte) store.ClaimOptions { return store.ClaimOptions{Fingerprint: fp} }
 	same := func(got store.Claim, want []byte, rule string) error {
 		if !bytes.Equal(got.Fingerprint, want) {
 			return violated("%s: Fingerprint = %x, want %x", rule, got.Fingerprint, want)
@@ -22,14 +21,14 @@ func fingerprintRules(e *env) error {
 		return nil
 	}
 
-	a, err := e.claimCtx(with(fpA), "k", e.tick, store.Won, "first Claim must win")
+	a, err := e.claimWith(with(fpA), "k", e.tick, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := same(a, fpA, "Won must return the fingerprint it kept"); err != nil {
 		return err
 	}
-	held, err := e.claimCtx(with(fpB), "k", long, store.HeldByOther, "the key is held")
+	held, err := e.claimWith(with(fpB), "k", long, store.HeldByOther, "the key is held")
 	if err != nil {
 		return err
 	}
@@ -52,7 +51,7 @@ func fingerprintRules(e *env) error {
 	if err := e.complete(a, true, "the holder completes"); err != nil {
 		return err
 	}
-	d, err := e.claimCtx(with(fpB), "k", long, store.AlreadyDone, "the key is done")
+	d, err := e.claimWith(with(fpB), "k", long, store.AlreadyDone, "the key is done")
 	if err != nil {
 		return err
 	}
@@ -61,11 +60,11 @@ func fingerprintRules(e *env) error {
 	}
 
 	// A takeover of a lapsed claim keeps the new winner's fingerprint.
-	if _, err := e.claimCtx(with(fpA), "t", e.tick, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWith(with(fpA), "t", e.tick, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	e.pass(e.tick)
-	b, err := e.claimCtx(with(fpB), "t", long, store.Won, "Claim after lapse must win")
+	b, err := e.claimWith(with(fpB), "t", long, store.Won, "Claim after lapse must win")
 	if err != nil {
 		return err
 	}
@@ -80,7 +79,7 @@ func fingerprintRules(e *env) error {
 	}
 
 	// Release clears it: the next winner without one keeps none.
-	r, err := e.claimCtx(with(fpA), "r", long, store.Won, "first Claim must win")
+	r, err := e.claimWith(with(fpA), "r", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -94,7 +93,7 @@ func fingerprintRules(e *env) error {
 	if err := same(r2, nil, "a Claim without a fingerprint after Release"); err != nil {
 		return err
 	}
-	if held, err = e.claimCtx(with(fpB), "r", long, store.HeldByOther, "the key is held"); err != nil {
+	if held, err = e.claimWith(with(fpB), "r", long, store.HeldByOther, "the key is held"); err != nil {
 		return err
 	}
 	if err := same(held, nil, "Release must clear the fingerprint, and a Claim without one keep none"); err != nil {
@@ -106,7 +105,7 @@ func fingerprintRules(e *env) error {
 	if !ok {
 		return violated("%T does not implement store.Inspector", e.s)
 	}
-	if _, err := e.claimCtx(with(fpA), "i", long, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWith(with(fpA), "i", long, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	for _, step := range []struct {
@@ -129,7 +128,7 @@ func fingerprintRules(e *env) error {
 	}
 
 	// Too long: refused before anything is written.
-	if _, err := e.s.Claim(with(make([]byte, store.MaxFingerprintLen+1)), "long", long); !errors.Is(err, store.ErrInvalidFingerprint) {
+	if _, err := e.s.Claim(e.ctx, "long", long, with(make([]byte, store.MaxFingerprintLen+1))); !errors.Is(err, store.ErrInvalidFingerprint) {
 		return violated("Claim with a %d-byte fingerprint = %v, want an error matching store.ErrInvalidFingerprint", store.MaxFingerprintLen+1, err)
 	}
 	_, err = e.claim("long", long, store.Won, "a refused fingerprint must not create the record")

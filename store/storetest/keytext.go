@@ -53,7 +53,7 @@ func keysInErrors(e *env) error {
 	var errs []call
 	note := func(op string, err error) { errs = append(errs, call{op, err}) }
 
-	_, err := e.s.Claim(cancelled, key, long)
+	_, err := e.s.Claim(cancelled, key, long, store.ClaimOptions{})
 	note("Claim with a cancelled context", err)
 	a, err := e.claim(key, long, store.Won, "first Claim must win")
 	if err != nil {

@@ -190,9 +190,9 @@ func leaseEdgeTakeovers(e *env) error {
 // edgeClaim makes one Claim with a fresh token, checks its answer against
 // what earlier calls saw, and retries it once with the same token.
 func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
-	ctx := store.WithClaimToken(e.ctx, token)
+	opts := store.ClaimOptions{Token: token}
 	floor := k.seen.Load()
-	c, err := e.s.Claim(ctx, k.name, lease)
+	c, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
 		return nil
@@ -223,7 +223,7 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 	// A retry with the winner's token: it re-affirms the claim as it was
 	// won, unless another Claim has taken the key over since.
 	floor = k.seen.Load()
-	r, err := e.s.Claim(ctx, k.name, lease)
+	r, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
 		return nil

@@ -260,13 +260,9 @@ func (c *linClient) replay(cl store.Claim) error {
 // record it. A failed call is not recorded: the run stops with its error.
 
 func (c *linClient) claim(key, token string) (store.Claim, error) {
-	ctx := c.d.e.ctx
-	if token != "" {
-		ctx = store.WithClaimToken(ctx, token)
-	}
 	in := linCall{op: opClaim, key: key, token: token}
 	start := c.d.rec.now()
-	got, err := c.d.e.s.Claim(ctx, key, long)
+	got, err := c.d.e.s.Claim(c.d.e.ctx, key, long, store.ClaimOptions{Token: token})
 	if err != nil {
 		return got, c.failed(in, err)
 	}

@@ -17,9 +17,9 @@ type counting struct {
 	calls atomic.Int64
 }
 
-func (c *counting) Claim(ctx context.Context, k string, l time.Duration) (store.Claim, error) {
+func (c *counting) Claim(ctx context.Context, k string, l time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	c.calls.Add(1)
-	return c.model.Claim(ctx, k, l)
+	return c.model.Claim(ctx, k, l, opts)
 }
 
 func (c *counting) Complete(ctx context.Context, cl store.Claim) (bool, error) {

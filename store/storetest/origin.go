@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// originRules checks the origin a record keeps (see store.WithOrigin): kept
+// originRules checks the origin a record keeps (see store.ClaimOptions): kept
 // at Won, through Extend and Complete; returned to AlreadyDone and
 // HeldByOther as the winner's; shown by Inspect with the completion
 // instant; replaced by a takeover; kept by Release and Forget as the last
@@ -27,7 +26,7 @@ func originRules(e *env) error {
 	// The longest origin, of multi-byte characters, must come back whole.
 	longest := "pull/" + strings.Repeat("é", (store.MaxOriginLen-len("pull/"))/2)
 	longest += strings.Repeat("x", store.MaxOriginLen-len(longest))
-	from := func(o string) context.Context { return store.WithOrigin(e.ctx, o) }
+	from := func(o string) store.ClaimOptions { return store.ClaimOptions{Origin: o} }
 	is := func(got, want, rule string) error {
 		if got != want {
 			return violated("%s: Origin = %q, want %q", rule, got, want)
@@ -38,14 +37,14 @@ func originRules(e *env) error {
 		return e.inspect(in, key, true, "Inspect of a live record must find it")
 	}
 
-	a, err := e.claimCtx(from(longest), "k", long, store.Won, "first Claim must win")
+	a, err := e.claimWith(from(longest), "k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := is(a.Origin, longest, "Won must return the origin it kept"); err != nil {
 		return err
 	}
-	held, err := e.claimCtx(from("push/m-102"), "k", long, store.HeldByOther, "the key is held")
+	held, err := e.claimWith(from("push/m-102"), "k", long, store.HeldByOther, "the key is held")
 	if err != nil {
 		return err
 	}
@@ -67,7 +66,7 @@ func originRules(e *env) error {
 	if err := e.complete(a, true, "the holder completes"); err != nil {
 		return err
 	}
-	d, err := e.claimCtx(from("push/m-103"), "k", long, store.AlreadyDone, "the key is done")
+	d, err := e.claimWith(from("push/m-103"), "k", long, store.AlreadyDone, "the key is done")
 	if err != nil {
 		return err
 	}
@@ -89,15 +88,15 @@ func originRules(e *env) error {
 
 	// A takeover of a lapsed claim keeps the new winner's origin; a Release
 	// keeps the last holder's, until a Claim without one wins: none.
-	if _, err := e.claimCtx(from("push/m-1"), "t", e.tick, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWith(from("push/m-1"), "t", e.tick, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	e.pass(e.tick)
-	b, err := e.claimCtx(from("push/m-2"), "t", long, store.Won, "Claim after lapse must win")
+	b, err := e.claimWith(from("push/m-2"), "t", long, store.Won, "Claim after lapse must win")
 	if err != nil {
 		return err
 	}
-	if held, err = e.claimCtx(from("push/m-3"), "t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
+	if held, err = e.claimWith(from("push/m-3"), "t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
 		return err
 	}
 	if err := is(held.Origin, "push/m-2", "HeldByOther after a takeover must name the new winner"); err != nil {
@@ -119,7 +118,7 @@ func originRules(e *env) error {
 	if err := is(c.Origin, "", "a Claim without an origin"); err != nil {
 		return err
 	}
-	if held, err = e.claimCtx(from("push/m-4"), "t", long, store.HeldByOther, "the key is held"); err != nil {
+	if held, err = e.claimWith(from("push/m-4"), "t", long, store.HeldByOther, "the key is held"); err != nil {
 		return err
 	}
 	if err := is(held.Origin, "", "a Claim without an origin must keep none, not the released holder's"); err != nil {
@@ -139,7 +138,7 @@ func originRules(e *env) error {
 
 	// Refused: too long, or not one printable line; nothing is written.
 	for _, bad := range []string{longest + "x", "push/\n", "push/\xff"} {
-		if _, err := e.s.Claim(from(bad), "bad", long); !errors.Is(err, store.ErrInvalidOrigin) {
+		if _, err := e.s.Claim(e.ctx, "bad", long, from(bad)); !errors.Is(err, store.ErrInvalidOrigin) {
 			return violated("Claim with the origin %.20q… (%d bytes) = %v, want an error matching store.ErrInvalidOrigin", bad, len(bad), err)
 		}
 	}

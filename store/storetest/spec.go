@@ -38,7 +38,7 @@ type linCall struct {
 	op  opKind
 	key string
 	// token is the Claim's token when the caller fixed it with
-	// store.WithClaimToken, and "" when the store chose a fresh one (which
+	// store.ClaimOptions.Token, and "" when the store chose a fresh one (which
 	// matches no record).
 	token string
 	// fence is the fence of the claim passed to Complete, Release, Extend

@@ -13,73 +13,17 @@
 //		})
 //	}
 //
-// The suite checks every row of the transition table in the [store] package
-// documentation plus the hard cases around it: racing claims, crashed
-// holders, zombies, late completes, ttl expiry, retried claims, unusual keys
-// and cancelled contexts. Stores on a server clock cannot follow a fake
-// clock; for them set RealClock and the suite waits for short real leases
-// (Config.Tick) to pass instead.
-//
-// The LeaseEdgeTakeovers case races Claims on keys whose holders never
-// complete, with leases so short that each lapses while other Claims are in
-// flight (Config.EdgeLease on a real clock; on a fake one the clock steps
-// on every reading). It checks that every takeover is decided once, on one
-// clock reading that every field of the record follows: no two winners
-// share a fence, fences only rise, a HeldByOther reports the lease of the
-// claim that won its fence, a takeover's lease starts no earlier than the
-// lease it replaced ended, and a holder taken over is fenced out.
-//
-// The Linearizable case then checks the rules together under concurrency:
-// several clients call Claim, Complete, Release and Extend (and Fail and
-// Retry, on a store.Failer) on a few hot keys at once, and the recorded
-// history must be linearizable against the
-// transition table (checked with [porcupine]). It uses hour-long leases, so
-// it needs no clock and runs alike on fake and real clocks. It records up to
-// Config.LinearizabilityOps calls and starts none after two seconds. A
-// failure names the key, lists its calls and writes porcupine's
-// visualization to a temporary file.
-//
-// The Inspect and Forget cases require store.Inspector of every store, as
-// the Extend cases require store.Extender: Inspect reports each state with
-// its fields and an expired record as absent, and Forget frees a claimed or
-// done key at once with a higher fence, fencing out its old holder.
-//
-// The List cases require store.Lister of every store: records in each
-// state, under a prefix full of characters that SQL's LIKE and Redis's glob
-// treat as special, beside decoys that merely contain it; each state and
-// age filter; pages of one to three records, with writes between pages,
-// listing each record once; expired records absent; bad options refused.
-//
-// The Origins case checks the origin a record keeps (store.WithOrigin):
-// kept from Won through Complete, named to the AlreadyDone and HeldByOther
-// claims that meet it and by Inspect (with the completion instant), kept
-// by Release and Forget as the last holder's, empty when none was given,
-// and refused with store.ErrInvalidOrigin when too long or not printable.
-//
-// The NotWonClaimRefused case gives Complete, Release and Extend the
-// AlreadyDone and HeldByOther claims of a record, which carry its fence,
-// and a claim without a Status: each must fail with store.ErrNotWon and
-// leave the record as it was.
-//
-// A store that can record a claim done inside the caller's own transaction
-// (a CompleteTx method, so that the business write and the completion
-// commit together) sets Config.InTx, and the suite adds the TxComplete
-// cases: completion in a transaction that commits, one that rolls back, and
-// a stale fence, which must fail with store.ErrFenced and write nothing; a
-// second transaction completing the claim its first one made DONE, which
-// must fail with store.ErrFenced too (its work committed once); and
-// store.EnterTx, which every CompleteTx must call. NotWonClaimRefused then
-// covers CompleteTx as well.
-//
-// The FencesNeverRepeat case lets a claimed record expire, deletes it as
-// the store's own expiry would (Config.Delete, which every store must set:
-// a purge, a Redis key past its grace, a TTL policy, a sweep), claims the
-// key again and checks that the new fence is above the deleted record's and
-// that the deleted record's holder is fenced out of the new claim by
-// Complete, Release, Extend and CompleteTx. TokenChecked gives the same
-// operations a claim with the holder's fence and another token, which must
-// own nothing; LeaseNotShorterThanTTL checks that a Claim whose lease is not
-// shorter than the store's ttl fails with store.ErrLeaseTooLong.
+// The suite checks every row of the transition table in the [store]
+// package documentation and the hard cases around it: racing claims,
+// crashed holders, zombies, late completes, ttl expiry, retried claims,
+// what a record keeps of [store.ClaimOptions], unusual keys, cancelled
+// contexts, takeovers at the very edge of a lease, and the whole under
+// concurrency, checked linearizable with [porcupine]. It requires
+// store.Extender, store.Inspector and store.Lister of every store, runs the
+// Fail cases on a store.Failer, and the TxComplete cases when Config.InTx
+// is set. A store on a server clock cannot follow a fake one: set RealClock,
+// and the suite waits for short real leases (Config.Tick) instead.
+// docs/testing.md ("The conformance suite") describes each case.
 //
 // [porcupine]: https://github.com/anishathalye/porcupine
 package storetest
@@ -279,12 +223,12 @@ func (e *env) pass(d time.Duration) {
 
 // claim calls Claim and fails on error or an unexpected status.
 func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
-	return e.claimCtx(e.ctx, key, lease, want, rule)
+	return e.claimWith(store.ClaimOptions{}, key, lease, want, rule)
 }
 
-// claimCtx is claim on ctx (which may carry a fingerprint).
-func (e *env) claimCtx(ctx context.Context, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
-	c, err := e.s.Claim(ctx, key, lease)
+// claimWith is claim with opts.
+func (e *env) claimWith(opts store.ClaimOptions, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+	c, err := e.s.Claim(e.ctx, key, lease, opts)
 	if err != nil {
 		return c, fmt.Errorf("%s: Claim(%.40q) error: %w", rule, key, err)
 	}

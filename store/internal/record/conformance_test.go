@@ -62,8 +62,8 @@ func (m *mapStore) scan(ctx context.Context, from, after string, n int) ([]Named
 
 // The store's methods are Ops's, but for CompleteTx, which takes a Step
 // of the Google stores' transactions and has no place in this suite.
-func (m *mapStore) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
-	return m.ops.Claim(ctx, key, lease)
+func (m *mapStore) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
+	return m.ops.Claim(ctx, key, lease, opts)
 }
 func (m *mapStore) Complete(ctx context.Context, c store.Claim) (bool, error) {
 	return m.ops.Complete(ctx, c)

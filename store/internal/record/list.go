@@ -42,13 +42,10 @@ type Scan func(ctx context.Context, from, after string, n int) ([]Named, error)
 const MaxListReads = 1000
 
 // List implements store.Lister for the stores that keep a record under its
-// key, or under hashPrefix and the key's hash (whose record then holds the
-// key). It walks two ranges of names with scan: the names that start with
-// the listing's prefix, skipping hashed ones, then every hashed name,
-// keeping the records whose key starts with the prefix. So keys come in
-// key order, except the hashed ones, which come last in the order of their
-// hashes. A page ends after o.Limit records or MaxListReads records read.
-// The cursor is the range and the last name read.
+// key, or under hashPrefix and the key's hash: it scans the names with the
+// listing's prefix, then every hashed name, so keys come in key order and
+// hashed ones last. A page ends after o.Limit records or MaxListReads
+// records read; the cursor is the range and the last name read.
 func (p Rules) List(ctx context.Context, opts store.ListOptions, now func() time.Time, hashPrefix string, scan Scan) (store.ListPage, error) {
 	o, err := opts.Check()
 	if err != nil {

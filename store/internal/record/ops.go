@@ -44,7 +44,7 @@ type Ops struct {
 }
 
 // Claim implements store.Store.
-func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store.Claim, error) {
+func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration, opts store.ClaimOptions) (store.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, err
 	}
@@ -57,18 +57,15 @@ func (o *Ops) Claim(ctx context.Context, key string, lease time.Duration) (store
 	if err := store.CheckLease(lease, o.Rules.TTL); err != nil {
 		return store.Claim{}, fmt.Errorf("%s: Claim: %w", o.Name, err)
 	}
-	fp := bytes.Clone(store.Fingerprint(ctx)) // the record must not share the caller's array
-	if err := store.CheckFingerprint(fp); err != nil {
+	opts, err := opts.Checked()
+	if err != nil {
 		return store.Claim{}, err
 	}
-	origin := store.Origin(ctx)
-	if err := store.CheckOrigin(origin); err != nil {
-		return store.Claim{}, err
-	}
-	token := store.ClaimToken(ctx) // once per call: every round reuses it
+	fp, origin := bytes.Clone(opts.Fingerprint), opts.Origin // the record must not share the caller's array
+	token := opts.ClaimToken()                               // once per call: every round reuses it
 	sameToken := func() string { return token }
 	var c store.Claim
-	err := o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
+	err = o.update(ctx, "Claim", key, func(cur *Record, now time.Time) *Record {
 		var (
 			next  Record
 			write bool
@@ -199,15 +196,11 @@ func (o *Ops) Extend(ctx context.Context, c store.Claim, lease time.Duration) (s
 type Step func(key string, decide Decide) error
 
 // CompleteTx decides a Complete inside the caller's transaction through
-// step. It refuses a claim that is not won with store.ErrNotWon, reading
-// nothing; otherwise it calls store.EnterTx(c) before step reads the
-// record. It returns nil when c owns a CLAIMED record (now queued
-// as DONE); an error matching store.ErrFenced when it does not (nothing is
-// queued), and also when the record is DONE already under c's fence: the
-// work committed once, and the caller's transaction must not commit it a
-// second time; and step's error otherwise. A failed transaction is the
-// caller's to retry: a retried transaction runs CompleteTx again, on a
-// fresh read.
+// step, after store.EnterTx(c). It returns nil when c owns a CLAIMED record
+// (queued as DONE); an error matching store.ErrFenced when it does not, or
+// when the record is DONE already under c's fence; store.ErrNotWon for a
+// claim not won (nothing read); step's error otherwise. A failed
+// transaction is the caller's to retry, on a fresh read.
 func (o *Ops) CompleteTx(c store.Claim, step Step) error {
 	if err := store.CheckWon(c); err != nil {
 		return fmt.Errorf("%s: CompleteTx: %w", o.Name, err)

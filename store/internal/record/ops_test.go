@@ -67,7 +67,7 @@ func newOps() (*Ops, *fakeRound) {
 
 func mustWin(t *testing.T, o *Ops, ctx context.Context, key string) store.Claim {
 	t.Helper()
-	c, err := o.Claim(ctx, key, time.Minute)
+	c, err := o.Claim(ctx, key, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Status != store.Won {
 		t.Fatalf("Claim(%q) = %+v, %v; want won", key, c, err)
 	}
@@ -81,7 +81,7 @@ func TestOpsFollowTheContract(t *testing.T) {
 	if c.Fence != t0.UnixMicro() || !c.LeaseUntil.Equal(t0.Add(time.Minute)) || c.Token == "" || c.Key != "k" {
 		t.Fatalf("first Claim = %+v, want fence %d (now in µs), a token, lease a minute from now", c, t0.UnixMicro())
 	}
-	if got, err := o.Claim(ctx, "k", time.Minute); err != nil || got.Status != store.HeldByOther || got.Fence != c.Fence {
+	if got, err := o.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || got.Status != store.HeldByOther || got.Fence != c.Fence {
 		t.Fatalf("Claim of a held key = %+v, %v; want held by other at fence %d", got, err, c.Fence)
 	}
 	ext, err := o.Extend(ctx, c, 2*time.Minute)
@@ -97,7 +97,7 @@ func TestOpsFollowTheContract(t *testing.T) {
 	if f.recs["k"].State != StateDone {
 		t.Fatalf("after Complete the record is %+v, want DONE", f.recs["k"])
 	}
-	if got, err := o.Claim(ctx, "k", time.Minute); err != nil || got.Status != store.AlreadyDone {
+	if got, err := o.Claim(ctx, "k", time.Minute, store.ClaimOptions{}); err != nil || got.Status != store.AlreadyDone {
 		t.Fatalf("Claim of a DONE key = %+v, %v; want already done", got, err)
 	}
 	if _, err := o.Extend(ctx, c, time.Minute); !errors.Is(err, store.ErrFenced) || f.recs["k"].State != StateDone {
@@ -164,12 +164,12 @@ func TestOpsCheckTheirArguments(t *testing.T) {
 		want error  // nil: any error whose text begins with prefix
 		pre  string // the error's prefix, when it has one
 	}{
-		{"Claim, cancelled", first(o.Claim(cancelled, "k", time.Minute)), context.Canceled, ""},
-		{"Claim, empty key", first(o.Claim(ctx, "", time.Minute)), store.ErrInvalidKey, ""},
-		{"Claim, no lease", first(o.Claim(ctx, "k", 0)), nil, "teststore: lease 0s is not positive"},
-		{"Claim, negative lease", first(o.Claim(ctx, "k", -time.Second)), nil, "teststore: lease -1s is not positive"},
-		{"Claim, lease of a ttl", first(o.Claim(ctx, "k", ttl)), store.ErrLeaseTooLong, "teststore: Claim: "},
-		{"Claim, long fingerprint", first(o.Claim(store.WithFingerprint(ctx, make([]byte, store.MaxFingerprintLen+1)), "k", time.Minute)), store.ErrInvalidFingerprint, ""},
+		{"Claim, cancelled", first(o.Claim(cancelled, "k", time.Minute, store.ClaimOptions{})), context.Canceled, ""},
+		{"Claim, empty key", first(o.Claim(ctx, "", time.Minute, store.ClaimOptions{})), store.ErrInvalidKey, ""},
+		{"Claim, no lease", first(o.Claim(ctx, "k", 0, store.ClaimOptions{})), nil, "teststore: lease 0s is not positive"},
+		{"Claim, negative lease", first(o.Claim(ctx, "k", -time.Second, store.ClaimOptions{})), nil, "teststore: lease -1s is not positive"},
+		{"Claim, lease of a ttl", first(o.Claim(ctx, "k", ttl, store.ClaimOptions{})), store.ErrLeaseTooLong, "teststore: Claim: "},
+		{"Claim, long fingerprint", first(o.Claim(ctx, "k", time.Minute, store.ClaimOptions{Fingerprint: make([]byte, store.MaxFingerprintLen+1)})), store.ErrInvalidFingerprint, ""},
 		{"Complete, not won", first(o.Complete(ctx, held)), store.ErrNotWon, "teststore: Complete: "},
 		{"Complete, cancelled", first(o.Complete(cancelled, c)), context.Canceled, ""},
 		{"Release, not won", o.Release(ctx, held), store.ErrNotWon, "teststore: Release: "},
@@ -212,7 +212,7 @@ func second[T, U any](_ T, _ U, err error) error { return err }
 func TestOpsClaimCopiesTheFingerprint(t *testing.T) {
 	o, f := newOps()
 	fp := []byte("abc")
-	c, err := o.Claim(store.WithFingerprint(t.Context(), fp), "k", time.Minute)
+	c, err := o.Claim(t.Context(), "k", time.Minute, store.ClaimOptions{Fingerprint: fp})
 	if err != nil || string(c.Fingerprint) != "abc" {
 		t.Fatalf("Claim = %+v, %v; want fingerprint abc", c, err)
 	}

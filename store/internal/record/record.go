@@ -1,17 +1,10 @@
 // Package record holds what the stores that decide on the client share:
-// the record and the transitions of the store contract as pure functions
-// (Rules), which memstore, datastorestore and firestorestore all run, so
-// that the simulator (internal/sim, on memstore) and every memstore test
-// exercise the decisions the Google stores make. For the Google stores it
-// also holds the four store operations built on one read-modify-write
-// primitive, the retry loop around it, and Complete inside a transaction of
-// the caller's (CompleteTx); memstore keeps its own concurrency (a locked
-// shard is its read-modify-write) and calls Rules directly.
-//
-// The stores differ only in what Rules are told: Datastore and Firestore
-// honour a record for a skew margin past its times and keep them to the
-// microsecond; memstore, on one clock, has no margin and keeps nanoseconds
-// (Exact).
+// the record, the transitions of the store contract as pure functions
+// (Rules), which memstore, datastorestore and firestorestore all run, and,
+// for the Google stores, the store operations built on one
+// read-modify-write round ([Ops]) with their retries and CompleteTx. The
+// stores differ only in what Rules are told: a skew margin and microseconds
+// for Datastore and Firestore; no margin and nanoseconds for memstore (Exact).
 package record
 
 import (
