@@ -32,9 +32,15 @@ func entityName(key string) (name string, hashed bool) {
 // entityKey returns the Datastore key of key's record and whether it is hashed.
 func (s *Store) entityKey(key string) (*datastore.Key, bool) {
 	name, hashed := entityName(key)
-	k := datastore.NameKey(s.kind, name, nil)
+	return s.nameKey("", name), hashed
+}
+
+// nameKey returns the key of the entity named name, of the records' kind
+// plus suffix, in the store's namespace.
+func (s *Store) nameKey(suffix, name string) *datastore.Key {
+	k := datastore.NameKey(s.kind+suffix, name, nil)
 	k.Namespace = s.namespace
-	return k, hashed
+	return k
 }
 
 // entity is a record as Datastore loads and saves it, in layout.Record.

@@ -29,9 +29,9 @@ func (s *Store) scan(ctx context.Context, from, after string, n int) ([]record.N
 	q := datastore.NewQuery(s.kind).Namespace(s.namespace).Order("__key__").Limit(n)
 	switch {
 	case after != "":
-		q = q.FilterField("__key__", ">", s.nameKey(after))
+		q = q.FilterField("__key__", ">", s.nameKey("", after))
 	case from != "":
-		q = q.FilterField("__key__", ">=", s.nameKey(from))
+		q = q.FilterField("__key__", ">=", s.nameKey("", from))
 	}
 	var got []entity
 	keys, err := s.client.GetAll(ctx, q, &got)
@@ -43,11 +43,4 @@ func (s *Store) scan(ctx context.Context, from, after string, n int) ([]record.N
 		out[i] = record.Named{Name: k.Name, Record: record.Record(got[i])}
 	}
 	return out, nil
-}
-
-// nameKey is the Datastore key of the entity named name.
-func (s *Store) nameKey(name string) *datastore.Key {
-	k := datastore.NameKey(s.kind, name, nil)
-	k.Namespace = s.namespace
-	return k
 }

@@ -68,19 +68,8 @@ type seqEntity struct {
 // seqSuffix names the sequences' kind ("IdemgateRecordOutboxSeq").
 const seqSuffix = outboxSuffix + "Seq"
 
-// seqKey returns the key of orderKey's sequence entity.
-func (s *Store) seqKey(orderKey string) *datastore.Key {
-	k := datastore.NameKey(s.kind+seqSuffix, orderKey, nil)
-	k.Namespace = s.namespace
-	return k
-}
-
-// outboxKey returns the key of the outbox entity named childKey.
-func (s *Store) outboxKey(childKey string) *datastore.Key {
-	k := datastore.NameKey(s.kind+outboxSuffix, childKey, nil)
-	k.Namespace = s.namespace
-	return k
-}
+func (s *Store) seqKey(orderKey string) *datastore.Key    { return s.nameKey(seqSuffix, orderKey) }
+func (s *Store) outboxKey(childKey string) *datastore.Key { return s.nameKey(outboxSuffix, childKey) }
 
 // Outbox is the outbox of a [Store]: the messages CompleteTx queued with
 // the records, committed and not yet sent. It is the [relay.Source] a relay

@@ -120,18 +120,15 @@ func seqFields(sq *outboxq.Seq) map[string]any {
 // seqSuffix names the sequences' collection ("idemgate_records_outbox_seq").
 const seqSuffix = outboxSuffix + "_seq"
 
-func (s *Store) seqs() *firestore.CollectionRef {
-	if p := s.coll.Parent; p != nil {
-		return p.Collection(s.coll.ID + seqSuffix)
-	}
-	return s.client.Collection(s.coll.ID + seqSuffix)
-}
+func (s *Store) seqs() *firestore.CollectionRef   { return s.sibling(seqSuffix) }
+func (s *Store) outbox() *firestore.CollectionRef { return s.sibling(outboxSuffix) }
 
-func (s *Store) outbox() *firestore.CollectionRef {
+// sibling returns the collection next to the records' named with suffix.
+func (s *Store) sibling(suffix string) *firestore.CollectionRef {
 	if p := s.coll.Parent; p != nil {
-		return p.Collection(s.coll.ID + outboxSuffix)
+		return p.Collection(s.coll.ID + suffix)
 	}
-	return s.client.Collection(s.coll.ID + outboxSuffix)
+	return s.client.Collection(s.coll.ID + suffix)
 }
 
 // Outbox is the outbox of a [Store]: the messages CompleteTx queued with
