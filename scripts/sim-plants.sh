@@ -8,8 +8,9 @@
 # after header lines that say what the bug is, the backend that reaches
 # it (Backend: memstore for the delivery family, or a pipeline backend:
 # model, sqlite, postgres, datastore, datastore-instep, firestore), the
-# rules the simulator must break (Rules: a, b) and, for a scenario few
-# seeds draw, Rare: yes. The script copies the files a patch changes to a
+# rules the simulator must break (Rules: a, b), for a scenario few seeds
+# draw Rare: yes, and for one only a flag of the simulator draws, Flags:
+# (such as -sim.burst-refusals). The script copies the files a patch changes to a
 # scratch directory, applies the patch there (a patch that no longer
 # applies fails the proof, loudly), builds the sim test binary over them
 # with go test -overlay (the tree is never written), and runs
@@ -83,9 +84,10 @@ done
 # test does, with the plant's header lines in its environment (see
 # patchFromEnv in internal/sim/plant_test.go).
 run() {
-	rules=$(header Rules "$1") backend=$(header Backend "$1") rare=$(header Rare "$1")
+	rules=$(header Rules "$1") backend=$(header Backend "$1") rare=$(header Rare "$1") flags=$(header Flags "$1")
+	# shellcheck disable=SC2086 # $flags: the header's words
 	(cd internal/sim && IDEMGATE_PLANT_PATCH=$1 IDEMGATE_PLANT_RULES=$rules IDEMGATE_PLANT_BACKEND=$backend \
-		IDEMGATE_PLANT_RARE=$rare "$tmp/patch-$1/sim.test" -test.count=1 -test.run "$2" -test.v) >"$tmp/$1.out" 2>&1
+		IDEMGATE_PLANT_RARE=$rare "$tmp/patch-$1/sim.test" -test.count=1 -test.run "$2" -test.v $flags) >"$tmp/$1.out" 2>&1
 }
 for n in $built; do
 	[ "$(header Backend "$n")" = memstore ] && run "$n" 'TestSimFindsPlants$'
