@@ -26,6 +26,7 @@ var readmeSources = []string{
 	"pull/example_subscriber_test.go",
 	"store/sqlstore/example_test.go",
 	"store/sqlstore/example_outbox_test.go",
+	"store/sqlstore/example_quickstart_test.go",
 	"relay/example_test.go",
 }
 
@@ -36,6 +37,7 @@ var quickstarts = []string{
 	"gateway/example_test.go:ExampleGateway_Push",
 	"cloudevent/example_function_test.go:Example",
 	"pull/example_subscriber_test.go:Example",
+	"store/sqlstore/example_quickstart_test.go:Example",
 }
 
 // TestREADMESnippetsAreCompiled holds each Go block of README.md to one
