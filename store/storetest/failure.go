@@ -26,7 +26,7 @@ func failer(e *env) (store.Failer, store.Inspector, error) {
 }
 
 // fail calls Fail and fails on error or an answer other than want.
-func (e *env) fail(f store.Failer, c store.Claim, fl store.Failure, wantN int, wantFailed bool, rule string) error {
+func (e *env) failE(f store.Failer, c store.Claim, fl store.Failure, wantN int, wantFailed bool, rule string) error {
 	n, failed, err := f.Fail(e.ctx, c, fl)
 	if err != nil {
 		return fmt.Errorf("%s: Fail error: %w", rule, err)
@@ -64,11 +64,11 @@ func failCounted(e *env) error {
 	var first store.Record
 	var c store.Claim
 	for i, reason := range []string{"timeout", longest} {
-		if c, err = e.claim("k", long, store.Won, "a released key must be won again"); err != nil {
+		if c, err = e.claimE("k", long, store.Won, "a released key must be won again"); err != nil {
 			return err
 		}
 		budget.Reason = reason
-		if err := e.fail(f, c, budget, i+1, false, "a failure below the budget"); err != nil {
+		if err := e.failE(f, c, budget, i+1, false, "a failure below the budget"); err != nil {
 			return err
 		}
 		r, err := e.inspect(in, "k", true, "a failed attempt keeps its record")
@@ -90,7 +90,7 @@ func failCounted(e *env) error {
 			return err
 		}
 	}
-	if c, err = e.claim("k", long, store.Won, "a released key must be won again"); err != nil {
+	if c, err = e.claimE("k", long, store.Won, "a released key must be won again"); err != nil {
 		return err
 	}
 	r, err := e.inspect(in, "k", true, "a claimed record")
@@ -102,10 +102,10 @@ func failCounted(e *env) error {
 	}
 	e.pass(e.tick)
 	budget.Reason = "customer gone"
-	if err := e.fail(f, c, budget, 3, true, "the failure that spends the budget"); err != nil {
+	if err := e.failE(f, c, budget, 3, true, "the failure that spends the budget"); err != nil {
 		return err
 	}
-	if err := e.fail(f, c, budget, 3, true, "a Fail retried after a lost reply must answer as the first did"); err != nil {
+	if err := e.failE(f, c, budget, 3, true, "a Fail retried after a lost reply must answer as the first did"); err != nil {
 		return err
 	}
 	if r, err = e.inspect(in, "k", true, "a FAILED record"); err != nil {
@@ -128,7 +128,7 @@ func failCounted(e *env) error {
 	if err := failuresAre(r, 3, "customer gone", "Inspect of a FAILED record"); err != nil {
 		return err
 	}
-	got, err := e.claim("k", long, store.AlreadyFailed, "a Claim of a FAILED record")
+	got, err := e.claimE("k", long, store.AlreadyFailed, "a Claim of a FAILED record")
 	if err != nil {
 		return err
 	}
@@ -137,10 +137,10 @@ func failCounted(e *env) error {
 			got.Fence, got.Attempts, got.Reason, got.Token, c.Fence, "customer gone")
 	}
 	// Nothing the failed holder does changes a FAILED record.
-	if err := e.complete(c, false, "Complete of a FAILED record by its own claim"); err != nil {
+	if err := e.completeE(c, false, "Complete of a FAILED record by its own claim"); err != nil {
 		return err
 	}
-	if err := e.release(c, "Release of a FAILED record"); err != nil {
+	if err := e.releaseE(c, "Release of a FAILED record"); err != nil {
 		return err
 	}
 	if x, ok := e.s.(store.Extender); ok {
@@ -165,14 +165,14 @@ func failFinal(e *env) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.claimWith(store.ClaimOptions{Fingerprint: []byte("fp-1"), Origin: "push/m-1"}, "k", long, store.Won, "first Claim must win")
+	c, err := e.claimWithE(store.ClaimOptions{Fingerprint: []byte("fp-1"), Origin: "push/m-1"}, "k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, c, store.Failure{Reason: "malformed order", Final: true, MaxAttempts: 5}, 1, true, "a final failure"); err != nil {
+	if err := e.failE(f, c, store.Failure{Reason: "malformed order", Final: true, MaxAttempts: 5}, 1, true, "a final failure"); err != nil {
 		return err
 	}
-	got, err := e.claimWith(store.ClaimOptions{Origin: "push/m-2"}, "k", long, store.AlreadyFailed, "a Claim of a FAILED record")
+	got, err := e.claimWithE(store.ClaimOptions{Origin: "push/m-2"}, "k", long, store.AlreadyFailed, "a Claim of a FAILED record")
 	if err != nil {
 		return err
 	}
@@ -198,30 +198,30 @@ func failNotOwned(e *env) error {
 		return err
 	}
 	fl := store.Failure{Reason: "x", Final: true}
-	old, err := e.claim("k", e.tick, store.Won, "first Claim must win")
+	old, err := e.claimE("k", e.tick, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	e.pass(e.tick)
-	cur, err := e.claim("k", long, store.Won, "a lapsed claim is taken over")
+	cur, err := e.claimE("k", long, store.Won, "a lapsed claim is taken over")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, old, fl, 0, false, "Fail by a holder taken over"); err != nil {
+	if err := e.failE(f, old, fl, 0, false, "Fail by a holder taken over"); err != nil {
 		return err
 	}
-	if _, err := e.claim("k", long, store.HeldByOther, "a zombie's Fail must leave the new holder's claim"); err != nil {
+	if _, err := e.claimE("k", long, store.HeldByOther, "a zombie's Fail must leave the new holder's claim"); err != nil {
 		return err
 	}
 	stolen := cur
 	stolen.Token = "not-the-holders"
-	if err := e.fail(f, stolen, fl, 0, false, "Fail with the holder's fence and another token"); err != nil {
+	if err := e.failE(f, stolen, fl, 0, false, "Fail with the holder's fence and another token"); err != nil {
 		return err
 	}
-	if err := e.complete(cur, true, "the holder completes"); err != nil {
+	if err := e.completeE(cur, true, "the holder completes"); err != nil {
 		return err
 	}
-	if err := e.fail(f, cur, fl, 0, false, "Fail of a DONE record by the claim that completed it"); err != nil {
+	if err := e.failE(f, cur, fl, 0, false, "Fail of a DONE record by the claim that completed it"); err != nil {
 		return err
 	}
 	if r, err := e.inspect(in, "k", true, "a DONE record"); err != nil {
@@ -230,18 +230,18 @@ func failNotOwned(e *env) error {
 		return violated("Fail changed a DONE record: %v, %d attempts", r.State, r.Attempts)
 	}
 	gone := store.Claim{Key: "absent", Status: store.Won, Fence: cur.Fence, Token: cur.Token}
-	if err := e.fail(f, gone, fl, 0, false, "Fail of an absent record"); err != nil {
+	if err := e.failE(f, gone, fl, 0, false, "Fail of an absent record"); err != nil {
 		return err
 	}
 	if _, err := e.inspect(in, "absent", false, "Fail must not make a record"); err != nil {
 		return err
 	}
 	// Refused calls.
-	c, err := e.claim("r", long, store.Won, "first Claim must win")
+	c, err := e.claimE("r", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	held, err := e.claim("r", long, store.HeldByOther, "the key is held")
+	held, err := e.claimE("r", long, store.HeldByOther, "the key is held")
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func failNotOwned(e *env) error {
 			return violated("Fail with reason %.20q = %v, want ErrInvalidReason", bad, err)
 		}
 	}
-	return e.complete(c, true, "refused Fails must leave the claim to its holder")
+	return e.completeE(c, true, "refused Fails must leave the claim to its holder")
 }
 
 // failTakeoverCounts: a lapsed holder's successor inherits the count; a
@@ -263,22 +263,22 @@ func failTakeoverCounts(e *env) error {
 	if err != nil {
 		return err
 	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	a, err := e.claimE("k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, a, store.Failure{Reason: "one", MaxAttempts: 9}, 1, false, "a counted failure"); err != nil {
+	if err := e.failE(f, a, store.Failure{Reason: "one", MaxAttempts: 9}, 1, false, "a counted failure"); err != nil {
 		return err
 	}
-	if _, err := e.claim("k", e.tick, store.Won, "the released key is won"); err != nil {
+	if _, err := e.claimE("k", e.tick, store.Won, "the released key is won"); err != nil {
 		return err
 	}
 	e.pass(e.tick) // that holder crashed
-	c, err := e.claim("k", long, store.Won, "a lapsed claim is taken over")
+	c, err := e.claimE("k", long, store.Won, "a lapsed claim is taken over")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, c, store.Failure{Reason: "two", MaxAttempts: 9}, 2, false, "a takeover's failure adds to the count"); err != nil {
+	if err := e.failE(f, c, store.Failure{Reason: "two", MaxAttempts: 9}, 2, false, "a takeover's failure adds to the count"); err != nil {
 		return err
 	}
 	x, err := inspector(e)
@@ -318,14 +318,14 @@ func failRetry(e *env) error {
 	if _, err := e.inspect(in, "absent", false, "Retry must not make a record"); err != nil {
 		return err
 	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	a, err := e.claimE("k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := retry("k", false, "Retry of a held record"); err != nil {
 		return err
 	}
-	if err := e.fail(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
+	if err := e.failE(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
 		return err
 	}
 	if err := retry("k", true, "Retry of a FAILED record"); err != nil {
@@ -344,30 +344,30 @@ func failRetry(e *env) error {
 	if err := failuresAre(r, 0, "", "Retry must clear the failures"); err != nil {
 		return err
 	}
-	if err := e.fail(f, a, store.Failure{Reason: "bad", Final: true}, 0, false, "the failed claim's Fail after a Retry"); err != nil {
+	if err := e.failE(f, a, store.Failure{Reason: "bad", Final: true}, 0, false, "the failed claim's Fail after a Retry"); err != nil {
 		return err
 	}
-	b, err := e.claim("k", long, store.Won, "a retried key must be won")
+	b, err := e.claimE("k", long, store.Won, "a retried key must be won")
 	if err != nil {
 		return err
 	}
 	if b.Fence <= r.Fence {
 		return violated("the Claim after a Retry: fence %d, want above %d", b.Fence, r.Fence)
 	}
-	if err := e.fail(f, b, store.Failure{Reason: "again", MaxAttempts: 2}, 1, false, "a retried key starts a fresh budget"); err != nil {
+	if err := e.failE(f, b, store.Failure{Reason: "again", MaxAttempts: 2}, 1, false, "a retried key starts a fresh budget"); err != nil {
 		return err
 	}
-	c, err := e.claim("k", long, store.Won, "a released key must be won")
+	c, err := e.claimE("k", long, store.Won, "a released key must be won")
 	if err != nil {
 		return err
 	}
-	if err := e.complete(c, true, "the work succeeds after the retry"); err != nil {
+	if err := e.completeE(c, true, "the work succeeds after the retry"); err != nil {
 		return err
 	}
 	if err := retry("k", false, "Retry of a DONE record"); err != nil {
 		return err
 	}
-	_, err = e.claim("k", long, store.AlreadyDone, "Retry must leave a DONE record")
+	_, err = e.claimE("k", long, store.AlreadyDone, "Retry must leave a DONE record")
 	return err
 }
 
@@ -377,17 +377,17 @@ func failForget(e *env) error {
 	if err != nil {
 		return err
 	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	a, err := e.claimE("k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
+	if err := e.failE(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
 		return err
 	}
 	if ok, err := in.Forget(e.ctx, "k"); err != nil || !ok {
 		return violated("Forget of a FAILED record = %v, %v; want true", ok, err)
 	}
-	b, err := e.claim("k", long, store.Won, "a forgotten FAILED key must be won")
+	b, err := e.claimE("k", long, store.Won, "a forgotten FAILED key must be won")
 	if err != nil {
 		return err
 	}
@@ -404,18 +404,18 @@ func failExpires(e *env) error {
 	if err != nil {
 		return err
 	}
-	a, err := e.claim("k", e.lease(), store.Won, "first Claim must win")
+	a, err := e.claimE("k", e.lease(), store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.fail(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
+	if err := e.failE(f, a, store.Failure{Reason: "bad", Final: true}, 1, true, "a final failure"); err != nil {
 		return err
 	}
 	e.pass(e.tick)
 	if _, err := e.inspect(in, "k", false, "an expired FAILED record is absent"); err != nil {
 		return err
 	}
-	b, err := e.claim("k", e.lease(), store.Won, "a Claim after a FAILED record expired must win")
+	b, err := e.claimE("k", e.lease(), store.Won, "a Claim after a FAILED record expired must win")
 	if err != nil {
 		return err
 	}

@@ -17,13 +17,13 @@ func fencesNeverRepeat(e *env) error {
 	if e.cfg.Delete == nil {
 		return errors.New("Config.Delete is nil: the suite cannot delete a record as the store's expiry does, so it cannot check that a record made anew never repeats a fence")
 	}
-	a, err := e.claim("k", e.lease(), store.Won, "first Claim must win")
+	a, err := e.claimE("k", e.lease(), store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	e.pass(e.lease() + e.tick) // past the lease and the ttl: the record has expired
 	e.cfg.Delete(e.t, e.s, "k")
-	b, err := e.claim("k", e.lease(), store.Won, "Claim after the record was deleted must win")
+	b, err := e.claimE("k", e.lease(), store.Won, "Claim after the record was deleted must win")
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func fencesNeverRepeat(e *env) error {
 // tokenChecked: a claim that carries the holder's fence but another token
 // owns nothing. Complete, Release, Extend and CompleteTx compare both.
 func tokenChecked(e *env) error {
-	b, err := e.claim("k", e.lease(), store.Won, "first Claim must win")
+	b, err := e.claimE("k", e.lease(), store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -57,10 +57,10 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 			return violated("Extend of the live claim: %v", err)
 		}
 	}
-	if err := e.complete(stale, false, who+": Complete must return false"); err != nil {
+	if err := e.completeE(stale, false, who+": Complete must return false"); err != nil {
 		return err
 	}
-	if err := e.release(stale, who+": Release must be ignored"); err != nil {
+	if err := e.releaseE(stale, who+": Release must be ignored"); err != nil {
 		return err
 	}
 	if canExtend {
@@ -76,7 +76,7 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 			return violated("%s: CompleteTx error = %v, want store.ErrFenced", who, err)
 		}
 	}
-	h, err := e.claim("k", e.lease(), store.HeldByOther, who+": the live claim must still hold the key")
+	h, err := e.claimE("k", e.lease(), store.HeldByOther, who+": the live claim must still hold the key")
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func fencedOutOf(e *env, stale, b store.Claim, who string) error {
 			return fmt.Errorf("%s: the live claim's Extend must still succeed: %w", who, err)
 		}
 	}
-	return e.complete(b, true, who+": the live claim must still complete")
+	return e.completeE(b, true, who+": the live claim must still complete")
 }
 
 // leaseTooLong: a store refuses a lease that is not shorter than its ttl,
@@ -99,6 +99,6 @@ func leaseTooLong(e *env) error {
 			return violated("Claim with lease %v on a store whose ttl is %v = %v, %v; want an error wrapping store.ErrLeaseTooLong", lease, e.tick, c.Status, err)
 		}
 	}
-	_, err := e.claim("k", e.lease(), store.Won, "a refused Claim must leave the key absent")
+	_, err := e.claimE("k", e.lease(), store.Won, "a refused Claim must leave the key absent")
 	return err
 }

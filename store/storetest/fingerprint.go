@@ -21,14 +21,14 @@ func fingerprintRules(e *env) error {
 		return nil
 	}
 
-	a, err := e.claimWith(with(fpA), "k", e.tick, store.Won, "first Claim must win")
+	a, err := e.claimWithE(with(fpA), "k", e.tick, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := same(a, fpA, "Won must return the fingerprint it kept"); err != nil {
 		return err
 	}
-	held, err := e.claimWith(with(fpB), "k", long, store.HeldByOther, "the key is held")
+	held, err := e.claimWithE(with(fpB), "k", long, store.HeldByOther, "the key is held")
 	if err != nil {
 		return err
 	}
@@ -42,16 +42,16 @@ func fingerprintRules(e *env) error {
 	if a, err = x.Extend(e.ctx, a, e.tick); err != nil {
 		return violated("Extend of a live claim: %w", err)
 	}
-	if held, err = e.claim("k", long, store.HeldByOther, "the key is held after Extend"); err != nil {
+	if held, err = e.claimE("k", long, store.HeldByOther, "the key is held after Extend"); err != nil {
 		return err
 	}
 	if err := same(held, fpA, "Extend must keep the fingerprint"); err != nil {
 		return err
 	}
-	if err := e.complete(a, true, "the holder completes"); err != nil {
+	if err := e.completeE(a, true, "the holder completes"); err != nil {
 		return err
 	}
-	d, err := e.claimWith(with(fpB), "k", long, store.AlreadyDone, "the key is done")
+	d, err := e.claimWithE(with(fpB), "k", long, store.AlreadyDone, "the key is done")
 	if err != nil {
 		return err
 	}
@@ -60,18 +60,18 @@ func fingerprintRules(e *env) error {
 	}
 
 	// A takeover of a lapsed claim keeps the new winner's fingerprint.
-	if _, err := e.claimWith(with(fpA), "t", e.tick, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWithE(with(fpA), "t", e.tick, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	e.pass(e.tick)
-	b, err := e.claimWith(with(fpB), "t", long, store.Won, "Claim after lapse must win")
+	b, err := e.claimWithE(with(fpB), "t", long, store.Won, "Claim after lapse must win")
 	if err != nil {
 		return err
 	}
 	if err := same(b, fpB, "a takeover must keep the new winner's fingerprint"); err != nil {
 		return err
 	}
-	if held, err = e.claim("t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
+	if held, err = e.claimE("t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
 		return err
 	}
 	if err := same(held, fpB, "HeldByOther after a takeover"); err != nil {
@@ -79,21 +79,21 @@ func fingerprintRules(e *env) error {
 	}
 
 	// Release clears it: the next winner without one keeps none.
-	r, err := e.claimWith(with(fpA), "r", long, store.Won, "first Claim must win")
+	r, err := e.claimWithE(with(fpA), "r", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.release(r, "Release of a live claim"); err != nil {
+	if err := e.releaseE(r, "Release of a live claim"); err != nil {
 		return err
 	}
-	r2, err := e.claim("r", long, store.Won, "Claim after Release must win")
+	r2, err := e.claimE("r", long, store.Won, "Claim after Release must win")
 	if err != nil {
 		return err
 	}
 	if err := same(r2, nil, "a Claim without a fingerprint after Release"); err != nil {
 		return err
 	}
-	if held, err = e.claimWith(with(fpB), "r", long, store.HeldByOther, "the key is held"); err != nil {
+	if held, err = e.claimWithE(with(fpB), "r", long, store.HeldByOther, "the key is held"); err != nil {
 		return err
 	}
 	if err := same(held, nil, "Release must clear the fingerprint, and a Claim without one keep none"); err != nil {
@@ -105,7 +105,7 @@ func fingerprintRules(e *env) error {
 	if !ok {
 		return violated("%T does not implement store.Inspector", e.s)
 	}
-	if _, err := e.claimWith(with(fpA), "i", long, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWithE(with(fpA), "i", long, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	for _, step := range []struct {
@@ -131,6 +131,6 @@ func fingerprintRules(e *env) error {
 	if _, err := e.s.Claim(e.ctx, "long", long, with(make([]byte, store.MaxFingerprintLen+1))); !errors.Is(err, store.ErrInvalidFingerprint) {
 		return violated("Claim with a %d-byte fingerprint = %v, want an error matching store.ErrInvalidFingerprint", store.MaxFingerprintLen+1, err)
 	}
-	_, err = e.claim("long", long, store.Won, "a refused fingerprint must not create the record")
+	_, err = e.claimE("long", long, store.Won, "a refused fingerprint must not create the record")
 	return err
 }

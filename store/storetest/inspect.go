@@ -29,7 +29,7 @@ func inspectorAndClaim(e *env, key string) (store.Inspector, store.Claim, error)
 	if err != nil {
 		return nil, store.Claim{}, err
 	}
-	c, err := e.claim(key, e.lease(), store.Won, "first Claim must win")
+	c, err := e.claimE(key, e.lease(), store.Won, "first Claim must win")
 	return x, c, err
 }
 
@@ -87,7 +87,7 @@ func inspectAbsent(e *env) error {
 	if _, err := e.inspect(x, "absent", false, "Inspect of an absent key must find nothing"); err != nil {
 		return err
 	}
-	if _, err := e.claim("other", long, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimE("other", long, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	_, err = e.inspect(x, "absent", false, "Inspect must not see another key's record")
@@ -122,10 +122,10 @@ func inspectClaimed(e *env) error {
 		return err
 	}
 	// Inspect reads only: the holder keeps the key and completes.
-	if _, err := e.claim("k", long, store.HeldByOther, "Inspect must leave the claim held"); err != nil {
+	if _, err := e.claimE("k", long, store.HeldByOther, "Inspect must leave the claim held"); err != nil {
 		return err
 	}
-	return e.complete(a, true, "the holder must complete after an Inspect")
+	return e.completeE(a, true, "the holder must complete after an Inspect")
 }
 
 func inspectDone(e *env) error {
@@ -135,7 +135,7 @@ func inspectDone(e *env) error {
 	}
 	e.pass(e.tick) // so that the completion differs from the claim
 	before := e.now()
-	if err := e.complete(a, true, "the holder must complete"); err != nil {
+	if err := e.completeE(a, true, "the holder must complete"); err != nil {
 		return err
 	}
 	r, err := e.inspect(x, "k", true, "Inspect of a DONE key must find its record")
@@ -159,7 +159,7 @@ func inspectDone(e *env) error {
 	if err := e.readAtSane(r, before); err != nil {
 		return err
 	}
-	_, err = e.claim("k", long, store.AlreadyDone, "Inspect must leave the key DONE")
+	_, err = e.claimE("k", long, store.AlreadyDone, "Inspect must leave the key DONE")
 	return err
 }
 
@@ -168,7 +168,7 @@ func inspectReleased(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := e.release(a, "Release by the holder"); err != nil {
+	if err := e.releaseE(a, "Release by the holder"); err != nil {
 		return err
 	}
 	r, err := e.inspect(x, "k", true, "Inspect of a released key must find its record")
@@ -184,7 +184,7 @@ func inspectReleased(e *env) error {
 		return violated("Inspect of a released key: LeaseUntil = %v, after the read at %v; want the lease ended", r.LeaseUntil, r.ReadAt)
 	}
 	// A lapsed claim, never released.
-	b, err := e.claim("j", e.tick, store.Won, "first Claim must win")
+	b, err := e.claimE("j", e.tick, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func inspectExpired(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := e.complete(a, true, "the holder must complete"); err != nil {
+	if err := e.completeE(a, true, "the holder must complete"); err != nil {
 		return err
 	}
 	if _, err := e.inspect(x, "k", true, "Inspect of a DONE key must find its record"); err != nil {
@@ -230,7 +230,7 @@ func forgetClaimed(e *env) error {
 	} else if !r.Released() || r.Fence <= a.Fence {
 		return violated("Inspect after Forget = %+v, want a released claim with a fence above %d", r, a.Fence)
 	}
-	if err := e.complete(a, false, "the holder's Complete after Forget must return false (Forget fences it out)"); err != nil {
+	if err := e.completeE(a, false, "the holder's Complete after Forget must return false (Forget fences it out)"); err != nil {
 		return err
 	}
 	if x, ok := e.s.(store.Extender); ok {
@@ -238,22 +238,22 @@ func forgetClaimed(e *env) error {
 			return violated("Extend by the holder after Forget = %v, want ErrFenced", err)
 		}
 	}
-	b, err := e.claim("k", long, store.Won, "Claim after Forget must win at once, without waiting for the lease")
+	b, err := e.claimE("k", long, store.Won, "Claim after Forget must win at once, without waiting for the lease")
 	if err != nil {
 		return err
 	}
 	if b.Fence <= a.Fence {
 		return violated("Claim after Forget: fence = %d, want above the forgotten holder's %d (Forget must not let fences restart)", b.Fence, a.Fence)
 	}
-	if err := e.complete(a, false, "the forgotten holder's Complete must return false on the new claim"); err != nil {
+	if err := e.completeE(a, false, "the forgotten holder's Complete must return false on the new claim"); err != nil {
 		return err
 	}
-	if err := e.complete(b, true, "the new holder must complete"); err != nil {
+	if err := e.completeE(b, true, "the new holder must complete"); err != nil {
 		return err
 	}
 	// A lapsed claim whose zombie is still at work: Forget must fence it
 	// out too, although nobody has reclaimed the key.
-	z, err := e.claim("j", e.tick, store.Won, "first Claim must win")
+	z, err := e.claimE("j", e.tick, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func forgetClaimed(e *env) error {
 	if err := e.forget(x, "j", true, "Forget of a lapsed claim"); err != nil {
 		return err
 	}
-	return e.complete(z, false, "a zombie's Complete after Forget must return false, although nobody reclaimed")
+	return e.completeE(z, false, "a zombie's Complete after Forget must return false, although nobody reclaimed")
 }
 
 func forgetDone(e *env) error {
@@ -269,29 +269,29 @@ func forgetDone(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := e.complete(a, true, "the holder must complete"); err != nil {
+	if err := e.completeE(a, true, "the holder must complete"); err != nil {
 		return err
 	}
 	if err := e.forget(x, "k", true, "Forget of a DONE key"); err != nil {
 		return err
 	}
-	if err := e.complete(a, false, "a retried Complete by the completer after Forget must return false (it would undo the Forget)"); err != nil {
+	if err := e.completeE(a, false, "a retried Complete by the completer after Forget must return false (it would undo the Forget)"); err != nil {
 		return err
 	}
-	b, err := e.claim("k", long, store.Won, "Claim after Forget of a DONE key must win (the work runs again)")
+	b, err := e.claimE("k", long, store.Won, "Claim after Forget of a DONE key must win (the work runs again)")
 	if err != nil {
 		return err
 	}
 	if b.Fence <= a.Fence {
 		return violated("Claim after Forget of a DONE key: fence = %d, want above %d (Forget must not let fences restart)", b.Fence, a.Fence)
 	}
-	if err := e.complete(a, false, "the first holder's retried Complete must return false on the new claim"); err != nil {
+	if err := e.completeE(a, false, "the first holder's retried Complete must return false on the new claim"); err != nil {
 		return err
 	}
-	if err := e.complete(b, true, "the new holder must complete"); err != nil {
+	if err := e.completeE(b, true, "the new holder must complete"); err != nil {
 		return err
 	}
-	_, err = e.claim("k", long, store.AlreadyDone, "the new holder's DONE must stand")
+	_, err = e.claimE("k", long, store.AlreadyDone, "the new holder's DONE must stand")
 	return err
 }
 
@@ -306,7 +306,7 @@ func forgetAbsent(e *env) error {
 	if _, err := e.inspect(x, "absent", false, "Forget of an absent key must create no record"); err != nil {
 		return err
 	}
-	_, err = e.claim("absent", long, store.Won, "Claim after Forget of an absent key must win")
+	_, err = e.claimE("absent", long, store.Won, "Claim after Forget of an absent key must win")
 	return err
 }
 
@@ -325,7 +325,7 @@ func inspectArguments(e *env) error {
 			return violated("Forget(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
 		}
 	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
+	a, err := e.claimE("k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
@@ -337,5 +337,5 @@ func inspectArguments(e *env) error {
 	if _, err := x.Forget(ctx, "k"); !errors.Is(err, context.Canceled) {
 		return violated("Forget with a cancelled context = %v; want an error wrapping context.Canceled", err)
 	}
-	return e.complete(a, true, "a claim survives a cancelled Forget")
+	return e.completeE(a, true, "a claim survives a cancelled Forget")
 }

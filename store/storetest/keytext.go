@@ -55,11 +55,11 @@ func keysInErrors(e *env) error {
 
 	_, err := e.s.Claim(cancelled, key, long, store.ClaimOptions{})
 	note("Claim with a cancelled context", err)
-	a, err := e.claim(key, long, store.Won, "first Claim must win")
+	a, err := e.claimE(key, long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	held, err := e.claim(key, long, store.HeldByOther, "a second Claim of a live claim must be held by other")
+	held, err := e.claimE(key, long, store.HeldByOther, "a second Claim of a live claim must be held by other")
 	if err != nil {
 		return err
 	}
@@ -111,5 +111,5 @@ func keysInErrors(e *env) error {
 	if !errors.Is(errs[0].err, context.Canceled) {
 		return violated("Claim with a cancelled context = %v; want an error wrapping context.Canceled", errs[0].err)
 	}
-	return e.complete(a, true, "the holder must still Complete after the refused calls")
+	return e.completeE(a, true, "the holder must still Complete after the refused calls")
 }

@@ -285,7 +285,7 @@ func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 		if !ok {
 			continue
 		}
-		if err := e.complete(z.Claim, false, fmt.Sprintf("Complete by the holder of fence %d of %q, taken over by fence %d, must return false", f, k.name, top)); err != nil {
+		if err := e.completeE(z.Claim, false, fmt.Sprintf("Complete by the holder of fence %d of %q, taken over by fence %d, must return false", f, k.name, top)); err != nil {
 			return err
 		}
 		if x == nil {
@@ -299,5 +299,5 @@ func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 		return nil // a failed Claim may have taken the last winner over
 	}
 	// Nobody took the last winner's key over: its late Complete commits.
-	return e.complete(k.wins[top].Claim, true, fmt.Sprintf("Complete by the last winner of %q (fence %d), never taken over, must return true", k.name, top))
+	return e.completeE(k.wins[top].Claim, true, fmt.Sprintf("Complete by the last winner of %q (fence %d), never taken over, must return true", k.name, top))
 }

@@ -105,22 +105,22 @@ func listFixture(e *env) (old, young map[store.States][]string, claims map[strin
 	// under a hashed name: a listing must find them by their key.
 	longKey := listPrefix + "long" + strings.Repeat("l", 1600)
 	mk := func(key string, state store.States, lease time.Duration) error {
-		c, err := e.claim(key, lease, store.Won, "first Claim must win")
+		c, err := e.claimE(key, lease, store.Won, "first Claim must win")
 		if err != nil {
 			return err
 		}
 		claims[key] = c
 		switch state {
 		case store.StateReleased:
-			return e.release(c, "Release by the holder")
+			return e.releaseE(c, "Release by the holder")
 		case store.StateDone:
-			return e.complete(c, true, "the holder must complete")
+			return e.completeE(c, true, "the holder must complete")
 		case store.StateFailed:
 			f, _, err := failer(e)
 			if err != nil {
 				return err
 			}
-			return e.fail(f, c, store.Failure{Reason: "listed", Final: true}, 1, true, "a final failure")
+			return e.failE(f, c, store.Failure{Reason: "listed", Final: true}, 1, true, "a final failure")
 		}
 		return nil
 	}
@@ -294,11 +294,11 @@ func listPaging(e *env) error {
 			break
 		}
 		o.Cursor = p.Next
-		if _, err := e.claim(fmt.Sprintf("%snew-%03d", listPrefix, n), long, store.Won, "Claim of a new key must win"); err != nil {
+		if _, err := e.claimE(fmt.Sprintf("%snew-%03d", listPrefix, n), long, store.Won, "Claim of a new key must win"); err != nil {
 			return err
 		}
 		if n == 0 {
-			if err := e.complete(claims[listPrefix+"old-held"], true, "the holder must complete"); err != nil {
+			if err := e.completeE(claims[listPrefix+"old-held"], true, "the holder must complete"); err != nil {
 				return err
 			}
 		}
@@ -317,18 +317,18 @@ func listExpired(e *env) error {
 	if err != nil {
 		return err
 	}
-	done, err := e.claim(listPrefix+"gone-done", e.lease(), store.Won, "first Claim must win")
+	done, err := e.claimE(listPrefix+"gone-done", e.lease(), store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.complete(done, true, "the holder must complete"); err != nil {
+	if err := e.completeE(done, true, "the holder must complete"); err != nil {
 		return err
 	}
-	if _, err := e.claim(listPrefix+"gone-claimed", e.lease(), store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimE(listPrefix+"gone-claimed", e.lease(), store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	e.pass(2 * e.tick) // past lease + ttl
-	if _, err := e.claim(listPrefix+"live", e.lease(), store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimE(listPrefix+"live", e.lease(), store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	got, err := e.listAll(x, store.ListOptions{}, "List after expiry")
@@ -344,7 +344,7 @@ func listArguments(e *env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.claim("k", long, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimE("k", long, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	for _, o := range []store.ListOptions{{Limit: -1}, {Limit: store.MaxListLimit + 1}, {OlderThan: -1}} {

@@ -18,22 +18,22 @@ func notWonClaimRefused(e *env) error {
 	if err != nil {
 		return err
 	}
-	a, err := e.claim("held", long, store.Won, "first Claim must win")
+	a, err := e.claimE("held", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	held, err := e.claim("held", long, store.HeldByOther, "a second Claim of a live claim must be held by other")
+	held, err := e.claimE("held", long, store.HeldByOther, "a second Claim of a live claim must be held by other")
 	if err != nil {
 		return err
 	}
-	d, err := e.claim("done", long, store.Won, "first Claim must win")
+	d, err := e.claimE("done", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
-	if err := e.complete(d, true, "Complete of a live claim"); err != nil {
+	if err := e.completeE(d, true, "Complete of a live claim"); err != nil {
 		return err
 	}
-	done, err := e.claim("done", long, store.AlreadyDone, "Claim of a DONE key must be already done")
+	done, err := e.claimE("done", long, store.AlreadyDone, "Claim of a DONE key must be already done")
 	if err != nil {
 		return err
 	}
@@ -51,10 +51,10 @@ func notWonClaimRefused(e *env) error {
 			return err
 		}
 	}
-	if err := e.complete(a, true, "the holder must still Complete after the refused calls"); err != nil {
+	if err := e.completeE(a, true, "the holder must still Complete after the refused calls"); err != nil {
 		return err
 	}
-	_, err = e.claim("held", long, store.AlreadyDone, "the holder's Complete must leave the key DONE")
+	_, err = e.claimE("held", long, store.AlreadyDone, "the holder's Complete must leave the key DONE")
 	return err
 }
 

@@ -37,14 +37,14 @@ func originRules(e *env) error {
 		return e.inspect(in, key, true, "Inspect of a live record must find it")
 	}
 
-	a, err := e.claimWith(from(longest), "k", long, store.Won, "first Claim must win")
+	a, err := e.claimWithE(from(longest), "k", long, store.Won, "first Claim must win")
 	if err != nil {
 		return err
 	}
 	if err := is(a.Origin, longest, "Won must return the origin it kept"); err != nil {
 		return err
 	}
-	held, err := e.claimWith(from("push/m-102"), "k", long, store.HeldByOther, "the key is held")
+	held, err := e.claimWithE(from("push/m-102"), "k", long, store.HeldByOther, "the key is held")
 	if err != nil {
 		return err
 	}
@@ -63,10 +63,10 @@ func originRules(e *env) error {
 	}
 	e.pass(e.tick) // so that the completion differs from the claim
 	before := e.now()
-	if err := e.complete(a, true, "the holder completes"); err != nil {
+	if err := e.completeE(a, true, "the holder completes"); err != nil {
 		return err
 	}
-	d, err := e.claimWith(from("push/m-103"), "k", long, store.AlreadyDone, "the key is done")
+	d, err := e.claimWithE(from("push/m-103"), "k", long, store.AlreadyDone, "the key is done")
 	if err != nil {
 		return err
 	}
@@ -88,21 +88,21 @@ func originRules(e *env) error {
 
 	// A takeover of a lapsed claim keeps the new winner's origin; a Release
 	// keeps the last holder's, until a Claim without one wins: none.
-	if _, err := e.claimWith(from("push/m-1"), "t", e.tick, store.Won, "first Claim must win"); err != nil {
+	if _, err := e.claimWithE(from("push/m-1"), "t", e.tick, store.Won, "first Claim must win"); err != nil {
 		return err
 	}
 	e.pass(e.tick)
-	b, err := e.claimWith(from("push/m-2"), "t", long, store.Won, "Claim after lapse must win")
+	b, err := e.claimWithE(from("push/m-2"), "t", long, store.Won, "Claim after lapse must win")
 	if err != nil {
 		return err
 	}
-	if held, err = e.claimWith(from("push/m-3"), "t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
+	if held, err = e.claimWithE(from("push/m-3"), "t", long, store.HeldByOther, "the new winner holds the key"); err != nil {
 		return err
 	}
 	if err := is(held.Origin, "push/m-2", "HeldByOther after a takeover must name the new winner"); err != nil {
 		return err
 	}
-	if err := e.release(b, "Release of a live claim"); err != nil {
+	if err := e.releaseE(b, "Release of a live claim"); err != nil {
 		return err
 	}
 	if r, err = inspect("t"); err != nil {
@@ -111,14 +111,14 @@ func originRules(e *env) error {
 	if err := is(r.Origin, "push/m-2", "Inspect after Release must name the last holder"); err != nil {
 		return err
 	}
-	c, err := e.claim("t", long, store.Won, "Claim after Release must win")
+	c, err := e.claimE("t", long, store.Won, "Claim after Release must win")
 	if err != nil {
 		return err
 	}
 	if err := is(c.Origin, "", "a Claim without an origin"); err != nil {
 		return err
 	}
-	if held, err = e.claimWith(from("push/m-4"), "t", long, store.HeldByOther, "the key is held"); err != nil {
+	if held, err = e.claimWithE(from("push/m-4"), "t", long, store.HeldByOther, "the key is held"); err != nil {
 		return err
 	}
 	if err := is(held.Origin, "", "a Claim without an origin must keep none, not the released holder's"); err != nil {
@@ -142,6 +142,6 @@ func originRules(e *env) error {
 			return violated("Claim with the origin %.20q… (%d bytes) = %v, want an error matching store.ErrInvalidOrigin", bad, len(bad), err)
 		}
 	}
-	_, err = e.claim("bad", long, store.Won, "a refused origin must not create the record")
+	_, err = e.claimE("bad", long, store.Won, "a refused origin must not create the record")
 	return err
 }
