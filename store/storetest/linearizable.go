@@ -41,7 +41,7 @@ const (
 const defaultLinOps = 400
 
 // linearizable is the Linearizable case.
-func linearizable(e *env) error {
+func linearizable(e *env) {
 	ops := e.cfg.LinearizabilityOps
 	if ops <= 0 {
 		ops = defaultLinOps
@@ -67,7 +67,7 @@ func linearizable(e *env) error {
 	if err := errors.Join(errs...); err != nil {
 		// Stores must not fail under contention; an error also leaves the
 		// call's effect unknown, which the check below cannot model.
-		return fmt.Errorf("a store call failed under contention: %w", err)
+		e.fail("a store call failed under contention: %w", err)
 	}
 	history := d.rec.history()
 	began := time.Now()
@@ -76,12 +76,12 @@ func linearizable(e *env) error {
 		len(history), overlapping(history), linClients, d.keys(), ran.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), res)
 	switch res {
 	case porcupine.Ok:
-		return nil
+		return
 	case porcupine.Unknown:
-		return fmt.Errorf("porcupine found no verdict for %d calls within %v; lower Config.LinearizabilityOps",
+		e.fail("porcupine found no verdict for %d calls within %v; lower Config.LinearizabilityOps",
 			len(history), linCheckTimeout)
 	}
-	return e.violation(history, info)
+	e.check(e.violation(history, info))
 }
 
 // linDriver is what the clients of one Linearizable run share.

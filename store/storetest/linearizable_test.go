@@ -57,7 +57,7 @@ func TestLinearizableHonoursTheOpsBudget(t *testing.T) {
 		return st
 	}
 	cfg.LinearizabilityOps = budget
-	if err := runCase(t, cfg, testCase{"Linearizable", longTTL, old(linearizable)}, false); err != nil {
+	if err := runCase(t, cfg, testCase{"Linearizable", longTTL, linearizable}, false); err != nil {
 		t.Fatal(err)
 	}
 	// A round already started when the budget ran out still settles its

@@ -242,6 +242,13 @@ func (e *env) fail(format string, args ...any) {
 	panic(violation{fmt.Errorf(format, args...)})
 }
 
+// check fails the case with err, if err is not nil.
+func (e *env) check(err error) {
+	if err != nil {
+		panic(violation{err})
+	}
+}
+
 // expect fails the case unless ok.
 func (e *env) expect(ok bool, format string, args ...any) {
 	if !ok {
@@ -282,13 +289,4 @@ func (e *env) release(c store.Claim, rule string) {
 
 func (e *env) fenceIs(c store.Claim, want int64, rule string) {
 	e.expect(c.Fence == want, "%s: fence = %d, want %d", rule, c.Fence, want)
-}
-
-// old adapts a case not yet written with fail.
-func old(f func(e *env) error) func(e *env) {
-	return func(e *env) {
-		if err := f(e); err != nil {
-			e.fail("%w", err)
-		}
-	}
 }
