@@ -76,7 +76,7 @@ type edgeKey struct {
 func (k *edgeKey) fail(err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.err == nil {
+	if k.err == nil && err != nil {
 		k.err = err
 	}
 }
@@ -111,15 +111,14 @@ type edgeWin struct {
 }
 
 // won records a Won claim with a fresh token: its fence must be new.
-func (k *edgeKey) won(c store.Claim, lease time.Duration) error {
+func (e *env) won(k *edgeKey, c store.Claim, lease time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if prev, ok := k.wins[c.Fence]; ok && prev.Token != c.Token {
-		return fmt.Errorf("Claim(%q) = Won fence %d with token %s, and so did another Claim with token %s: two owners of one fence (a takeover decided on more than one clock reading?)",
+		e.fail("Claim(%q) = Won fence %d with token %s, and so did another Claim with token %s: two owners of one fence (a takeover decided on more than one clock reading?)",
 			k.name, c.Fence, c.Token, prev.Token)
 	}
 	k.wins[c.Fence] = edgeWin{c, lease}
-	return nil
 }
 
 func leaseEdgeTakeovers(e *env) {
@@ -152,9 +151,7 @@ func leaseEdgeTakeovers(e *env) {
 					// Leases of varied length move the instant each one
 					// lapses across the readings of the Claims racing it.
 					l := lease + time.Duration(i%edgeSpread)*unit
-					if err := edgeClaim(e, k, fmt.Sprintf("%s-w%d-%d", k.name, w, i), l); err != nil {
-						k.fail(err)
-					}
+					k.fail(catch(func() { e.edgeClaim(k, fmt.Sprintf("%s-w%d-%d", k.name, w, i), l) }))
 				}
 			})
 		}
@@ -181,36 +178,28 @@ func leaseEdgeTakeovers(e *env) {
 
 // edgeClaim makes one Claim with a fresh token, checks its answer against
 // what earlier calls saw, and retries it once with the same token.
-func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
+func (e *env) edgeClaim(k *edgeKey, token string, lease time.Duration) {
 	opts := store.ClaimOptions{Token: token}
 	floor := k.seen.Load()
 	c, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
-		return nil
+		return
 	}
 	defer k.saw(c.Fence)
 	switch c.Status {
 	case store.Won:
-		if c.Token != token {
-			return fmt.Errorf("Claim(%q) = Won with token %q, want the caller's %q", k.name, c.Token, token)
-		}
-		if c.Fence <= floor {
-			return fmt.Errorf("Claim(%q) = Won fence %d, but a call that returned before it began had seen fence %d: a new claim's fence must rise above every fence before it", k.name, c.Fence, floor)
-		}
-		if err := k.won(c, lease); err != nil {
-			return err
-		}
+		e.expect(c.Token == token, "Claim(%q) = Won with token %q, want the caller's %q", k.name, c.Token, token)
+		e.expect(c.Fence > floor, "Claim(%q) = Won fence %d, but a call that returned before it began had seen fence %d: a new claim's fence must rise above every fence before it", k.name, c.Fence, floor)
+		e.won(k, c, lease)
 	case store.HeldByOther:
-		if c.Fence < floor {
-			return fmt.Errorf("Claim(%q) = HeldByOther fence %d, but a call that returned before it began had seen fence %d: the fence went back", k.name, c.Fence, floor)
-		}
+		e.expect(c.Fence >= floor, "Claim(%q) = HeldByOther fence %d, but a call that returned before it began had seen fence %d: the fence went back", k.name, c.Fence, floor)
 		k.mu.Lock()
 		k.held = append(k.held, c)
 		k.mu.Unlock()
-		return nil
+		return
 	default:
-		return fmt.Errorf("Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, c.Status)
+		e.fail("Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, c.Status)
 	}
 	// A retry with the winner's token: it re-affirms the claim as it was
 	// won, unless another Claim has taken the key over since.
@@ -218,32 +207,29 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 	r, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
-		return nil
+		return
 	}
 	defer k.saw(r.Fence)
 	switch {
 	case r.Fence < c.Fence:
-		return fmt.Errorf("retried Claim(%q) = %v fence %d, below the fence %d it won: the fence went back", k.name, r.Status, r.Fence, c.Fence)
+		e.fail("retried Claim(%q) = %v fence %d, below the fence %d it won: the fence went back", k.name, r.Status, r.Fence, c.Fence)
 	case r.Status == store.Won && r.Fence == c.Fence:
 		if !r.LeaseUntil.Equal(c.LeaseUntil) || r.Token != token {
-			return fmt.Errorf("retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
+			e.fail("retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
 				k.name, r.Fence, r.LeaseUntil, r.Token, c.LeaseUntil, token)
 		}
 	case r.Status == store.Won:
-		if r.Fence <= floor {
-			return fmt.Errorf("retried Claim(%q) = Won fence %d, not above fence %d seen before it began", k.name, r.Fence, floor)
-		}
-		return k.won(r, lease) // taken over and lapsed since, then won anew
+		e.expect(r.Fence > floor, "retried Claim(%q) = Won fence %d, not above fence %d seen before it began", k.name, r.Fence, floor)
+		e.won(k, r, lease) // taken over and lapsed since, then won anew
 	case r.Status == store.HeldByOther && r.Fence == c.Fence:
-		return fmt.Errorf("retried Claim(%q) = HeldByOther fence %d, the fence it won: another token holds the winner's fence", k.name, r.Fence)
+		e.fail("retried Claim(%q) = HeldByOther fence %d, the fence it won: another token holds the winner's fence", k.name, r.Fence)
 	case r.Status == store.HeldByOther:
 		k.mu.Lock()
 		k.held = append(k.held, r)
 		k.mu.Unlock()
 	default:
-		return fmt.Errorf("retried Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, r.Status)
+		e.fail("retried Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, r.Status)
 	}
-	return nil
 }
 
 // edgeAfter checks, once the race is over, what only the whole history

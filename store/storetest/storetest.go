@@ -139,9 +139,19 @@ func names() []string {
 // keepFiles lets a failing case leave files for the reader (the
 // Linearizable visualization); the suite's own tests, which fail on
 // purpose, do not.
-func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) (err error) {
+func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) error {
 	e := newEnv(t, cfg, c.ttl)
 	e.keepFiles = keepFiles
+	return catch(func() { c.fn(e) })
+}
+
+// violation is a broken rule: env.fail panics with it, and catch recovers
+// it as the failure.
+type violation struct{ err error }
+
+// catch runs f and returns the rule it broke, if any. A case runs through
+// catch, and so does each goroutine of a case that checks rules.
+func catch(f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, ok := r.(violation)
@@ -151,13 +161,9 @@ func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) (err error) {
 			err = v.err
 		}
 	}()
-	c.fn(e)
+	f()
 	return nil
 }
-
-// violation is a broken rule: env.fail panics with it, and runCase
-// recovers it as the case's failure.
-type violation struct{ err error }
 
 // env is what a case works with: one store and a clock that can be moved.
 type env struct {
@@ -236,8 +242,8 @@ func (e *env) pass(d time.Duration) {
 }
 
 // fail ends the case with a broken rule. Its text names the rule, or
-// starts with the call that broke it ("Claim(...) = ..."). Call it only
-// from the case's own goroutine.
+// starts with the call that broke it ("Claim(...) = ..."). A goroutine
+// that calls it runs through catch.
 func (e *env) fail(format string, args ...any) {
 	panic(violation{fmt.Errorf(format, args...)})
 }
