@@ -255,9 +255,7 @@ func extend(e *env) {
 	a := e.claim("k", e.tick, store.Won, "first Claim must win")
 	b, err := x.Extend(e.ctx, a, long)
 	e.must(err, "Extend of a live claim")
-	if b.Fence != a.Fence || b.Token != a.Token || b.Status != store.Won || b.Key != a.Key {
-		e.fail("Extend returned %+v, want the same claim with a later lease", b)
-	}
+	e.expect(b.Fence == a.Fence && b.Token == a.Token && b.Status == store.Won && b.Key == a.Key, "Extend returned %+v, want the same claim with a later lease", b)
 	e.expect(b.LeaseUntil.After(a.LeaseUntil), "Extend LeaseUntil = %v, want after %v", b.LeaseUntil, a.LeaseUntil)
 	e.pass(e.tick) // past the original lease
 	e.claim("k", long, store.HeldByOther, "an extended lease must keep the key held past the original lease")

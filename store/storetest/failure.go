@@ -24,9 +24,7 @@ func (e *env) failer() store.Failer {
 func (e *env) failure(f store.Failer, c store.Claim, fl store.Failure, wantN int, wantFailed bool, rule string) {
 	n, failed, err := f.Fail(e.ctx, c, fl)
 	e.must(err, rule+": Fail error")
-	if n != wantN || failed != wantFailed {
-		e.fail("%s: Fail = %d, %v; want %d, %v", rule, n, failed, wantN, wantFailed)
-	}
+	e.expect(n == wantN && failed == wantFailed, "%s: Fail = %d, %v; want %d, %v", rule, n, failed, wantN, wantFailed)
 }
 
 // failuresAre checks the failures a record shows.
@@ -93,10 +91,8 @@ func failCounted(e *env) {
 	}
 	e.failuresAre(r, 3, "customer gone", "Inspect of a FAILED record")
 	got := e.claim("k", long, store.AlreadyFailed, "a Claim of a FAILED record")
-	if got.Fence != c.Fence || got.Attempts != 3 || got.Reason != "customer gone" || got.Token != "" {
-		e.fail("Claim of a FAILED record = fence %d attempts %d reason %q token %q; want fence %d, 3, %q, none",
-			got.Fence, got.Attempts, got.Reason, got.Token, c.Fence, "customer gone")
-	}
+	e.expect(got.Fence == c.Fence && got.Attempts == 3 && got.Reason == "customer gone" && got.Token == "", "Claim of a FAILED record = fence %d attempts %d reason %q token %q; want fence %d, 3, %q, none",
+		got.Fence, got.Attempts, got.Reason, got.Token, c.Fence, "customer gone")
 	// Nothing the failed holder does changes a FAILED record.
 	e.complete(c, false, "Complete of a FAILED record by its own claim")
 	e.release(c, "Release of a FAILED record")
@@ -104,9 +100,7 @@ func failCounted(e *env) {
 		e.extendFenced(x, c, "of a FAILED record")
 	}
 	after := e.inspect("k", true, "a FAILED record")
-	if after.State != store.Failed || after.Fence != r.Fence || !after.LeaseUntil.Equal(r.LeaseUntil) {
-		e.fail("Complete, Release or Extend changed a FAILED record: %+v, was %+v", after, r)
-	}
+	e.expect(after.State == store.Failed && after.Fence == r.Fence && after.LeaseUntil.Equal(r.LeaseUntil), "Complete, Release or Extend changed a FAILED record: %+v, was %+v", after, r)
 }
 
 // failFinal: a final failure makes the record FAILED at once, with the
@@ -116,13 +110,9 @@ func failFinal(e *env) {
 	c := e.claimWith(store.ClaimOptions{Fingerprint: []byte("fp-1"), Origin: "push/m-1"}, "k", long, store.Won, "first Claim must win")
 	e.failure(f, c, store.Failure{Reason: "malformed order", Final: true, MaxAttempts: 5}, 1, true, "a final failure")
 	got := e.claimWith(store.ClaimOptions{Origin: "push/m-2"}, "k", long, store.AlreadyFailed, "a Claim of a FAILED record")
-	if got.Origin != "push/m-1" || string(got.Fingerprint) != "fp-1" {
-		e.fail("AlreadyFailed must name the failed claim's origin and fingerprint: %q %q", got.Origin, got.Fingerprint)
-	}
+	e.expect(got.Origin == "push/m-1" && string(got.Fingerprint) == "fp-1", "AlreadyFailed must name the failed claim's origin and fingerprint: %q %q", got.Origin, got.Fingerprint)
 	r := e.inspect("k", true, "a FAILED record")
-	if r.State != store.Failed || !r.FirstFailure.Equal(r.FailedAt()) {
-		e.fail("one final failure: State %v, FirstFailure %v, FailedAt %v; want FAILED, both the same instant", r.State, r.FirstFailure, r.FailedAt())
-	}
+	e.expect(r.State == store.Failed && r.FirstFailure.Equal(r.FailedAt()), "one final failure: State %v, FirstFailure %v, FailedAt %v; want FAILED, both the same instant", r.State, r.FirstFailure, r.FailedAt())
 	e.failuresAre(r, 1, "malformed order", "Inspect after a final failure")
 }
 
@@ -191,9 +181,7 @@ func failRetry(e *env) {
 	retry("k", true, "Retry of a FAILED record")
 	retry("k", false, "a second Retry of the same failure")
 	r := e.inspect("k", true, "a retried record")
-	if !r.Released() || r.Fence <= a.Fence {
-		e.fail("a retried record must be a released claim above fence %d: %v fence %d token %q", a.Fence, r.State, r.Fence, r.Token)
-	}
+	e.expect(r.Released() && r.Fence > a.Fence, "a retried record must be a released claim above fence %d: %v fence %d token %q", a.Fence, r.State, r.Fence, r.Token)
 	e.failuresAre(r, 0, "", "Retry must clear the failures")
 	e.failure(f, a, store.Failure{Reason: "bad", Final: true}, 0, false, "the failed claim's Fail after a Retry")
 	b := e.claim("k", long, store.Won, "a retried key must be won")

@@ -48,9 +48,7 @@ func (e *env) readAtSane(r store.Record, before time.Time) {
 		}
 		return
 	}
-	if r.ReadAt.Before(before) {
-		e.fail("Inspect ReadAt = %v, before the call began at %v", r.ReadAt, before)
-	}
+	e.expect(!r.ReadAt.Before(before), "Inspect ReadAt = %v, before the call began at %v", r.ReadAt, before)
 }
 
 func inspectAbsent(e *env) {
@@ -123,9 +121,7 @@ func inspectReleased(e *env) {
 	b := e.claim("j", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick)
 	r = e.inspect("j", true, "Inspect of a lapsed claim must find its record")
-	if !r.Lapsed() || r.Released() || r.Fence != b.Fence || r.Token != b.Token {
-		e.fail("Inspect of a lapsed claim = %+v, want the holder's fence and token with its lease over", r)
-	}
+	e.expect(r.Lapsed() && !r.Released() && r.Fence == b.Fence && r.Token == b.Token, "Inspect of a lapsed claim = %+v, want the holder's fence and token with its lease over", r)
 }
 
 func inspectExpired(e *env) {

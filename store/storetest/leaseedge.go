@@ -214,10 +214,8 @@ func (e *env) edgeClaim(k *edgeKey, token string, lease time.Duration) {
 	case r.Fence < c.Fence:
 		e.fail("retried Claim(%q) = %v fence %d, below the fence %d it won: the fence went back", k.name, r.Status, r.Fence, c.Fence)
 	case r.Status == store.Won && r.Fence == c.Fence:
-		if !r.LeaseUntil.Equal(c.LeaseUntil) || r.Token != token {
-			e.fail("retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
-				k.name, r.Fence, r.LeaseUntil, r.Token, c.LeaseUntil, token)
-		}
+		e.expect(r.LeaseUntil.Equal(c.LeaseUntil) && r.Token == token, "retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
+			k.name, r.Fence, r.LeaseUntil, r.Token, c.LeaseUntil, token)
 	case r.Status == store.Won:
 		e.expect(r.Fence > floor, "retried Claim(%q) = Won fence %d, not above fence %d seen before it began", k.name, r.Fence, floor)
 		e.won(k, r, lease) // taken over and lapsed since, then won anew
