@@ -1,9 +1,8 @@
 // Package pushauth verifies that a push request comes from your Pub/Sub
-// subscription: a [Verifier] checks the OIDC token Pub/Sub sends in
-// "Authorization: Bearer" (signature and expiry by Google's keys, then
-// issuer, audience and the subscription's service account), and its
-// [Verifier.Middleware] goes in front of the gateway, so that requests it
-// rejects never reach the store:
+// subscription: a [Verifier] checks the OIDC token Pub/Sub sends (Google's
+// signature, expiry, issuer, audience and service account), and its
+// [Verifier.Middleware] goes in front of the gateway, so rejected requests
+// never reach the store:
 //
 //	v, err := pushauth.New(&pushauth.Options{
 //		Audience:            "https://orders-abc123-ew.a.run.app/",

@@ -10,8 +10,7 @@ import (
 var (
 	// ErrNoToken: no Authorization header with the Bearer scheme. 401.
 	ErrNoToken = errors.New("pushauth: no bearer token")
-	// ErrMalformedToken: not a JWT signed with RS256, the only algorithm
-	// Google signs ID tokens with. 401.
+	// ErrMalformedToken: not a JWT signed with RS256 (Google's only). 401.
 	ErrMalformedToken = errors.New("pushauth: malformed token")
 	// ErrExpiredToken: the token has reached its expiry (exp). 401.
 	ErrExpiredToken = errors.New("pushauth: token expired")
@@ -21,14 +20,12 @@ var (
 	ErrWrongIssuer = errors.New("pushauth: token issuer not accepted")
 	// ErrWrongAudience: a valid token minted for another audience. 403.
 	ErrWrongAudience = errors.New("pushauth: token audience not accepted")
-	// ErrWrongEmail: a valid token of another identity than the push
-	// subscription's service account. 403.
+	// ErrWrongEmail: a valid token not of the subscription's service account. 403.
 	ErrWrongEmail = errors.New("pushauth: token email not accepted")
 	// ErrEmailNotVerified: a valid token whose email Google does not vouch for. 403.
 	ErrEmailNotVerified = errors.New("pushauth: token email not verified")
-	// ErrKeysUnavailable: Google's public keys could not be fetched, so the
-	// token could not be checked. 503, which Pub/Sub retries. A custom
-	// TokenValidator wraps it to get the same treatment.
+	// ErrKeysUnavailable: Google's keys could not be fetched. 503, which
+	// Pub/Sub retries; a custom TokenValidator wraps it for the same.
 	ErrKeysUnavailable = errors.New("pushauth: cannot verify tokens now: Google's signing keys are unavailable")
 )
 

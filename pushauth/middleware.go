@@ -27,7 +27,6 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// reject answers and logs a request Verify refused.
 func (v *Verifier) reject(w http.ResponseWriter, r *http.Request, err error) {
 	code := status(err)
 	level := slog.LevelWarn
@@ -46,7 +45,7 @@ func (v *Verifier) reject(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // reason is the one line a rejected caller reads: the sentinel's text, with
-// the detail only for malformed tokens (which never quotes the token).
+// detail only for malformed tokens (never quoting the token).
 func reason(err error) string {
 	for _, s := range []error{ErrNoToken, ErrExpiredToken, ErrBadSignature, ErrWrongIssuer,
 		ErrWrongAudience, ErrWrongEmail, ErrEmailNotVerified, ErrKeysUnavailable} {

@@ -37,10 +37,9 @@ func bearerToken(values []string) (string, error) {
 	return token, nil
 }
 
-// inspect checks a JWT's shape before its signature is: three base64url
-// parts, a header naming RS256 (the only algorithm Google signs with, so
-// "none", HS256 and ES256 never reach the validator) and a key, a payload
-// that decodes, a signature. It returns the unverified payload.
+// inspect checks a JWT's shape before its signature: three base64url
+// parts, a header naming RS256 (so "none", HS256 and ES256 never reach the
+// validator) and a key. It returns the unverified payload.
 func inspect(token string) (*idtoken.Payload, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
@@ -70,7 +69,7 @@ func inspect(token string) (*idtoken.Payload, error) {
 	return &p, nil
 }
 
-// decodePart decodes one base64url JSON part of a JWT into v, with errors
+// decodePart decodes a base64url JSON part of a JWT into v, with errors
 // that do not quote it.
 func decodePart(s string, v any) error {
 	b, err := base64.RawURLEncoding.DecodeString(s)

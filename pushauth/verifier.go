@@ -15,11 +15,10 @@ import (
 	"google.golang.org/api/idtoken"
 )
 
-// TokenValidator checks a Google-signed ID token: its signature against
-// Google's public keys, its expiry, and its aud claim when audience is not
-// empty. *idtoken.Validator implements it. An error that wraps
-// ErrKeysUnavailable means the token could not be checked (503); any other
-// error means it is not valid (401).
+// TokenValidator checks a Google-signed ID token's signature, expiry, and
+// aud claim when audience is not empty; *idtoken.Validator is one. An
+// error wrapping ErrKeysUnavailable means it could not check (503); any
+// other, that the token is not valid (401).
 type TokenValidator interface {
 	Validate(ctx context.Context, token, audience string) (*idtoken.Payload, error)
 }
@@ -39,8 +38,7 @@ type Options struct {
 	// regard to ASCII case. Required: the audience alone proves nothing.
 	ServiceAccountEmail string
 
-	// Validator checks signatures and expiry. Default: an
-	// idtoken.NewValidator, which fetches and caches Google's public keys.
+	// Validator checks signatures and expiry. Default idtoken.NewValidator's.
 	Validator TokenValidator
 
 	// Logger receives one line per rejected request, without the token.
@@ -73,8 +71,7 @@ func New(opts *Options) (*Verifier, error) {
 	}
 	v := &Verifier{audience: o.Audience, email: o.ServiceAccountEmail, validator: o.Validator, log: o.Logger}
 	if v.validator == nil {
-		// Without authentication the client reads no credentials, so
-		// this ctx bounds nothing: building it makes no request.
+		// Building it reads no credentials and makes no request.
 		val, err := idtoken.NewValidator(context.Background())
 		if err != nil {
 			return nil, fmt.Errorf("pushauth: %w", err)
@@ -107,8 +104,7 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 	if time.Now().Unix() >= unverified.Expires { // RFC 7519: now must be before exp
 		return nil, ErrExpiredToken
 	}
-	// The audience is checked below: the validator would check it before
-	// the signature.
+	// "": the audience is checked below, after the signature.
 	p, err := v.validator.Validate(ctx, token, "")
 	if err != nil {
 		return nil, classify(err, token)
@@ -132,8 +128,8 @@ func (v *Verifier) Verify(ctx context.Context, header http.Header) (*idtoken.Pay
 	return p, nil
 }
 
-// classify turns a validator's error into one of this package's, with the
-// token scrubbed from its text in case the validator quoted it.
+// classify turns a validator's error into one of this package's, the token
+// scrubbed from its text.
 func classify(err error, token string) error {
 	var (
 		urlErr    *url.Error
@@ -142,9 +138,8 @@ func classify(err error, token string) error {
 	)
 	text := redact(err.Error(), token)
 	switch {
-	// Fetching or decoding Google's keys failed. idtoken returns the HTTP
-	// client's and the JSON decoder's errors as they are, and its own
-	// status error as text.
+	// Fetching or decoding Google's keys failed (idtoken returns its own
+	// status error as text).
 	case errors.Is(err, ErrKeysUnavailable), errors.As(err, &urlErr),
 		errors.As(err, &syntaxErr), errors.As(err, &typeErr), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
@@ -180,9 +175,8 @@ func redact(s, token string) string {
 	return s
 }
 
-// asciiEqualFold reports whether a and b are equal but for the case of
-// ASCII letters. strings.EqualFold folds Unicode too, and would take the
-// long s (U+017F) for an "s": an email address must match byte for byte.
+// asciiEqualFold reports whether a and b are equal but for ASCII case.
+// strings.EqualFold would take the long s (U+017F) for an "s".
 func asciiEqualFold(a, b string) bool {
 	if len(a) != len(b) {
 		return false

@@ -28,8 +28,8 @@ func FromMessagePublishedData(id, source string, data []byte) (*Message, error) 
 	return fromEvent(m, CloudEventBinary, id, source), nil
 }
 
-// checkEvent refuses an event that is not messagePublished or lacks an
-// attribute the CloudEvents spec requires, as functions-framework's SDK does.
+// checkEvent refuses an event that is not messagePublished or lacks a
+// required attribute, as functions-framework's SDK does.
 func checkEvent(spec, id, source, typ string) error {
 	switch {
 	case spec == "":
@@ -54,7 +54,7 @@ func parseBinaryEvent(h http.Header, body []byte) (*Message, error) {
 }
 
 // structuredEvent is a structured-mode CloudEvent, its data decoded in the
-// same encoding/json pass.
+// same pass.
 type structuredEvent struct {
 	SpecVersion string    `json:"specversion"`
 	Type        string    `json:"type"`

@@ -12,8 +12,8 @@ import (
 // DefaultMaxBytes is the body size limit used when Decode is given 0 (or less).
 const DefaultMaxBytes = 16 << 20
 
-// preallocMax caps the buffer sized from Content-Length before any byte has
-// arrived: a request announcing a body it never sends holds no more.
+// preallocMax caps the buffer sized from Content-Length, so a request
+// announcing a body it never sends holds no more.
 const preallocMax = 1 << 20
 
 // Decode reads r's body (at most maxBytes; 0 or less means DefaultMaxBytes),
@@ -42,8 +42,7 @@ func Decode(r *http.Request, maxBytes int64) (*Message, error) {
 	return Parse(r.Header, body)
 }
 
-// restoredBody is the body Decode puts back (one allocation where
-// io.NopCloser(bytes.NewReader) takes two).
+// restoredBody is the body Decode puts back, in one allocation.
 type restoredBody struct {
 	bytes.Reader
 	data []byte
@@ -51,7 +50,6 @@ type restoredBody struct {
 
 func (*restoredBody) Close() error { return nil }
 
-// again is the request's GetBody: a fresh reader over the same bytes.
 func (b *restoredBody) again() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
@@ -61,8 +59,7 @@ func (b *restoredBody) again() (io.ReadCloser, error) {
 func readBody(rd io.Reader, limit, hint int64) ([]byte, error) {
 	size := int64(512)
 	if hint >= 0 {
-		// +1 leaves room for the read that reports EOF, so a body whose
-		// length was announced is read without growing the buffer.
+		// +1 for the read that reports EOF, so the buffer never grows.
 		size = min(hint+1, limit+1, preallocMax)
 	}
 	buf := make([]byte, 0, size)
@@ -96,8 +93,8 @@ const (
 )
 
 // Parse decodes a delivery from its headers and body, choosing the form by
-// the rules of the package documentation. It never panics. The Message's
-// Data may share memory with body. Errors wrap ErrNotPush.
+// the package's rules. It never panics; Data may share memory with body.
+// Errors wrap ErrNotPush.
 func Parse(h http.Header, body []byte) (*Message, error) {
 	switch formOf(h) {
 	case Unwrapped:

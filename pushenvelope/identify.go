@@ -41,8 +41,7 @@ func Identify(h http.Header, body []byte) *Message {
 	return m
 }
 
-// formOf is the form Parse's rules choose from the headers alone; a
-// wrapped-looking body under a message id header is Parse's to see.
+// formOf is the form Parse chooses from the headers alone.
 func formOf(h http.Header) Form {
 	if _, ok := h[headerMessageID]; ok {
 		return Unwrapped
@@ -57,8 +56,8 @@ func formOf(h http.Header) Form {
 	return Wrapped
 }
 
-// looseWire is a wrapped body read for its identity only, fields of any
-// JSON type so that one of the wrong type spoils none of the others.
+// looseWire is a wrapped body read for its identity only, its fields of
+// any JSON type so that one of the wrong type spoils no other.
 type looseWire struct {
 	Message *struct {
 		MessageID      any `json:"messageId"`
@@ -67,7 +66,6 @@ type looseWire struct {
 	Subscription any `json:"subscription"`
 }
 
-// fill sets m's ID and Subscription from w, where w has them.
 func (w *looseWire) fill(m *Message) {
 	if w.Message != nil {
 		if id := text(w.Message.MessageID); id != "" {
@@ -81,7 +79,6 @@ func (w *looseWire) fill(m *Message) {
 	}
 }
 
-// text is v when it is a JSON string, and empty otherwise.
 func text(v any) string {
 	s, _ := v.(string)
 	return s

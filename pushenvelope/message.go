@@ -56,7 +56,6 @@ type Message struct {
 // Pub/Sub push delivery in any known form; the message says why in one line.
 var ErrNotPush = errors.New("pushenvelope: not a Pub/Sub push delivery")
 
-// notPush returns an error wrapping ErrNotPush with a one-line reason.
 func notPush(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrNotPush}, args...)...)
 }

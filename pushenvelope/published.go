@@ -2,13 +2,11 @@ package pushenvelope
 
 import "time"
 
-// PubsubMessage is a Pub/Sub message in the JSON form that wrapped push
-// bodies and messagePublished CloudEvents carry (the REST PubsubMessage).
-//
-// Marshalling writes the camelCase names. Unmarshalling also accepts the
-// snake_case twins (message_id, publish_time, ordering_key) that push bodies
-// carry next to them, and fails when two spellings of one field disagree.
-// Like [Message], it leaves Data nil when empty and Attributes non-nil.
+// PubsubMessage is a Pub/Sub message in the JSON form wrapped push bodies
+// and messagePublished CloudEvents carry (the REST PubsubMessage).
+// Marshalling writes the camelCase names; unmarshalling also accepts the
+// snake_case twins and fails when two spellings disagree. Like [Message],
+// it leaves Data nil when empty and Attributes non-nil.
 type PubsubMessage struct {
 	Data        []byte            `json:"data,omitempty"` // base64 in JSON
 	Attributes  map[string]string `json:"attributes,omitempty"`
@@ -17,11 +15,10 @@ type PubsubMessage struct {
 	OrderingKey string            `json:"orderingKey,omitempty"`
 }
 
-// MessagePublishedData is the data of a [MessagePublishedType] CloudEvent,
-// and the body of a wrapped push (which may add deliveryAttempt), for
-// callers that write such bodies or read them with encoding/json.
-// Unmarshalling accepts the spellings [PubsubMessage] does (and
-// delivery_attempt) and requires a message object.
+// MessagePublishedData is the data of a [MessagePublishedType] CloudEvent
+// and the body of a wrapped push, for encoding/json. Unmarshalling accepts
+// the spellings [PubsubMessage] does (and delivery_attempt) and requires a
+// message object.
 type MessagePublishedData struct {
 	Message         PubsubMessage `json:"message"`
 	Subscription    string        `json:"subscription,omitempty"`

@@ -34,8 +34,7 @@ func openDatastore(ctx context.Context, rawURL string) (*Opened, error) {
 	return &Opened{Store: st, close: client.Close, Addr: googleAddr("datastore", project, q["database"], "DATASTORE_EMULATOR_HOST"), Records: records}, nil
 }
 
-// googleAddr names a Google store's project and database, and the emulator
-// the variable emulator names.
+// googleAddr names a Google store's project, database and emulator.
 func googleAddr(scheme, project, database, emulator string) string {
 	a := scheme + "://" + cmp.Or(project, "(project from the credentials)")
 	if database != "" {

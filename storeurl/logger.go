@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// RedisLogger writes go-redis's own log lines to a slog.Logger at Level,
-// instead of plain text on stderr. Install it once, in main, with
-// redis.SetLogger: go-redis has one logger per process.
+// RedisLogger writes go-redis's own log lines to a slog.Logger at Level.
+// Install it once, in main, with redis.SetLogger (one per process).
 type RedisLogger struct {
 	Logger *slog.Logger
 	Level  slog.Level

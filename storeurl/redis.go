@@ -109,8 +109,7 @@ func openRedis(ctx context.Context, rawURL string, bounded bool) (*Opened, error
 	return o, nil
 }
 
-// defaultRedisPrefix is redisstore's default key prefix, which a URL
-// without a prefix parameter reads.
+// defaultRedisPrefix is redisstore's default key prefix.
 const defaultRedisPrefix = "idemgate:"
 
 // scanBudget bounds a suffix search: SCAN calls per server, each looking

@@ -24,10 +24,9 @@ import (
 // sqlPingTimeout bounds the connection check at open.
 const sqlPingTimeout = 10 * time.Second
 
-// openSQL opens a postgres, mysql or sqlite URL (the forms in the package
-// documentation). The table parameter names the table; every other
-// parameter goes to the driver. With create, a missing table is created;
-// without, a missing SQLite file is an error.
+// openSQL opens a postgres, mysql or sqlite URL; every parameter but table
+// goes to the driver. With create, a missing table is created; without, a
+// missing SQLite file is an error.
 func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, error) {
 	shown := redactURL(rawURL)
 	dsn, table, err := cutTableParam(scheme, rawURL)
@@ -55,7 +54,6 @@ func openSQL(ctx context.Context, scheme, rawURL string, create bool) (*Opened, 
 	return o, nil
 }
 
-// defaultTable is sqlstore's default table.
 const defaultTable = "idemgate_records"
 
 // findSuffix lists up to n keys of table's records that end with suffix,

@@ -8,17 +8,12 @@
 //	g, err := gateway.New(o.Store, nil)
 //
 // The schemes are memory, redis, rediss, redis+cluster, rediss+cluster,
-// postgres (postgresql), mysql, sqlite, datastore and firestore; the store's
-// own parameters (prefix, ttl, allow_eviction for Redis; table for SQL;
-// database, namespace, kind or collection for the Google stores) are read,
-// and every other parameter goes to the driver (a Google URL refuses one).
-// docs/stores/README.md ("Store URLs") lists every form and parameter.
-//
-// Open pings a Redis or SQL server (and checks Redis's maxmemory-policy)
-// before it returns, and creates a missing SQL table; the Google clients
-// connect on their first call and honour the emulator host variables. A
-// URL that cannot be opened as written is a *URLError; passwords never
-// appear in errors.
+// postgres, mysql, sqlite, datastore and firestore. The store's own
+// parameters are read and any other goes to the driver (a Google URL
+// refuses one); "Store URLs" in docs/stores/README.md lists them all.
+// Open pings a Redis or SQL server and creates a missing SQL table; the
+// Google clients connect on first use. A URL that cannot be opened as
+// written is a *URLError; passwords never appear in errors.
 package storeurl
 
 import (
@@ -34,23 +29,19 @@ import (
 
 // Opened is a store and what it is.
 type Opened struct {
-	// Store is the store's own type, *memstore.Store, *redisstore.Store,
-	// *sqlstore.Store, *datastorestore.Store or *firestorestore.Store, for
-	// a caller that needs its methods (CompleteTx): assert it.
+	// Store is the store's own type (*sqlstore.Store, …): assert it for
+	// its own methods, such as CompleteTx.
 	Store store.Store
 	Name  string // the scheme, for logs
 	// Addr is the store's address as a URL without credentials or
 	// parameters: "postgres://127.0.0.1:5432/test", "redis://127.0.0.1:6379/0".
 	Addr string
-	// Records says where in the store the records are: the SQL table, the
-	// Redis key prefix, the Datastore kind and namespace or the Firestore
-	// collection, each marked "(default)" when the URL did not name it.
+	// Records says where in the store the records are (the SQL table, the
+	// Redis prefix, …), "(default)" when the URL did not name it.
 	Records string
-	// FindSuffix, when not nil, lists up to n keys of records whose key
-	// ends with suffix, in the order the store finds them, and whether the
-	// search covered every record (a bounded search may stop early). It is
-	// nil for a store that cannot search keys by suffix (Datastore,
-	// Firestore, memory).
+	// FindSuffix lists up to n keys of records ending with suffix, and
+	// whether the search covered every record (a bounded one may stop
+	// early). Nil for a store that cannot (Datastore, Firestore, memory).
 	FindSuffix func(ctx context.Context, suffix string, n int) (keys []string, complete bool, err error)
 
 	close func() error // releases what Open opened; nil when nothing needs it
@@ -97,7 +88,6 @@ func OpenExisting(ctx context.Context, rawURL string) (*Opened, error) {
 	return open(ctx, rawURL, false)
 }
 
-// open opens rawURL; create is Open's, not OpenExisting's.
 func open(ctx context.Context, rawURL string, create bool) (*Opened, error) {
 	if rawURL == "" && create {
 		rawURL = "memory://"
@@ -151,10 +141,9 @@ func orDefault(what string, given bool) string {
 	return what + " (default)"
 }
 
-// misspelled returns an error naming the first parameter of names that is
-// not one of ours but within two edits of one (tabel for table): a
-// parameter the driver would otherwise take as its own, or refuse in
-// words of its own.
+// misspelled returns an error naming the first of names that is within two
+// edits of one of ours (tabel for table), which the driver would otherwise
+// take as its own.
 func misspelled(names []string, ours ...string) error {
 	for _, n := range names {
 		for _, o := range ours {

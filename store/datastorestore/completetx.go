@@ -11,15 +11,13 @@ import (
 	"github.com/idemgate/idemgate/store/internal/record"
 )
 
-// MaxMessagesPerCompleteTx is the most outgoing messages one CompleteTx
-// takes: a Datastore commit holds at most 500 entities, one of them the
-// record.
+// MaxMessagesPerCompleteTx is the most messages one CompleteTx takes: a
+// commit holds at most 500 entities, one of them the record.
 const MaxMessagesPerCompleteTx = 499
 
 // CompleteTx records c as done inside tx, the caller's own transaction, so
-// that the completion and the caller's business writes commit together or
-// not at all. Call it from the function given to RunInTransaction and
-// return its error from that function:
+// that the completion and the caller's writes commit together or not at
+// all. Call it in RunInTransaction's function and return its error:
 //
 //	_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 //		if err := st.CompleteTx(tx, c); err != nil {
@@ -29,22 +27,17 @@ const MaxMessagesPerCompleteTx = 499
 //		return err
 //	})
 //
-// CompleteTx calls [store.EnterTx] with c, then applies Complete's rule to
-// the record as tx reads it: CLAIMED with c's fence, it queues the record
-// as DONE and returns nil. Otherwise it queues nothing and returns an
-// error matching [store.ErrFenced] (taken over, released, absent, expired,
-// or DONE already: the work committed once), and the caller must fail its
-// transaction. A claim that is not won is refused with [store.ErrNotWon]
-// before anything is read. tx must belong to the store's database.
+// It calls [store.EnterTx] with c and applies Complete's rule to the
+// record as tx reads it: CLAIMED with c's fence, it queues it as DONE and
+// returns nil; otherwise it returns an error matching [store.ErrFenced]
+// and the caller must fail its transaction. A claim not won fails with
+// [store.ErrNotWon] before any read. tx must be of the store's database.
 //
-// msgs are queued in tx for [Store.Outbox]: they commit if and only if the
-// completion does. An invalid message fails CompleteTx before anything is
-// read (see [outbox.Prepare]), and so do more than
-// MaxMessagesPerCompleteTx, an entity over MaxEntityBytes and messages
-// over MaxCommitBytes together. Messages of one ordering key are ordered
-// by the key's sequence entity, read with the record and written back, so
-// completions on one ordering key contend on it. docs/stores/datastore.md
-// covers retries, lost replies and the limits.
+// msgs are queued in tx for [Store.Outbox] and commit if and only if the
+// completion does. An invalid message (see [outbox.Prepare]) or one over
+// the limits fails CompleteTx before any read. Completions on one ordering
+// key contend on its sequence entity. See "Exactly-once effects: completing
+// inside your transaction" in docs/stores/datastore.md.
 func (s *Store) CompleteTx(tx *datastore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("datastorestore: CompleteTx: nil transaction")

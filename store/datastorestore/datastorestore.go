@@ -20,31 +20,23 @@ import (
 type Options struct {
 	// Kind is the entity kind of the records. Default "IdemgateRecord".
 	Kind string
-	// Namespace is the namespace of the records. Default "", the default
-	// namespace. The database is the one the client was created for (see
-	// datastore.NewClientWithDatabase).
+	// Namespace is the records' namespace. Default "". The database is the
+	// client's (see datastore.NewClientWithDatabase).
 	Namespace string
-	// TTL is how long a completed record suppresses duplicates, and how long
-	// a claimed record outlives its lease. A Claim's lease must be shorter
-	// (store.ErrLeaseTooLong), and so must SkewMargin. Default 1h.
+	// TTL is how long a completed record suppresses duplicates and a
+	// claimed one outlives its lease. Leases (store.ErrLeaseTooLong) and
+	// SkewMargin must be shorter. Default 1h.
 	TTL time.Duration
 	// SkewMargin is the clock difference tolerated between the processes
-	// that share the store: a lapsed lease or an expired record is taken
-	// over only when now ≥ leaseUntil + SkewMargin (resp. expiresAt +
-	// SkewMargin). Default 0, which trusts the clocks to agree; set it to
-	// the worst skew you expect if that is not negligible next to your
-	// leases.
+	// sharing the store: a lapsed lease or expired record is taken over
+	// only once now ≥ leaseUntil (resp. expiresAt) + SkewMargin. Default 0.
 	SkewMargin time.Duration
-	// Now is the clock that stamps leases and expiry. Default time.Now. It
-	// must be a wall clock shared (within SkewMargin) by every process that
-	// uses the same records; tests may pass a fake one.
+	// Now stamps leases and expiry: a wall clock shared, within SkewMargin,
+	// by every process using the records. Default time.Now.
 	Now func() time.Time
 }
 
-const (
-	defaultKind = "IdemgateRecord"
-	defaultTTL  = time.Hour
-)
+const defaultKind = "IdemgateRecord"
 
 // Store is a [store.Store] and [store.Extender] on Datastore that can also
 // complete a claim inside the caller's transaction ([Store.CompleteTx]).
@@ -63,12 +55,10 @@ var (
 	_ store.Extender = (*Store)(nil)
 )
 
-// namespaceRE is what Datastore accepts as a namespace.
 var namespaceRE = regexp.MustCompile(`^[0-9A-Za-z._-]{0,100}$`)
 
 // New returns a Store that keeps its records through client. A nil opts
-// means the defaults; opts is copied, never modified. It fails when the
-// options are not usable. New does no I/O.
+// means the defaults; opts is not modified. New does no I/O.
 func New(client *datastore.Client, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("datastorestore: nil client")
@@ -85,19 +75,10 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("datastorestore: invalid kind %.40q (want valid UTF-8, at most %d bytes, not of the form __…__)", o.Kind, maxNameLen)
 	case !namespaceRE.MatchString(o.Namespace) || reserved(o.Namespace):
 		return nil, fmt.Errorf("datastorestore: invalid namespace %.40q (want at most 100 of [0-9A-Za-z._-], not of the form __…__)", o.Namespace)
-	case o.TTL < 0:
-		return nil, fmt.Errorf("datastorestore: negative TTL %v", o.TTL)
-	case o.SkewMargin < 0:
-		return nil, fmt.Errorf("datastorestore: negative SkewMargin %v", o.SkewMargin)
 	}
-	if o.TTL == 0 {
-		o.TTL = defaultTTL
-	}
-	if o.SkewMargin >= o.TTL {
-		// A record made anew after a TTL policy deleted the old one starts
-		// at the clock of the process that makes it: above the old fences
-		// only if that clock lags by less than a ttl (see store.FenceAt).
-		return nil, fmt.Errorf("datastorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
+	rules, err := record.GoogleRules("datastorestore", o.TTL, o.SkewMargin)
+	if err != nil {
+		return nil, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -105,7 +86,7 @@ func New(client *datastore.Client, opts *Options) (*Store, error) {
 	s := &Store{client: client, kind: o.Kind, namespace: o.Namespace, now: o.Now}
 	s.ops = record.Ops{
 		Name:      "datastorestore",
-		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Rules:     rules,
 		Round:     s.transact,
 		Retryable: retryable,
 	}
@@ -137,8 +118,7 @@ func (s *Store) Extend(ctx context.Context, c store.Claim, lease time.Duration) 
 	return s.ops.Extend(ctx, c, lease)
 }
 
-// reserved reports whether s has the form __…__ that Datastore keeps for
-// itself.
+// reserved reports whether s has the form __…__ Datastore keeps for itself.
 func reserved(s string) bool {
 	return len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
 }

@@ -15,9 +15,8 @@ import (
 const (
 	// maxNameLen is the longest entity name (and kind) Datastore accepts.
 	maxNameLen = 1500
-	// hashPrefix starts the name of every entity whose key is hashed.
-	// Keys that themselves start with it are hashed too, so a hashed name
-	// never equals a key used as a name.
+	// hashPrefix starts every hashed name. Keys starting with it are hashed
+	// too, so a hashed name never equals a key used as a name.
 	hashPrefix = "sha256:"
 )
 
@@ -30,13 +29,18 @@ func entityName(key string) (name string, hashed bool) {
 	return hashPrefix + hex.EncodeToString(sum[:]), true
 }
 
-// entityKey returns the Datastore key of key's record and whether its name
-// is a hash.
+// entityKey returns the Datastore key of key's record and whether it is hashed.
 func (s *Store) entityKey(key string) (*datastore.Key, bool) {
 	name, hashed := entityName(key)
-	k := datastore.NameKey(s.kind, name, nil)
+	return s.nameKey("", name), hashed
+}
+
+// nameKey returns the key of the entity named name, of the records' kind
+// plus suffix, in the store's namespace.
+func (s *Store) nameKey(suffix, name string) *datastore.Key {
+	k := datastore.NameKey(s.kind+suffix, name, nil)
 	k.Namespace = s.namespace
-	return k, hashed
+	return k
 }
 
 // entity is a record as Datastore loads and saves it, in layout.Record.
@@ -47,9 +51,8 @@ func (r *entity) Save() ([]datastore.Property, error) {
 	return save(layout.Record, (*record.Record)(r), nil)
 }
 
-// Load implements datastore.PropertyLoadSaver. Unknown properties are
-// ignored; a known one of the wrong type, or a state other than CLAIMED,
-// DONE and FAILED, is an error.
+// Load implements datastore.PropertyLoadSaver. A known property of the
+// wrong type, or an unknown state, is an error; unknown properties are ignored.
 func (r *entity) Load(ps []datastore.Property) error {
 	*r = entity{}
 	if err := load(layout.Record, (*record.Record)(r), ps, nil); err != nil {
@@ -58,8 +61,7 @@ func (r *entity) Load(ps []datastore.Property) error {
 	return layout.CheckRecord((*record.Record)(r), "property")
 }
 
-// save returns the properties of t in layout fs; enc, when not nil,
-// converts a value Datastore stores otherwise.
+// save returns the properties of t in layout fs, each converted by enc if set.
 func save[T any](fs layout.Fields[T], t *T, enc func(name string, v any) (any, error)) ([]datastore.Property, error) {
 	var ps []datastore.Property
 	var err error
@@ -72,8 +74,7 @@ func save[T any](fs layout.Fields[T], t *T, enc func(name string, v any) (any, e
 	return ps, err
 }
 
-// load sets t from ps in layout fs; dec, when not nil, converts a value
-// Datastore stores otherwise.
+// load sets t from ps in layout fs, each converted by dec if set.
 func load[T any](fs layout.Fields[T], t *T, ps []datastore.Property, dec func(name string, v any) (any, error)) error {
 	for _, p := range ps {
 		v := p.Value

@@ -8,9 +8,7 @@ import (
 
 var _ store.Failer = (*Store)(nil)
 
-// Fail implements [store.Failer] in one transaction, like Complete: the
-// record the caller holds is CLAIMED, so the lookup that begins the
-// transaction is the one read it needs.
+// Fail implements [store.Failer] in one transaction, like Complete.
 func (s *Store) Fail(ctx context.Context, c store.Claim, f store.Failure) (attempts int, failed bool, err error) {
 	return s.ops.Fail(ctx, c, f)
 }

@@ -8,10 +8,9 @@ import (
 
 var _ store.Inspector = (*Store)(nil)
 
-// Inspect implements [store.Inspector]: one lookup, outside any
-// transaction, that writes nothing. Instants are on this process's clock (Options.Now),
-// the one the store decides with; a record is absent once past expiresAt
-// plus Options.SkewMargin, as for every other operation.
+// Inspect implements [store.Inspector]: one lookup outside any
+// transaction. Instants are on Options.Now; a record is absent once past
+// expiresAt plus Options.SkewMargin, as for every other operation.
 func (s *Store) Inspect(ctx context.Context, key string) (store.Record, bool, error) {
 	return s.readOps.Inspect(ctx, key)
 }

@@ -17,15 +17,13 @@ import (
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
-// outboxSuffix names the outbox kind after the records' kind: records of
-// kind "IdemgateRecord" have their outgoing messages in kind
-// "IdemgateRecordOutbox", in the same namespace.
+// outboxSuffix names the outbox kind after the records' kind
+// ("IdemgateRecordOutbox"), in the same namespace.
 const outboxSuffix = "Outbox"
 
-// outboxEntity is an outgoing message as Datastore loads and saves it, in
-// layout.Message with the attributes as a JSON object of strings. Its
-// entity name is the message's child key, so a message has one entity
-// however often its transaction is tried.
+// outboxEntity is an outgoing message in layout.Message, the attributes as
+// a JSON object. It is named by its child key, so a retried transaction
+// writes the same entity.
 type outboxEntity outboxq.Stored
 
 // Save implements datastore.PropertyLoadSaver.
@@ -59,48 +57,26 @@ func (e *outboxEntity) Load(ps []datastore.Property) error {
 	return layout.CheckMessage((*outboxq.Stored)(e), "property")
 }
 
-// seqEntity is an order key's sequence (outboxq.Seq): the last place
-// given to one of its messages, and when one may next be taken (indexed:
-// Take finds the keys it may take from by it). Its entity name is the
-// order key. CompleteTx reads it and writes it back in its transaction,
-// so that the database, not the completing process's clock, orders the
-// key's messages.
+// seqEntity is an order key's sequence (outboxq.Seq), named by the order
+// key. CompleteTx reads and writes it in its transaction, so the database,
+// not a process's clock, orders the key's messages.
 type seqEntity struct {
 	Last int64     `datastore:"last,noindex"`
 	Due  time.Time `datastore:"due,omitempty"`
 }
 
-// seqSuffix names the kind of the order keys' sequences after the
-// records' kind: "IdemgateRecordOutboxSeq" by default.
+// seqSuffix names the sequences' kind ("IdemgateRecordOutboxSeq").
 const seqSuffix = outboxSuffix + "Seq"
 
-// seqKey returns the key of orderKey's sequence entity.
-func (s *Store) seqKey(orderKey string) *datastore.Key {
-	k := datastore.NameKey(s.kind+seqSuffix, orderKey, nil)
-	k.Namespace = s.namespace
-	return k
-}
+func (s *Store) seqKey(orderKey string) *datastore.Key    { return s.nameKey(seqSuffix, orderKey) }
+func (s *Store) outboxKey(childKey string) *datastore.Key { return s.nameKey(outboxSuffix, childKey) }
 
-// outboxKey returns the key of the outbox entity named childKey.
-func (s *Store) outboxKey(childKey string) *datastore.Key {
-	k := datastore.NameKey(s.kind+outboxSuffix, childKey, nil)
-	k.Namespace = s.namespace
-	return k
-}
-
-// Outbox is the outbox of a [Store]: the messages that CompleteTx queued
-// with the records, committed and not yet sent. It is the [relay.Source]
-// a relay publishes from, and its [relay.DeadLetters]. It is safe for
-// concurrent use, also by relays in other processes.
-//
-// Each message is an entity of kind [Options.Kind] + "Outbox" in the
-// store's namespace, named by its child key. Take finds due unordered
-// messages by orderKey and due, the due order keys (outbox.OrderKey) by
-// the due of their sequence entities, and a key's first messages by
-// orderKey and seq: two composite indexes in production (see
-// docs/stores/datastore.md). Settle deletes what was sent, as it was
-// taken; nothing else deletes outbox entities. Dead messages stay until
-// revived, listed by the indexed property died.
+// Outbox is the outbox of a [Store]: the messages CompleteTx queued with
+// the records, committed and not yet sent. It is the [relay.Source] a relay
+// publishes from, and its [relay.DeadLetters]; safe for concurrent use,
+// also by relays in other processes. Each message is an entity of kind
+// [Options.Kind] + "Outbox"; its queries need two composite indexes (see
+// "The outbox" in docs/stores/datastore.md).
 //
 // [relay.Source]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#Source
 // [relay.DeadLetters]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#DeadLetters
@@ -109,42 +85,27 @@ type Outbox struct{ s *Store }
 // Outbox returns the store's outbox. It does no I/O.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
 
-// Datastore's limits on what CompleteTx writes.
+// Datastore's limits on what CompleteTx writes. It refuses a message whose
+// entity could exceed MaxEntityBytes (an upper bound, about 1 KiB over the
+// payload, attributes and names), and messages that could exceed
+// MaxCommitBytes together with 16 KiB for the record and the body's writes.
 const (
-	// MaxEntityBytes is the most bytes of one entity. CompleteTx refuses a
-	// message whose entity could be larger (see Size in
-	// store/internal/outboxq: an upper bound, about 1 KiB over the payload,
-	// attributes and names).
 	MaxEntityBytes = 1_048_572
-	// MaxCommitBytes is the most bytes of one transaction. CompleteTx
-	// refuses messages whose entities could be larger together, with
-	// 16 KiB for the record; the body's own writes count too.
 	MaxCommitBytes = 10 << 20
 )
 
-// Backlog implements relay.Source: how many live messages are committed
-// and unsent, held or not; dead ones are not counted. One count query.
+// Backlog implements relay.Source; see docs/stores/datastore.md.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) { return o.q().Backlog(ctx) }
 
-// Stats implements relay.Stater: two count queries (live and dead
-// messages) and one query of at most 100 messages in enqueue order, which
-// stops at the first live one.
+// Stats implements relay.Stater; see docs/stores/datastore.md.
 func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) { return o.q().Stats(ctx) }
 
-// Take implements relay.Source: it leases up to limit due messages for
-// lease and returns them in the order to publish them. A message of an
-// order key is taken only with every earlier message of that key, never
-// while one of those is held, backs off, or is dead and holds the key.
-// When another relay's transaction wins the race, Take returns none and
-// no error. See docs/stores/datastore.md for its queries.
+// Take implements relay.Source; see docs/stores/datastore.md.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	return o.q().Take(ctx, limit, lease)
 }
 
-// Settle implements relay.Source in one transaction: it deletes each sent
-// message whose version is still the one taken, and applies each failure
-// to the message the same Take still holds: its attempts and reason, its
-// backoff on this store's clock, or its death.
+// Settle implements relay.Source in one transaction; see docs/stores/datastore.md.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	return o.q().Settle(ctx, sent, failed)
 }
@@ -154,10 +115,7 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) 
 	return o.q().Dead(ctx, n)
 }
 
-// Revive implements relay.DeadLetters in one transaction: the dead
-// messages of ids are due at once, their attempts at zero and their reason
-// cleared, and their order keys due. An ID of a message that is not dead,
-// or that was written anew since it was listed, is skipped.
+// Revive implements relay.DeadLetters in one transaction; see docs/stores/datastore.md.
 func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	return o.q().Revive(ctx, ids...)
 }
@@ -181,7 +139,6 @@ func (d db) First(ctx context.Context, orderKey string, limit int) ([]outboxq.He
 	return d.heads(ctx, d.query().FilterField(layout.OrderKey, "=", orderKey).Order(layout.Seq).Limit(limit))
 }
 
-// heads runs q, a query of outbox entities, for a Take.
 func (d db) heads(ctx context.Context, q *datastore.Query) ([]outboxq.Head, error) {
 	var ents []*outboxEntity
 	keys, err := d.s.client.GetAll(ctx, q, &ents)
@@ -260,7 +217,7 @@ func (d db) Run(ctx context.Context, once bool, fn func(outboxq.Tx) error) error
 	return err
 }
 
-// txn is an [outboxq.Tx]: it gathers the writes, put in one call at the end.
+// txn is an [outboxq.Tx] that gathers its writes for one PutMulti.
 type txn struct {
 	s          *Store
 	tx         *datastore.Transaction
@@ -305,8 +262,8 @@ func stored(got []*outboxEntity) []*outboxq.Stored {
 	return out
 }
 
-// Get reads the outbox entities of ids, nil for one that does not exist,
-// and the sequences of orderKeys that exist, in one lookup.
+// Get reads, in one lookup, the entities of ids (nil for a missing one)
+// and the sequences of orderKeys that exist.
 func (t *txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outboxq.Seq, error) {
 	got := make([]*outboxEntity, len(ids))
 	all, dst := make([]*datastore.Key, 0, len(ids)+len(orderKeys)), make([]any, 0, len(ids)+len(orderKeys))
@@ -325,7 +282,6 @@ func (t *txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outbo
 	if err != nil && !errors.As(err, &merr) {
 		return nil, nil, err
 	}
-	// missing reports whether entity i does not exist.
 	missing := func(i int) (bool, error) {
 		if merr == nil || merr[i] == nil {
 			return false, nil
@@ -355,8 +311,8 @@ func (t *txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outbo
 	return stored(got), seqs, nil
 }
 
-// queued is what a CompleteTx enqueues: the messages, and the sequences
-// of their order keys, which it reads with the record.
+// queued is what a CompleteTx enqueues, and the sequences of its order
+// keys, which it reads with the record.
 type queued struct {
 	names  []string // the messages' child keys
 	msgs   []outboxq.Stored
@@ -365,11 +321,9 @@ type queued struct {
 	seqDst []any // the *seqEntity each seq is read into
 }
 
-// queue prepares msgs, the messages a CompleteTx of the claim keyed
-// parent enqueues at now: nil when there are none. It refuses, before
-// anything is read or written, a message Pub/Sub would refuse (see
-// [outbox.Prepare]) and one Datastore could not hold (MaxEntityBytes,
-// MaxCommitBytes).
+// queue prepares the messages a CompleteTx of parent enqueues (nil for
+// none). Before any I/O it refuses a message Pub/Sub would refuse (see
+// [outbox.Prepare]) or Datastore could not hold.
 func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -382,8 +336,7 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	for _, p := range ps {
 		q.names = append(q.names, p.ChildKey)
 	}
-	// The key: its kind, name, namespace, and room for the project's and
-	// the database's IDs.
+	// The key: kind, name, namespace, and the project's and database's IDs.
 	keyBytes := len(s.kind+outboxSuffix) + 64 + len(s.namespace) + 128
 	size := func(m *outboxq.Stored) int {
 		attrs, _ := json.Marshal(m.Attributes)
@@ -403,10 +356,9 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	return q, nil
 }
 
-// enqueueTx writes q in tx, its sequences read: the messages, as entities
-// named by their child keys, each ordered message at the next place of its
-// order key, and the sequences advanced. A retried transaction reads the
-// sequences again and writes the same entities again.
+// enqueueTx writes q in tx once its sequences are read: each ordered
+// message at its key's next place, and the sequences advanced. A retried
+// transaction reads them again and writes the same entities.
 func (s *Store) enqueueTx(tx *datastore.Transaction, q *queued) error {
 	if q == nil {
 		return nil

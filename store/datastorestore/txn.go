@@ -17,15 +17,11 @@ import (
 // rolled back instead of committed.
 var errReadOnly = errors.New("datastorestore: read-only outcome")
 
-// transact is the Round of the operations that normally write (Complete,
-// Release, Extend, Fail, Forget, Retry): one transaction, a lookup that
-// begins it, then a commit of decide's record, or a rollback when decide
-// writes nothing.
-//
-// A retry after a failed attempt is a readFirst round instead: under
-// contention most callers only learn that the key is held or done, and
-// answering them from a lookup outside any transaction keeps them from
-// aborting the holder's own writes.
+// transact is the Round of the operations that normally write: one
+// transaction begun by its lookup. A retry is a readFirst round instead:
+// under contention most callers only learn that the key is held or done,
+// and a lookup outside any transaction keeps them from aborting the
+// holder's writes.
 func (s *Store) transact(ctx context.Context, key string, attempt int, decide record.Decide) error {
 	if attempt > 1 {
 		return s.readFirst(ctx, key, attempt, decide)
@@ -33,14 +29,10 @@ func (s *Store) transact(ctx context.Context, key string, attempt int, decide re
 	return s.inTx(ctx, key, decide)
 }
 
-// readFirst is the Round of the operations that normally write nothing or
-// write a new record (Claim, Inspect). It looks the entity up outside any
-// transaction, a strongly consistent lookup that sees every commit before
-// it, and stops there when decide writes nothing: a duplicate costs that
-// one RPC and commits nothing. A new record is inserted by one
-// non-transactional commit, which fails with AlreadyExists if the entity
-// was created since the lookup; a change to an existing record runs inTx,
-// which looks it up again inside the transaction and decides on that.
+// readFirst is the Round of Claim and Inspect: a strongly consistent
+// lookup outside any transaction, so a duplicate costs one RPC. A new
+// record is inserted (AlreadyExists if created since the lookup); a change
+// to an existing one runs inTx, which decides on its own lookup.
 func (s *Store) readFirst(ctx context.Context, key string, _ int, decide record.Decide) error {
 	k, hashed := s.entityKey(key)
 	cur, err := s.read(k, key, hashed, func(dst *entity) error { return s.client.Get(ctx, k, dst) })
@@ -59,16 +51,14 @@ func (s *Store) readFirst(ctx context.Context, key string, _ int, decide record.
 	}
 	_, err = s.client.Mutate(ctx, datastore.NewInsert(k, (*entity)(next)))
 	if status.Code(err) == codes.Aborted {
-		// Contention, as for a transaction's commit: the callers tell it
-		// apart by datastore.ErrConcurrentTransaction.
+		// Contention, as for a transaction's commit.
 		return fmt.Errorf("%w: %w", datastore.ErrConcurrentTransaction, err)
 	}
 	return err
 }
 
-// inTx runs one transaction that begins with its lookup
-// (datastore.BeginLater), and commits decide's record or, when decide
-// writes nothing, rolls back.
+// inTx runs one transaction begun by its lookup, and commits decide's
+// record or rolls back when it writes nothing.
 func (s *Store) inTx(ctx context.Context, key string, decide record.Decide) error {
 	committing := false
 	_, err := s.client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
@@ -88,16 +78,15 @@ func (s *Store) inTx(ctx context.Context, key string, decide record.Decide) erro
 	return err
 }
 
-// lookup is what a step reads in the same lookup as the record: entities
-// of keys, into dst (a missing one leaves its dst as it was).
+// lookup is what a step reads with the record: keys into dst (a missing
+// entity leaves its dst as it was).
 type lookup struct {
 	keys []*datastore.Key
 	dst  []any
 }
 
-// step reads key's record in tx, with also when it is not nil, calls
-// decide, and queues the write decide asks for in tx. It reports whether
-// it queued one.
+// step reads key's record (and also) in tx, and queues the write decide
+// asks for, reporting whether it did.
 func (s *Store) step(tx *datastore.Transaction, key string, decide record.Decide, also *lookup) (wrote bool, err error) {
 	k, hashed := s.entityKey(key)
 	get := func(dst *entity) error { return tx.Get(k, dst) }
@@ -133,8 +122,8 @@ func (s *Store) step(tx *datastore.Transaction, key string, decide record.Decide
 	return true, nil
 }
 
-// read loads key's record with get: nil when absent. A hashed entity name
-// must hold this very key.
+// read loads key's record with get: nil when absent. A hashed entity must
+// hold this very key.
 func (s *Store) read(k *datastore.Key, key string, hashed bool, get func(*entity) error) (*record.Record, error) {
 	var got entity
 	switch err := get(&got); {
@@ -160,10 +149,9 @@ type commitError struct{ err error }
 func (e *commitError) Error() string { return e.err.Error() }
 func (e *commitError) Unwrap() error { return e.err }
 
-// retryable reports whether another transaction may succeed where err
-// failed (record.Ops.Retryable). Retrying is always safe: every transaction
-// re-reads the entity, and a Claim whose commit landed unseen finds its own
-// token.
+// retryable is record.Ops.Retryable. Retrying is always safe: every
+// transaction re-reads the entity, and a Claim whose commit landed unseen
+// finds its own token.
 func retryable(err error) (retry, now bool) {
 	if errors.Is(err, datastore.ErrConcurrentTransaction) {
 		return true, false

@@ -13,9 +13,9 @@ import (
 )
 
 // CompleteTx records c as done inside tx, the caller's own transaction, so
-// that the completion and the caller's business writes commit together or
-// not at all. Call it from the function given to RunTransaction, before
-// any write of that transaction, and return its error from that function:
+// that the completion and the caller's writes commit together or not at
+// all. Call it in RunTransaction's function before any write, and return
+// its error:
 //
 //	err := client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 //		if err := st.CompleteTx(tx, c); err != nil {
@@ -24,24 +24,19 @@ import (
 //		return tx.Create(client.Collection("ledger").NewDoc(), entry)
 //	})
 //
-// CompleteTx calls [store.EnterTx] with c, then applies Complete's rule to
-// the record as tx reads it: CLAIMED with c's fence, it queues the record
-// as DONE and returns nil. Otherwise it queues nothing and returns an
-// error matching [store.ErrFenced] (taken over, released, absent, expired,
-// or DONE already: the work committed once), and the caller must fail its
-// transaction. A claim that is not won is refused with [store.ErrNotWon]
-// before anything is read. Called after a write of tx, it fails with the
-// client's "read after write in transaction". tx must belong to the
-// store's database.
+// It calls [store.EnterTx] with c and applies Complete's rule to the
+// record as tx reads it: CLAIMED with c's fence, it queues it as DONE and
+// returns nil; otherwise it returns an error matching [store.ErrFenced]
+// and the caller must fail its transaction. A claim not won fails with
+// [store.ErrNotWon] before any read; after a write of tx, with the
+// client's "read after write in transaction". tx must be of the store's
+// database.
 //
-// msgs are written in tx for [Store.Outbox]: they commit if and only if
-// the completion does. An invalid message fails CompleteTx before anything
-// is read (see [outbox.Prepare]), and so do a document over
-// MaxDocumentBytes and messages over MaxCommitBytes together. Messages of
-// one ordering key are ordered by the key's sequence document, read with
-// the record and written back, so completions on one ordering key contend
-// on it. docs/stores/firestore.md covers retries, lost replies and the
-// limits.
+// msgs are written in tx for [Store.Outbox] and commit if and only if the
+// completion does. An invalid message (see [outbox.Prepare]) or one over
+// the limits fails CompleteTx before any read. Completions on one ordering
+// key contend on its sequence document. See "Exactly-once effects: completing
+// inside your transaction" in docs/stores/firestore.md.
 func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...outbox.Message) error {
 	if tx == nil {
 		return errors.New("firestorestore: CompleteTx: nil transaction")
@@ -58,8 +53,7 @@ func (s *Store) CompleteTx(tx *firestore.Transaction, c store.Claim, msgs ...out
 		if q == nil || len(q.seqs) == 0 {
 			snap, err = tx.Get(ref)
 		} else {
-			// The order keys' sequences are read with the record, in one
-			// request, before the transaction writes anything.
+			// The sequences are read with the record, before any write.
 			var snaps []*firestore.DocumentSnapshot
 			snaps, err = tx.GetAll(append([]*firestore.DocumentRef{ref}, q.seqs...))
 			if err == nil {

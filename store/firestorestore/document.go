@@ -15,14 +15,12 @@ import (
 const (
 	// maxIDLen is the longest document or collection ID Firestore accepts.
 	maxIDLen = 1500
-	// hashPrefix starts every hashed document ID. Keys that themselves
-	// start with it are hashed too, so a hashed ID never equals a key used
-	// as an ID.
+	// hashPrefix starts every hashed ID. Keys starting with it are hashed
+	// too, so a hashed ID never equals a key used as an ID.
 	hashPrefix = "sha256:"
 )
 
-// validID reports whether Firestore accepts s as a document or collection
-// ID.
+// validID reports whether Firestore accepts s as a document or collection ID.
 func validID(s string) bool {
 	return s != "" && len(s) <= maxIDLen && utf8.ValidString(s) &&
 		!strings.Contains(s, "/") && s != "." && s != ".." &&
@@ -38,8 +36,7 @@ func docID(key string) (id string, hashed bool) {
 	return hashPrefix + hex.EncodeToString(sum[:]), true
 }
 
-// docRef returns the reference of key's document and whether its ID is a
-// hash.
+// docRef returns key's document and whether its ID is hashed.
 func (s *Store) docRef(key string) (*firestore.DocumentRef, bool) {
 	id, hashed := docID(key)
 	return s.coll.Doc(id), hashed
@@ -48,16 +45,14 @@ func (s *Store) docRef(key string) (*firestore.DocumentRef, bool) {
 // fields returns the document of a new record, in layout.Record.
 func fields(r *record.Record) map[string]any { return encode(layout.Record, r, nil) }
 
-// updates returns the changes that turn a stored record into r; the key
-// field never changes. An optional field that r does not hold (a
-// fingerprint, an origin, failures) is deleted in the same write.
+// updates returns the changes that turn a stored record into r, deleting
+// the optional fields r does not hold; the key never changes.
 func updates(r *record.Record) []firestore.Update {
 	return changes(layout.Record, r, func(name string) bool { return name != layout.Key }, nil)
 }
 
-// parse reads a record from a document's data. Unknown fields are ignored;
-// a known field of the wrong type, or a state other than CLAIMED, DONE and
-// FAILED, is an error.
+// parse reads a record. A known field of the wrong type, or an unknown
+// state, is an error; unknown fields are ignored.
 func parse(data map[string]any) (record.Record, error) {
 	var r record.Record
 	if err := decode(layout.Record, &r, data, nil); err != nil {
@@ -69,8 +64,7 @@ func parse(data map[string]any) (record.Record, error) {
 	return r, nil
 }
 
-// encode returns the document of t in layout fs; enc, when not nil,
-// converts a value Firestore stores otherwise.
+// encode returns the document of t in layout fs, each value converted by enc if set.
 func encode[T any](fs layout.Fields[T], t *T, enc func(name string, v any) any) map[string]any {
 	m := map[string]any{}
 	fs.Encode(t, func(f *layout.Field[T], v any) {
@@ -82,8 +76,8 @@ func encode[T any](fs layout.Fields[T], t *T, enc func(name string, v any) any) 
 	return m
 }
 
-// changes returns the updates that write the fields of t in layout fs
-// that write reports, deleting those a write would leave out.
+// changes returns the updates of the fields of t for which write is true,
+// deleting those an encoding would leave out.
 func changes[T any](fs layout.Fields[T], t *T, write func(name string) bool, enc func(name string, v any) any) []firestore.Update {
 	var us []firestore.Update
 	for _, f := range fs {
@@ -102,8 +96,7 @@ func changes[T any](fs layout.Fields[T], t *T, write func(name string) bool, enc
 	return us
 }
 
-// decode sets t from data in layout fs; dec, when not nil, converts a
-// value Firestore stores otherwise.
+// decode sets t from data in layout fs, each value converted by dec if set.
 func decode[T any](fs layout.Fields[T], t *T, data map[string]any, dec func(name string, v any) (any, error)) error {
 	for name, v := range data {
 		if dec != nil {

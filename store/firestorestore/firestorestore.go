@@ -16,33 +16,24 @@ import (
 
 // Options configures a Store. The zero value means the defaults.
 type Options struct {
-	// Collection is the collection of the records: a collection ID, or the
-	// slash-separated path of a nested collection such as
-	// "tenants/acme/idemgate". Default "idemgate_records". The database is
-	// the one the client was created for (see
-	// firestore.NewClientWithDatabase).
+	// Collection is the records' collection: an ID, or the path of a nested
+	// one such as "tenants/acme/idemgate". Default "idemgate_records". The
+	// database is the client's (see firestore.NewClientWithDatabase).
 	Collection string
-	// TTL is how long a completed record suppresses duplicates, and how long
-	// a claimed record outlives its lease. A Claim's lease must be shorter
-	// (store.ErrLeaseTooLong), and so must SkewMargin. Default 1h.
+	// TTL is how long a completed record suppresses duplicates and a
+	// claimed one outlives its lease. Leases (store.ErrLeaseTooLong) and
+	// SkewMargin must be shorter. Default 1h.
 	TTL time.Duration
 	// SkewMargin is the clock difference tolerated between the processes
-	// that share the store: a lapsed lease or an expired record is taken
-	// over only when now ≥ leaseUntil + SkewMargin (resp. expiresAt +
-	// SkewMargin). Default 0, which trusts the clocks to agree; set it to
-	// the worst skew you expect if that is not negligible next to your
-	// leases.
+	// sharing the store: a lapsed lease or expired record is taken over
+	// only once now ≥ leaseUntil (resp. expiresAt) + SkewMargin. Default 0.
 	SkewMargin time.Duration
-	// Now is the clock that stamps leases and expiry. Default time.Now. It
-	// must be a wall clock shared (within SkewMargin) by every process that
-	// uses the same records; tests may pass a fake one.
+	// Now stamps leases and expiry: a wall clock shared, within SkewMargin,
+	// by every process using the records. Default time.Now.
 	Now func() time.Time
 }
 
-const (
-	defaultCollection = "idemgate_records"
-	defaultTTL        = time.Hour
-)
+const defaultCollection = "idemgate_records"
 
 // Store is a [store.Store] and [store.Extender] on Firestore that can also
 // complete a claim inside the caller's transaction ([Store.CompleteTx]).
@@ -63,8 +54,7 @@ var (
 )
 
 // New returns a Store that keeps its records through client. A nil opts
-// means the defaults; opts is copied, never modified. It fails when the
-// options are not usable. New does no I/O.
+// means the defaults; opts is not modified. New does no I/O.
 func New(client *firestore.Client, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("firestorestore: nil client")
@@ -79,20 +69,9 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	if err := checkCollection(o.Collection); err != nil {
 		return nil, err
 	}
-	switch {
-	case o.TTL < 0:
-		return nil, fmt.Errorf("firestorestore: negative TTL %v", o.TTL)
-	case o.SkewMargin < 0:
-		return nil, fmt.Errorf("firestorestore: negative SkewMargin %v", o.SkewMargin)
-	}
-	if o.TTL == 0 {
-		o.TTL = defaultTTL
-	}
-	if o.SkewMargin >= o.TTL {
-		// A record made anew after a TTL policy deleted the old one starts
-		// at the clock of the process that makes it: above the old fences
-		// only if that clock lags by less than a ttl (see store.FenceAt).
-		return nil, fmt.Errorf("firestorestore: SkewMargin %v is not shorter than the TTL %v", o.SkewMargin, o.TTL)
+	rules, err := record.GoogleRules("firestorestore", o.TTL, o.SkewMargin)
+	if err != nil {
+		return nil, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -104,7 +83,7 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 	s := &Store{coll: coll, now: o.Now, client: client}
 	s.ops = record.Ops{
 		Name:      "firestorestore",
-		Rules:     record.Rules{TTL: o.TTL, Skew: o.SkewMargin},
+		Rules:     rules,
 		Round:     s.round,
 		Retryable: retryable,
 	}
@@ -114,7 +93,7 @@ func New(client *firestore.Client, opts *Options) (*Store, error) {
 }
 
 // checkCollection reports whether path names a collection: an odd number
-// of segments, each a valid Firestore ID.
+// of valid IDs.
 func checkCollection(path string) error {
 	segs := strings.Split(path, "/")
 	if len(segs)%2 == 0 {

@@ -12,17 +12,11 @@ import (
 
 var _ store.Lister = (*Store)(nil)
 
-// List implements [store.Lister] with queries on the collection, filtered
-// and ordered by document ID (__name__), which the built-in index serves:
-// no composite index is needed. Each query reads the IDs in the listing's
-// prefix range, in batches of Limit+1 (at least 100); state and age are
-// filtered here, so every document read is billed whether it is listed or
-// not. Documents whose ID is a hash of their key (keys that are no valid
-// document ID, such as those with a '/' or over 1500 bytes, and keys
-// starting with "sha256:") are read afterwards, all of them, and listed by
-// the key they hold, after the others. A page reads at most 1000
-// documents, so a page may be short, or empty, with a Next cursor.
-// Instants are on this process's clock, as for Inspect.
+// List implements [store.Lister] with queries by document ID, which the
+// built-in index serves; state and age are filtered here, so every
+// document read is billed. Hashed IDs are listed after the others. A page
+// reads at most 1000 documents, so it may be short, or empty, with a Next
+// cursor. See "Listing" in docs/stores/firestore.md.
 func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListPage, error) {
 	page, err := s.ops.Rules.List(ctx, opts, s.now, hashPrefix, s.scan)
 	if err != nil {
@@ -31,7 +25,6 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.ListPag
 	return page, nil
 }
 
-// scan is List's record.Scan: one query by document ID.
 func (s *Store) scan(ctx context.Context, from, after string, n int) ([]record.Named, error) {
 	q := s.coll.OrderBy(firestore.DocumentID, firestore.Asc).Limit(n)
 	switch {

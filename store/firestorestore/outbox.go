@@ -17,23 +17,21 @@ import (
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
-// outboxSuffix names the outbox collection after the records' collection:
-// records in "idemgate_records" have their outgoing messages in
-// "idemgate_records_outbox", a sibling collection.
+// outboxSuffix names the outbox collection after the records' sibling
+// collection ("idemgate_records_outbox").
 const outboxSuffix = "_outbox"
 
-// outboxDoc is an outgoing message as stored, in layout.Message with the
-// attributes as a map. Its document ID is the message's child key, so a
-// message has one document however often its transaction is tried.
+// outboxDoc is an outgoing message in layout.Message, the attributes as a
+// map. Its ID is its child key, so a retried transaction writes the same
+// document.
 type outboxDoc outboxq.Stored
 
-// fields returns the document of d.
 func (d *outboxDoc) fields() map[string]any {
 	return encode(layout.Message, (*outboxq.Stored)(d), encodeMessage)
 }
 
-// state returns the updates that write the fields of d that a Take, a
-// Settle or a Revive changes, so that the payload is not written again.
+// state returns the updates of the fields a Take, a Settle or a Revive
+// changes, so that the payload is not written again.
 func (d *outboxDoc) state() []firestore.Update {
 	return changes(layout.Message, (*outboxq.Stored)(d), layout.Changed, encodeMessage)
 }
@@ -56,8 +54,8 @@ func encodeMessage(name string, v any) any {
 	return v
 }
 
-// parseOutbox reads an outbox document. Unknown fields are ignored; a known
-// one of the wrong type is an error.
+// parseOutbox reads an outbox document; a known field of the wrong type is
+// an error, an unknown one is ignored.
 func parseOutbox(data map[string]any) (outboxDoc, error) {
 	var m outboxq.Stored
 	err := decode(layout.Message, &m, data, func(name string, v any) (any, error) {
@@ -85,11 +83,9 @@ func parseOutbox(data map[string]any) (outboxDoc, error) {
 }
 
 // The fields of an order key's sequence document (outboxq.Seq), whose ID
-// is the order key: the last place given to one of its messages, and when
-// one may next be taken (absent when the key has none: Take finds the
-// keys it may take from by it). CompleteTx reads it with the record and
-// writes it back in its transaction, so that the database, not the
-// completing process's clock, orders the key's messages.
+// is the order key; due is absent when the key has no message. CompleteTx
+// reads and writes it in its transaction, so the database, not a
+// process's clock, orders the key's messages.
 const (
 	seqLast = "last"
 	seqDue  = "due"
@@ -113,7 +109,6 @@ func parseSeq(snap *firestore.DocumentSnapshot) (*outboxq.Seq, error) {
 	return &sq, nil
 }
 
-// seqFields returns the sequence document of sq.
 func seqFields(sq *outboxq.Seq) map[string]any {
 	f := map[string]any{seqLast: sq.Last}
 	if !sq.Due.IsZero() {
@@ -122,39 +117,26 @@ func seqFields(sq *outboxq.Seq) map[string]any {
 	return f
 }
 
-// seqSuffix names the collection of the order keys' sequences after the
-// records' collection: "idemgate_records_outbox_seq" by default.
+// seqSuffix names the sequences' collection ("idemgate_records_outbox_seq").
 const seqSuffix = outboxSuffix + "_seq"
 
-// seqs returns the collection of the order keys' sequences.
-func (s *Store) seqs() *firestore.CollectionRef {
+func (s *Store) seqs() *firestore.CollectionRef   { return s.sibling(seqSuffix) }
+func (s *Store) outbox() *firestore.CollectionRef { return s.sibling(outboxSuffix) }
+
+// sibling returns the collection next to the records' named with suffix.
+func (s *Store) sibling(suffix string) *firestore.CollectionRef {
 	if p := s.coll.Parent; p != nil {
-		return p.Collection(s.coll.ID + seqSuffix)
+		return p.Collection(s.coll.ID + suffix)
 	}
-	return s.client.Collection(s.coll.ID + seqSuffix)
+	return s.client.Collection(s.coll.ID + suffix)
 }
 
-// outbox returns the outbox collection.
-func (s *Store) outbox() *firestore.CollectionRef {
-	if p := s.coll.Parent; p != nil {
-		return p.Collection(s.coll.ID + outboxSuffix)
-	}
-	return s.client.Collection(s.coll.ID + outboxSuffix)
-}
-
-// Outbox is the outbox of a [Store]: the messages that CompleteTx queued
-// with the records, committed and not yet sent. It is the [relay.Source]
-// a relay publishes from, and its [relay.DeadLetters]. It is safe for
-// concurrent use, also by relays in other processes.
-//
-// Each message is a document of the collection next to the records' named
-// [Options.Collection] + "_outbox", whose ID is its child key. Take finds
-// due unordered messages by orderKey and due, the due order keys
-// (outbox.OrderKey) by the due of their sequence documents, and a key's
-// first messages by orderKey and seq: two composite indexes in production
-// (see docs/stores/firestore.md). Settle deletes what was sent, as it was
-// taken; nothing else deletes outbox documents. Dead messages stay until
-// revived, listed by the field died, which only they have.
+// Outbox is the outbox of a [Store]: the messages CompleteTx queued with
+// the records, committed and not yet sent. It is the [relay.Source] a relay
+// publishes from, and its [relay.DeadLetters]; safe for concurrent use,
+// also by relays in other processes. Each message is a document of
+// [Options.Collection] + "_outbox"; its queries need two composite indexes
+// (see "The outbox: publishing from inside the transaction" in docs/stores/firestore.md).
 //
 // [relay.Source]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#Source
 // [relay.DeadLetters]: https://pkg.go.dev/github.com/idemgate/idemgate/relay#DeadLetters
@@ -163,43 +145,28 @@ type Outbox struct{ s *Store }
 // Outbox returns the store's outbox. It does no I/O.
 func (s *Store) Outbox() *Outbox { return &Outbox{s: s} }
 
-// Firestore's limits on what CompleteTx writes.
+// Firestore's limits on what CompleteTx writes. It refuses a message whose
+// document could exceed MaxDocumentBytes (an upper bound, about 1 KiB over
+// the payload, attributes and names), and messages that could exceed
+// MaxCommitBytes, a request's limit, with 16 KiB for the record and the
+// body's writes.
 const (
-	// MaxDocumentBytes is the most bytes of one document. CompleteTx
-	// refuses a message whose document could be larger (see Size in
-	// store/internal/outboxq: an upper bound, about 1 KiB over the payload,
-	// attributes and names).
 	MaxDocumentBytes = 1 << 20
-	// MaxCommitBytes is the most bytes of one request, a commit's
-	// included. CompleteTx refuses messages whose documents could be
-	// larger together, with 16 KiB for the record; the body's own writes
-	// count too.
-	MaxCommitBytes = 10 << 20
+	MaxCommitBytes   = 10 << 20
 )
 
-// Backlog implements relay.Source: how many live messages are committed
-// and unsent, held or not; dead ones are not counted. One count query.
+// Backlog implements relay.Source; see docs/stores/firestore.md.
 func (o *Outbox) Backlog(ctx context.Context) (int64, error) { return o.q().Backlog(ctx) }
 
-// Stats implements relay.Stater: two count aggregations (live and dead
-// messages) and one query of at most 100 messages in enqueue order, which
-// stops at the first live one.
+// Stats implements relay.Stater; see docs/stores/firestore.md.
 func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) { return o.q().Stats(ctx) }
 
-// Take implements relay.Source: it leases up to limit due messages for
-// lease and returns them in the order to publish them. A message of an
-// order key is taken only with every earlier message of that key, never
-// while one of those is held, backs off, or is dead and holds the key.
-// When another relay's transaction wins the race, Take returns none and
-// no error. See docs/stores/firestore.md for its queries.
+// Take implements relay.Source; see docs/stores/firestore.md.
 func (o *Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	return o.q().Take(ctx, limit, lease)
 }
 
-// Settle implements relay.Source in one transaction: it deletes each sent
-// message whose version is still the one taken, and applies each failure
-// to the message the same Take still holds: its attempts and reason, its
-// backoff on this store's clock, or its death.
+// Settle implements relay.Source in one transaction; see docs/stores/firestore.md.
 func (o *Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	return o.q().Settle(ctx, sent, failed)
 }
@@ -209,10 +176,7 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) 
 	return o.q().Dead(ctx, n)
 }
 
-// Revive implements relay.DeadLetters in one transaction: the dead
-// messages of ids are due at once, their attempts at zero and their reason
-// cleared, and their order keys due. An ID of a message that is not dead,
-// or that was written anew since it was listed, is skipped.
+// Revive implements relay.DeadLetters in one transaction; see docs/stores/firestore.md.
 func (o *Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	return o.q().Revive(ctx, ids...)
 }
@@ -233,7 +197,6 @@ func (d db) First(ctx context.Context, orderKey string, limit int) ([]outboxq.He
 	return heads(ctx, d.s.outbox().Where(layout.OrderKey, "==", orderKey).OrderBy(layout.Seq, firestore.Asc).Limit(limit))
 }
 
-// heads runs q, a query of outbox documents, for a Take.
 func heads(ctx context.Context, q firestore.Query) ([]outboxq.Head, error) {
 	ids, docs, err := getAll(ctx, q)
 	if err != nil {
@@ -246,7 +209,6 @@ func heads(ctx context.Context, q firestore.Query) ([]outboxq.Head, error) {
 	return out, nil
 }
 
-// getAll runs q, a query of outbox documents.
 func getAll(ctx context.Context, q firestore.Query) ([]string, []*outboxq.Stored, error) {
 	snaps, err := q.Documents(ctx).GetAll()
 	if err != nil {
@@ -279,7 +241,6 @@ func (d db) DueKeys(ctx context.Context, now time.Time, limit int) ([]outboxq.Ke
 	return keys, nil
 }
 
-// Count counts with one aggregation query.
 func (d db) Count(ctx context.Context, dead bool) (int64, error) {
 	op := "<"
 	if dead {
@@ -340,14 +301,12 @@ func (d db) Run(ctx context.Context, once bool, fn func(outboxq.Tx) error) error
 	return err
 }
 
-// txn is an [outboxq.Tx].
 type txn struct {
 	s  *Store
 	tx *firestore.Transaction
 }
 
-// Put writes the fields a Take, a Settle or a Revive changes, not the
-// payload.
+// Put writes the fields a Take, a Settle or a Revive changes, not the payload.
 func (t txn) Put(id string, m *outboxq.Stored) error {
 	return t.tx.Update(t.s.outbox().Doc(id), (*outboxDoc)(m).state())
 }
@@ -358,8 +317,8 @@ func (t txn) PutSeq(orderKey string, sq *outboxq.Seq) error {
 
 func (t txn) Delete(id string) error { return t.tx.Delete(t.s.outbox().Doc(id)) }
 
-// Get reads, in one request, the outbox documents of ids, nil for one
-// that does not exist, and the sequences of orderKeys that exist.
+// Get reads, in one request, the documents of ids (nil for a missing one)
+// and the sequences of orderKeys that exist.
 func (t txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outboxq.Seq, error) {
 	var all []*firestore.DocumentRef
 	for _, id := range ids {
@@ -399,8 +358,8 @@ func (t txn) Get(ids, orderKeys []string) ([]*outboxq.Stored, map[string]*outbox
 	return docs, seqs, nil
 }
 
-// queued is what a CompleteTx enqueues: the messages, and the sequence
-// documents of their order keys, which it reads with the record.
+// queued is what a CompleteTx enqueues, and the sequences of its order
+// keys, which it reads with the record.
 type queued struct {
 	ids  []string // the messages' child keys
 	msgs []outboxq.Stored
@@ -409,11 +368,9 @@ type queued struct {
 	last map[string]*outboxq.Seq // each key's sequence, as read
 }
 
-// queue prepares msgs, the messages a CompleteTx of the claim keyed
-// parent enqueues at now: nil when there are none. It refuses, before
-// anything is read or written, a message Pub/Sub would refuse (see
-// [outbox.Prepare]) and one Firestore could not hold (MaxDocumentBytes,
-// MaxCommitBytes).
+// queue prepares the messages a CompleteTx of parent enqueues (nil for
+// none). Before any I/O it refuses a message Pub/Sub would refuse (see
+// [outbox.Prepare]) or Firestore could not hold.
 func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -426,8 +383,7 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	for _, p := range ps {
 		q.ids = append(q.ids, p.ChildKey)
 	}
-	// The document's name: its full path, with a byte per segment and
-	// 16 more, and its ID.
+	// The document's name: its path, a byte per segment and 16 more, its ID.
 	path := s.outbox().Path
 	nameBytes := len(path) + strings.Count(path, "/") + 1 + 16 + 64 + 1
 	size := func(m *outboxq.Stored) int {
@@ -447,7 +403,6 @@ func (s *Store) queue(parent string, msgs []outbox.Message) (*queued, error) {
 	return q, nil
 }
 
-// read takes the sequences of q from snaps, read in the transaction.
 func (q *queued) read(snaps []*firestore.DocumentSnapshot) error {
 	for i, snap := range snaps {
 		sq, err := parseSeq(snap)
@@ -462,10 +417,9 @@ func (q *queued) read(snaps []*firestore.DocumentSnapshot) error {
 	return nil
 }
 
-// enqueueTx writes q in tx, its sequences read: the messages, as documents
-// whose IDs are their child keys, each ordered message at the next place
-// of its order key, and the sequences advanced. A retried transaction
-// reads the sequences again and writes the same documents again.
+// enqueueTx writes q in tx once its sequences are read: each ordered
+// message at its key's next place, and the sequences advanced. A retried
+// transaction reads them again and writes the same documents.
 func (s *Store) enqueueTx(tx *firestore.Transaction, q *queued) error {
 	if q == nil {
 		return nil

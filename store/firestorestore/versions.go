@@ -8,33 +8,28 @@ import (
 	"github.com/idemgate/idemgate/store/internal/record"
 )
 
-// maxVersions bounds the versions a Store remembers. Past it, putting a new
-// key forgets an arbitrary other one, which only costs that key's next
-// write a read.
+// maxVersions bounds the versions a Store remembers; past it a new key
+// evicts an arbitrary one, costing that key's next write a read.
 const maxVersions = 4096
 
-// version is a document as it stood at its update time: the precondition
-// that makes a write without a read exact. Firestore raises a document's
-// update time on every change, so a document whose update time is still at
-// holds rec.
+// version is a document at its update time: Firestore raises it on every
+// change, so a document still at at holds rec, and a write conditioned on
+// it needs no read.
 type version struct {
 	rec record.Record
 	at  time.Time
 }
 
-// versions remembers, per key, the live claim (CLAIMED, with a token) the
-// Store last wrote: the one its holder may Complete, Release or Extend
-// next, which are then one conditioned write without a read. It remembers
-// nothing it only read, and no released claim: what those could save is
-// the read of a Claim, and a Claim may be a duplicate of a message another
-// process completed meanwhile, which must be answered by one read and no
-// write. It is safe for concurrent use.
+// versions remembers, per key, the live claim the Store last wrote, so
+// that its holder's next write needs no read. It remembers nothing only
+// read and no released claim: a Claim may be a duplicate of a message
+// completed elsewhere meanwhile, answered by one read and no write. It is
+// safe for concurrent use.
 type versions struct {
 	mu sync.Mutex // guards m
 	m  map[string]version
 }
 
-// get returns key's version.
 func (v *versions) get(key string) (version, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -43,10 +38,9 @@ func (v *versions) get(key string) (version, bool) {
 	return ver, ok
 }
 
-// put remembers r, which the Store wrote, as key's document at update time
-// at, when r is a live claim; after any other write (DONE, a released
-// claim) no write by a holder can follow, and key is forgotten. Times are
-// kept at the microsecond, as Firestore stores them.
+// put remembers r, which the Store wrote at update time at, if it is a
+// live claim, else forgets key. Times are kept at the microsecond, as
+// Firestore stores them.
 func (v *versions) put(key string, r *record.Record, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -71,9 +65,8 @@ func (v *versions) put(key string, r *record.Record, at time.Time) {
 }
 
 // seen forgets key's version unless the document was read at update time
-// at (the zero time when there is none): a read that finds the remembered
-// version keeps it for its holder's next write, as a duplicate answered
-// HeldByOther while the holder works; any other shows it stale.
+// at (zero for none): a duplicate answered HeldByOther keeps it for the
+// holder.
 func (v *versions) seen(key string, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -82,7 +75,6 @@ func (v *versions) seen(key string, at time.Time) {
 	}
 }
 
-// drop forgets key's version.
 func (v *versions) drop(key string) {
 	v.mu.Lock()
 	delete(v.m, key)

@@ -13,14 +13,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// round is the store's record.Round for the operations of a claim's
-// holder (Complete, Release, Extend, Fail) and of an operator (Inspect,
-// Forget, Retry).
-// When the store remembers the key's live claim (see versions), the round
-// first decides on that version and, if decide writes, writes on the
-// condition that the document's update time is still that one, without
-// reading: one RPC. A document changed since then fails the condition, and
-// the round goes on as readRound: it reads and decides again.
+// round is the record.Round of every operation but Claim. When the store
+// remembers the key's live claim (see versions), it writes on that
+// version's update time without reading: one RPC. A document changed since
+// fails the condition, and the round goes on as readRound.
 func (s *Store) round(ctx context.Context, key string, attempt int, decide record.Decide) error {
 	if done, err := s.writeRemembered(ctx, key, decide); done {
 		return err
@@ -28,10 +24,9 @@ func (s *Store) round(ctx context.Context, key string, attempt int, decide recor
 	return s.readRound(ctx, key, attempt, decide)
 }
 
-// writeRemembered decides on key's remembered version and writes decide's
-// record on the condition that the document is still that version. done is
-// false when there is no version, decide writes nothing on it, or the
-// document changed since: the round must read.
+// writeRemembered decides and writes on key's remembered version. done is
+// false when the round must read: no version, nothing to write, or the
+// document changed since.
 func (s *Store) writeRemembered(ctx context.Context, key string, decide record.Decide) (done bool, err error) {
 	v, ok := s.versions.get(key)
 	if !ok {
@@ -58,12 +53,10 @@ func (s *Store) writeRemembered(ctx context.Context, key string, decide record.D
 	return true, err
 }
 
-// readRound is the store's record.Round for a Claim, and the rest of round:
-// one read and, when decide wants it, one write on the condition that the
-// document is still the one read. A Claim never decides on a remembered
-// version: whatever this store last saw of the key, another process may
-// have completed it since, and the Claim is then a duplicate, which must
-// be one read and no write.
+// readRound is the record.Round of a Claim, and the rest of round: one
+// read and maybe one write conditioned on it. A Claim never decides on a
+// remembered version: another process may have completed the key since,
+// and a duplicate must be one read and no write.
 func (s *Store) readRound(ctx context.Context, key string, _ int, decide record.Decide) error {
 	ref, hashed := s.docRef(key)
 	snap, err := ref.Get(ctx)
@@ -97,15 +90,14 @@ func (s *Store) readRound(ctx context.Context, key string, _ int, decide record.
 	return nil
 }
 
-// stale reports whether err is the failed condition of a write on a
-// remembered version: the document changed, or is gone, since.
+// stale reports whether a write on a remembered version failed because the
+// document changed, or is gone, since.
 func stale(err error) bool {
 	return conflict(err) || status.Code(err) == codes.NotFound
 }
 
-// load returns key's record from the read of its document ref that gave
-// snap and err: nil when the document does not exist. A hashed document ID
-// must hold this very key.
+// load returns key's record from the read of ref that gave snap and err:
+// nil when absent. A hashed document must hold this very key.
 func load(ref *firestore.DocumentRef, key string, hashed bool, snap *firestore.DocumentSnapshot, err error) (*record.Record, error) {
 	switch {
 	case status.Code(err) == codes.NotFound:
@@ -123,8 +115,7 @@ func load(ref *firestore.DocumentRef, key string, hashed bool, snap *firestore.D
 	return &r, nil
 }
 
-// conflict reports whether err is a failed write precondition: the
-// document was created, or changed, after it was read.
+// conflict reports whether err is a failed write precondition.
 func conflict(err error) bool {
 	switch status.Code(err) {
 	case codes.AlreadyExists, codes.FailedPrecondition:
@@ -133,9 +124,9 @@ func conflict(err error) bool {
 	return false
 }
 
-// retryable reports whether another round may succeed where err failed.
-// Retrying is always safe: every round re-reads the document, and a Claim
-// whose write landed unseen finds its own token.
+// retryable is record.Ops.Retryable. Retrying is always safe: every round
+// re-reads the document, and a Claim whose write landed unseen finds its
+// own token.
 func retryable(err error) (retry, now bool) {
 	if conflict(err) {
 		return true, true // the document moved on: decide again at once

@@ -1,9 +1,6 @@
 // Package layout describes, once for both Google stores, how a record and
-// an outbox message are stored: each field's name, whether Datastore
-// indexes it, when it is left out, and its Go value. Each store adapts
-// the description to its own encoding (Datastore properties, Firestore
-// maps); the layout is the stored format, so existing data must still
-// read.
+// an outbox message are stored: each field's name, index, omission and Go
+// value. It is the stored format, so existing data must still read.
 package layout
 
 import (
@@ -23,7 +20,6 @@ type Field[T any] struct {
 // Fields is a stored layout: the fields of a T.
 type Fields[T any] []Field[T]
 
-// of returns the field named name of a T at p.
 func of[T, V any](name string, p func(*T) *V) Field[T] {
 	return Field[T]{
 		Name: name,
@@ -48,8 +44,7 @@ func (fs Fields[T]) Encode(t *T, put func(f *Field[T], v any)) {
 }
 
 // Decode sets the field of t named name to v. An unknown name is ignored,
-// so that operators may annotate what is stored; a value of the wrong type
-// is an error, naming the field as what ("property", "field").
+// so operators may annotate what is stored; a wrong type is an error.
 func (fs Fields[T]) Decode(t *T, name string, v any, what string) error {
 	i := slices.IndexFunc(fs, func(f Field[T]) bool { return f.Name == name })
 	if i >= 0 && !fs[i].Set(t, v) {

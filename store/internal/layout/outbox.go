@@ -7,8 +7,7 @@ import (
 	"github.com/idemgate/idemgate/store/internal/outboxq"
 )
 
-// The names of an outbox message's fields that the stores' queries use,
-// and of the two whose encoding differs by store.
+// The message fields the stores' queries use or encode their own way.
 const (
 	Topic      = "topic"
 	Data       = "data"
@@ -21,11 +20,8 @@ const (
 	Holds      = "holds"      // dead and holding its order key's later messages
 )
 
-// Message is the layout of an outbox message. Only orderKey, seq,
-// enqueued, due and died are indexed: the relay finds due unordered
-// messages by orderKey and due (then enqueued), the first messages of an
-// order key by orderKey and seq, and the dead ones by died, which only
-// they have (with holds).
+// Message is the layout of an outbox message. Only the fields Take and
+// Dead query are indexed: orderKey, seq, enqueued, due and died.
 var Message = Fields[outboxq.Stored]{
 	of(Topic, func(m *outboxq.Stored) *string { return &m.Topic }),
 	of(Data, func(m *outboxq.Stored) *[]byte { return &m.Data }),
@@ -44,17 +40,14 @@ var Message = Fields[outboxq.Stored]{
 	omit(of(Holds, func(m *outboxq.Stored) *bool { return &m.Holds }), live),
 }
 
-// live reports whether m is not dead.
 func live(m *outboxq.Stored) bool { return m.Died.IsZero() }
 
-// index returns f, indexed.
 func index[T any](f Field[T]) Field[T] {
 	f.Indexed = true
 	return f
 }
 
-// CheckMessage refuses a message read without a topic, naming the field
-// as what ("property", "field").
+// CheckMessage refuses a message read without a topic.
 func CheckMessage(m *outboxq.Stored, what string) error {
 	if m.Topic == "" {
 		return fmt.Errorf("%s %q is missing", what, Topic)
@@ -62,8 +55,7 @@ func CheckMessage(m *outboxq.Stored, what string) error {
 	return nil
 }
 
-// Changed reports whether a Take, a Settle or a Revive may change the
-// field named name: the fields an update of a message's state writes.
+// Changed reports whether a Take, a Settle or a Revive may change the field.
 func Changed(name string) bool {
 	switch name {
 	case Due, "token", "attempts", "reason", Died, Holds, OrderKey:

@@ -13,11 +13,9 @@ const (
 	Key   = "key" // the key, kept only when the name or ID is its hash
 )
 
-// Record is the layout of a record. No field is indexed. The optional
-// fields (key, fingerprint, origin and the failures) are left out when
-// they hold nothing, so that a record that never failed costs the bytes
-// it cost before failures were kept; one stored without them reads as
-// holding none.
+// Record is the layout of a record. No field is indexed; the optional
+// ones (key, fingerprint, origin, failures) are left out when empty, and
+// read as empty when absent.
 var Record = Fields[record.Record]{
 	of(State, func(r *record.Record) *string { return &r.State }),
 	of("fence", func(r *record.Record) *int64 { return &r.Fence }),
@@ -41,14 +39,12 @@ var Record = Fields[record.Record]{
 	omit(of("firstFailure", func(r *record.Record) *time.Time { return &r.FirstFailure }), func(r *record.Record) bool { return r.FirstFailure.IsZero() }),
 }
 
-// omit returns f, left out when o reports true.
 func omit[T any](f Field[T], o func(*T) bool) Field[T] {
 	f.Omit = o
 	return f
 }
 
-// CheckRecord refuses a record read whose state is not CLAIMED, DONE or
-// FAILED, naming the state as what ("property", "field").
+// CheckRecord refuses a record read whose state is not CLAIMED, DONE or FAILED.
 func CheckRecord(r *record.Record, what string) error {
 	switch r.State {
 	case record.StateClaimed, record.StateDone, record.StateFailed:

@@ -6,26 +6,21 @@ import (
 )
 
 // Seq is an order key's sequence, one entity or document per key. Take
-// finds the keys it may take from by Due, never by their messages, so
-// that the messages waiting behind a key's held or dead first one cost it
-// nothing: they are not in its queries.
+// finds keys by Due, never by their messages, so messages waiting behind
+// a key's held or dead first one cost it nothing.
 type Seq struct {
-	// Last is the last place given to one of the key's messages. Revive
-	// skips a place too, for each message it puts back in the key: so a
-	// Take that saw the key before, without that message, sees Last
-	// changed and does not hide the key.
+	// Last is the last place given to one of the key's messages; Revive
+	// skips one per message it puts back, so a Take that saw the key
+	// before sees Last changed and does not hide the key.
 	Last int64
 	// Due is when a message of the key may next be taken, never later
-	// than when its first can: set by CompleteTx when the key had none,
-	// lowered by Settle and Revive, moved on by a Take to the end of its
-	// lease, or to the due time of the first message that it found
-	// blocks the key (Never for a dead one that holds it). Zero when a
-	// Take found the key without messages: no query finds it then.
+	// than its first can. A Take moves it on to its lease's end or its
+	// blocker's due (Never for a dead holder), or zero for an empty key;
+	// CompleteTx, Settle and Revive lower it.
 	Due time.Time
 }
 
-// Lower makes s due at at unless it is due earlier. It reports whether s
-// changed.
+// Lower makes s due at at unless due earlier, reporting whether it changed.
 func (s *Seq) Lower(at time.Time) bool {
 	if !s.Due.IsZero() && !at.Before(s.Due) {
 		return false
@@ -40,23 +35,20 @@ type Key struct {
 	Seq
 }
 
-// ScanPages bounds the due order keys a Take reads: at most ScanPages times
-// its limit, looking for takeable messages past keys that turn out to
-// wait (their Due set before their first message was taken, or before
-// they had none left), whose Due the Take then moves on.
+// ScanPages bounds the due order keys a Take reads to ScanPages times its
+// limit, looking past keys that turn out to wait (whose Due it moves on).
 const ScanPages = 4
 
-// The most entities or documents a Take's transaction reads, and writes,
-// in Datastore's limits of a lookup and a commit.
+// The most entities a Take's transaction reads and writes: Datastore's
+// limits of a lookup and a commit.
 const (
 	maxTakeReads  = 1000
 	maxTakeWrites = 500
 )
 
 // KeyLimit returns how many due order keys a Take of limit messages reads:
-// ScanPages times limit, fewer when its transaction, which reads the
-// messages chosen and each key's sequence and first message, could read
-// more than a lookup holds.
+// ScanPages times limit, fewer if its transaction (the messages, and each
+// key's sequence and first message) could overflow a lookup.
 func KeyLimit(limit int) int {
 	return max(1, min(ScanPages*limit, (maxTakeReads-limit)/2))
 }
@@ -68,13 +60,11 @@ type Head struct {
 	Msg
 }
 
-// Planner chooses the messages a Take reads in its transaction, at most
-// limit, from the due unordered messages and the due order keys, oldest
-// first. An order key stands for its first messages, which first returns
-// (in the key's order): those up to the first that is held, waits out a
-// backoff, or is dead and holds the key (a dead one that released it is
-// skipped). The Planner remembers what it found of each key, so that the
-// Take's transaction can move the key's Due on ([Planner.Hints]).
+// Planner chooses, oldest first, at most limit messages a Take reads in
+// its transaction, from the due unordered messages and the due order
+// keys. A key stands for its first messages up to one that is held, backs
+// off, or is dead and holds it. What it found of each key lets the
+// transaction move the key's Due on ([Planner.Hints]).
 type Planner struct {
 	limit   int
 	now     time.Time
@@ -87,9 +77,8 @@ type Planner struct {
 	fetched map[string][]Head // first's answers
 }
 
-// group is messages a Planner chose together: an unordered one, or the
-// first messages of a key. Groups go out oldest first, by the message's
-// or the key's due time, then by their first message's enqueue.
+// group is messages chosen together (an unordered one, or a key's first
+// ones), ordered by due time, then by their first's enqueue.
 type group struct {
 	due, enqueued time.Time
 	ids           []string
@@ -127,8 +116,8 @@ func (p *Planner) IDs() []string {
 	return out
 }
 
-// Plan considers free, due unordered messages in the order to take them,
-// and keys, due order keys oldest first, until it holds limit messages.
+// Plan considers free (due unordered messages, in taking order) and keys
+// (due order keys, oldest first) until it holds limit messages.
 func (p *Planner) Plan(free []Head, keys []Key) error {
 	for len(free)+len(keys) > 0 && !p.Full() {
 		isKey := len(free) == 0
@@ -216,12 +205,11 @@ func (p *Planner) firsts(orderKey string) ([]Head, error) {
 	return fs, err
 }
 
-// Keys returns the order keys the Planner looked at, whose sequences the
-// Take's transaction reads, in order.
+// Keys returns the order keys looked at, whose sequences the transaction reads.
 func (p *Planner) Keys() []string { return p.keys }
 
-// Heads returns the first messages that block the keys the Planner looked
-// at, which the Take's transaction reads too.
+// Heads returns the first messages that block the keys looked at, which
+// the transaction reads too.
 func (p *Planner) Heads() []string {
 	var out []string
 	for _, k := range p.Keys() {
@@ -232,17 +220,12 @@ func (p *Planner) Heads() []string {
 	return out
 }
 
-// Hints moves on the Due of the sequences of the keys the Planner looked
-// at, as the Take's transaction read them at now (seqs by order key; nil
-// for one that is gone): to the end of lease for a key of which it took
-// messages (took, as [Pick] chose them), to the due time of the first
-// message that blocks it (heads by ID, as read), to zero for a key that
-// had none. It leaves a key whose Last changed since the Planner's query
-// (CompleteTx or Revive may have put a message in it), and one whose
-// first message is not the one the Planner found or no longer blocks it.
-// It returns the keys whose sequence it changed, as many as a commit
-// holds beside the messages taken (a key left as it is costs a later Take
-// a look, no more).
+// Hints moves on the Due of the sequences (seqs, as the transaction read
+// them) of the keys looked at: to the lease's end for a key it took from
+// (took), to the due of its blocking first message (heads, as read), to
+// zero for an empty key. It leaves a key whose Last changed since, or whose
+// blocker moved. It returns the keys changed, at most what a commit holds
+// beside the messages taken (a key left costs a later Take a look).
 func (p *Planner) Hints(seqs map[string]*Seq, heads map[string]*Msg, took []*Msg, now time.Time, lease time.Duration) []string {
 	var out []string
 	for _, k := range p.keys {
@@ -276,19 +259,15 @@ func (p *Planner) Hints(seqs map[string]*Seq, heads map[string]*Msg, took []*Msg
 	return out
 }
 
-// SettleKeys returns the order keys of acts, whose sequences a Settle
-// reads with the messages.
+// SettleKeys returns the order keys of acts, whose sequences Settle reads.
 func SettleKeys(acts []Action) []string {
 	return distinctKeys(acts, func(a Action) string { return a.OrderKey })
 }
 
-// Settle applies acts at now to msgs, the messages stored under their
-// child keys as Settle's transaction read them (nil for one gone), and
-// lowers the sequences of their keys (seqs by order key, as read) to when
-// a message of the key may be taken because of it: at once after one is
-// deleted or released, at the end of a backoff. It returns the indexes of
-// the messages to delete and to rewrite, and the keys whose sequence it
-// changed.
+// Settle applies acts at now to msgs as the transaction read them (nil for
+// one gone), and lowers their keys' seqs: to now after a delete or a
+// release, to a backoff's end. It returns the indexes to delete and to
+// rewrite, and the keys changed.
 func Settle(acts []Action, msgs []*Stored, seqs map[string]*Seq, now time.Time) (dels, writes []int, keys []string) {
 	for i, m := range msgs {
 		if m == nil {
@@ -318,10 +297,9 @@ func Settle(acts []Action, msgs []*Stored, seqs map[string]*Seq, now time.Time) 
 	return dels, writes, keys
 }
 
-// Revived records in seqs (by order key, as Revive's transaction read
-// those of [OrderKeys] of revived; a missing one is added) that the
+// Revived records in seqs (as read; a missing one is added) that the
 // ordered messages of revived are back in their keys at now: a place
-// skipped and the key due. It returns the keys whose sequence it changed.
+// skipped and the key due. It returns the keys changed.
 func Revived(revived []Stored, seqs map[string]*Seq, now time.Time) []string {
 	var keys []string
 	for _, m := range revived {

@@ -87,10 +87,9 @@ func (o Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-// Take leases up to limit due messages for lease, in the order to publish
-// them. It plans from the queries, then takes in one transaction tried
-// once, which also moves on the due of the order keys looked at
-// ([Planner.Hints]); a lost race takes none and is no error.
+// Take leases up to limit due messages for lease, in publishing order: a
+// plan from the queries, then one transaction tried once that also moves
+// the keys' Due on ([Planner.Hints]). A lost race takes none, no error.
 func (o Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]outbox.Pending, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -156,7 +155,6 @@ func (o Outbox) Take(ctx context.Context, limit int, lease time.Duration) ([]out
 	return out, nil
 }
 
-// putSeqs writes in tx the sequences of keys, from seqs.
 func putSeqs(tx Tx, seqs map[string]*Seq, keys []string) error {
 	for _, k := range keys {
 		if err := tx.PutSeq(k, seqs[k]); err != nil {
@@ -167,9 +165,8 @@ func putSeqs(tx Tx, seqs map[string]*Seq, keys []string) error {
 }
 
 // Settle, in one transaction, deletes each sent message still of the
-// version taken, applies each failure to the message the same Take still
-// holds ([Action.Apply]), and lowers the sequences of their order keys
-// ([Settle]).
+// version taken, applies each failure to the message the same Take holds
+// ([Action.Apply]), and lowers their keys' sequences ([Settle]).
 func (o Outbox) Settle(ctx context.Context, sent []outbox.Pending, failed []outbox.Failure) error {
 	acts, err := Actions(sent, failed)
 	if err != nil || len(acts) == 0 {
@@ -217,9 +214,8 @@ func (o Outbox) Dead(ctx context.Context, n int) ([]outbox.DeadMessage, error) {
 	return out, nil
 }
 
-// Revive, in one transaction, makes the dead messages of ids takeable
-// ([Revive]) and their order keys due ([Revived]), skipping an ID of a
-// message that is not dead or was written anew since it was listed. It
+// Revive, in one transaction, makes the dead messages of ids takeable and
+// their keys due, skipping one not dead or written anew since listed. It
 // returns how many it revived.
 func (o Outbox) Revive(ctx context.Context, ids ...string) (int, error) {
 	var cks, versions []string

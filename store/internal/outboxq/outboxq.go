@@ -1,9 +1,7 @@
 // Package outboxq is the outbox of the Google stores, written once: the
 // algorithm ([Outbox]: Take, Settle, Stats, Dead, Revive) over a [DB] each
-// store implements with its queries and transactions, and the rules it
-// follows: how a message is stored, which messages a Take reads again in
-// its transaction and which of those it takes, how a Settle applies, and
-// what one message costs in the database.
+// store implements with its queries and transactions, and the rules of
+// storing, taking, settling and sizing a message.
 package outboxq
 
 import (
@@ -20,8 +18,8 @@ import (
 )
 
 // Never is the due time of a dead message: no Take's query reaches it,
-// and Backlog, which counts the messages due before it, leaves it out.
-// Both databases keep timestamps up to the end of year 9999.
+// and Backlog counts only the messages due before it. Both databases keep
+// timestamps up to the end of year 9999.
 var Never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // MaxReason is the most bytes of a failure's reason a message keeps.
@@ -39,13 +37,11 @@ type Msg struct {
 	Holds    bool // dead, and holding its key's later messages
 }
 
-// Pick returns the indexes of the messages of msgs (in Plan's order; nil
-// for one that is gone) that a Take takes at now, in the order to publish
-// them: the messages of an order key by their Seq, at the place of the
-// key's first, the others where Plan put them. It takes each due, live
-// message, but none of an order key after one of that key that is held,
-// waits out a backoff, or is dead and holds its key. A dead message that
-// released its key is skipped and blocks nothing.
+// Pick returns the indexes of msgs (in Plan's order; nil for one gone)
+// that a Take takes at now, in publishing order: an order key's messages
+// by Seq at the place of its first. It takes each due, live message, but
+// none of a key after one that is held, backs off, or is dead and holds
+// the key; a dead message that released its key blocks nothing.
 func Pick(msgs []*Msg, now time.Time) []int {
 	var idx []int
 	first := map[string]int{} // an order key's first place in idx
@@ -108,9 +104,9 @@ type Stored struct {
 	Holds       bool      // dead, and holding its key's later messages
 }
 
-// Queued returns the messages of ps, prepared by [outbox.Prepare], as a
-// transaction stores them at now: due at once, each with a version of its
-// own, and its order key. Number gives them their places in their keys.
+// Queued returns ps, prepared by [outbox.Prepare], as a transaction
+// stores them at now: due at once, each with its own version. Number
+// gives them their places.
 func Queued(ps []outbox.Pending, now time.Time) []Stored {
 	out := make([]Stored, len(ps))
 	for i, p := range ps {
@@ -124,14 +120,13 @@ func Queued(ps []outbox.Pending, now time.Time) []Stored {
 	return out
 }
 
-// OrderKeys returns the distinct order keys of ms, in the order they first
-// come: the sequences a transaction reads before it enqueues ms.
+// OrderKeys returns the distinct order keys of ms, in first-come order:
+// the sequences a transaction reads before it enqueues ms.
 func OrderKeys(ms []Stored) []string {
 	return distinctKeys(ms, func(m Stored) string { return m.OrderKey })
 }
 
-// distinctKeys returns the distinct non-empty order keys of xs, as key
-// reads them, in the order they first come.
+// distinctKeys returns the distinct non-empty keys of xs, in first-come order.
 func distinctKeys[T any](xs []T, key func(T) string) []string {
 	var out []string
 	for _, x := range xs {
@@ -142,13 +137,10 @@ func distinctKeys[T any](xs []T, key func(T) string) []string {
 	return out
 }
 
-// Number gives each ordered message of ms the next place of its order key:
-// seqs holds each key's sequence, as it was read in the transaction, and
-// is advanced to what the transaction writes back; a key that had no
-// messages is due when its first one is. Two transactions that write
-// one key's sequence are serialized by the database, so the one that
-// commits later numbers its messages after the other's, whatever the
-// processes' clocks say.
+// Number gives each ordered message of ms the next place of its order key,
+// advancing seqs (as read in the transaction) to what it writes back. The
+// database serializes two transactions writing one key's sequence, so the
+// later numbers after the other, whatever the processes' clocks say.
 func Number(ms []Stored, seqs map[string]*Seq) {
 	for i := range ms {
 		m := &ms[i]
@@ -168,8 +160,7 @@ func Number(ms []Stored, seqs map[string]*Seq) {
 const idSep = ":"
 
 // ID returns the ID a Take hands a message out with: its child key and
-// its version, so that a Settle or a Revive finds the very version taken
-// or listed.
+// version, so a Settle or a Revive finds the very version taken or listed.
 func ID(childKey, version string) string { return childKey + idSep + version }
 
 // ParseID splits an ID made by ID.
@@ -181,8 +172,7 @@ func ParseID(id string) (childKey, version string, err error) {
 	return ck, v, nil
 }
 
-// Pending returns m, stored under its child key, as a Take with token
-// hands it out at now.
+// Pending returns m as a Take with token hands it out at now.
 func (m *Stored) Pending(childKey, token string, now time.Time) outbox.Pending {
 	return outbox.Pending{
 		Message: outbox.Message{
@@ -202,13 +192,12 @@ func (m *Stored) Msg() Msg {
 	return Msg{OrderKey: m.OrderKey, Seq: m.Seq, Due: m.Due, Dead: !m.Died.IsZero(), Holds: m.Holds}
 }
 
-// Head returns m, stored under childKey, as a Take's Planner needs it.
+// Head returns m as a Take's Planner needs it.
 func (m *Stored) Head(childKey string) Head {
 	return Head{ID: childKey, Enqueued: m.Enqueued, Msg: m.Msg()}
 }
 
-// DeadMessage returns m, dead and stored under its child key, as
-// DeadLetters lists it at now.
+// DeadMessage returns m, dead, as DeadLetters lists it at now.
 func (m *Stored) DeadMessage(childKey string, now time.Time) outbox.DeadMessage {
 	return outbox.DeadMessage{Pending: m.Pending(childKey, "", now), Reason: m.Reason, Died: m.Died, Holds: m.Holds}
 }
@@ -256,9 +245,8 @@ func Actions(sent []outbox.Pending, failed []outbox.Failure) ([]Action, error) {
 	return out, nil
 }
 
-// Apply applies a to m, the message stored under a.ChildKey as Settle's
-// transaction read it, at now. It returns del when Settle deletes m,
-// write when it rewrites it (m is changed), neither when m is no longer
+// Apply applies a at now to m as Settle's transaction read it: del when
+// Settle deletes m, write when it rewrites it, neither when m is no longer
 // the version taken, or no longer held by the Take that failed it.
 func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	if a.Sent {
@@ -276,8 +264,7 @@ func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	if f.Dead {
 		m.Due, m.Died, m.Holds = Never, now, !f.Release && m.OrderKey != ""
 		if f.Release {
-			// Out of its key's queries, which read a key's first messages
-			// up to a limit: released dead messages must not fill it.
+			// Out of its key's queries, which read up to a limit.
 			m.OrderKey = ""
 		}
 		return false, true
@@ -286,10 +273,8 @@ func (a Action) Apply(m *Stored, now time.Time) (del, write bool) {
 	return false, true
 }
 
-// Revive makes m, the message stored under childKey, takeable at now if it
-// is the dead version named by id. It reports whether it did: the
-// attempts start again from zero and the reason is cleared, as for a
-// message never tried (DeadLetters listed them before).
+// Revive makes m takeable at now, as a message never tried, if it is the
+// dead version named; it reports whether it did.
 func Revive(m *Stored, version string, now time.Time) bool {
 	if m.Version != version || m.Died.IsZero() {
 		return false
@@ -299,8 +284,7 @@ func Revive(m *Stored, version string, now time.Time) bool {
 	return true
 }
 
-// Cut returns the first MaxReason bytes of reason at most, not splitting
-// a UTF-8 sequence.
+// Cut returns at most MaxReason bytes of reason, on a rune boundary.
 func Cut(reason string) string {
 	if len(reason) <= MaxReason {
 		return reason
@@ -312,36 +296,28 @@ func Cut(reason string) string {
 	return reason[:n]
 }
 
-// sizeSlack is what Size adds to the bytes a message brings: the field
-// names (about 100 bytes), a byte per string, the timestamps, integers
-// and booleans (about 60 bytes), the 32 bytes each database adds per
-// entity or document, and the longest token and reason (27 and 513 bytes)
-// that a Take and a failed publish write later. About 750 bytes; 1 KiB
-// leaves room.
+// sizeSlack is what Size adds for the field names, the fixed-size values,
+// the 32 bytes per entity, and the longest token and reason written later:
+// about 750 bytes.
 const sizeSlack = 1024
 
-// Size is an upper bound of the bytes of m as a database sizes it against
-// its limits: the name, path or key (name bytes), the attributes as stored
-// (attrs bytes), the payload and strings of m, and sizeSlack for the rest.
-// It follows Datastore's and Firestore's storage size rules (each string
-// its UTF-8 bytes plus one, bytes their length, each number and timestamp
-// 8, each entity or document 32), rounded up.
+// Size is an upper bound of m's bytes by Datastore's and Firestore's
+// storage size rules, given its name's and stored attributes' bytes.
 func Size(m *Stored, name, attrs int) int {
 	return name + attrs + len(m.Data) + len(m.Topic) + len(m.OrderingKey) + len(m.Name) +
 		len(m.OrderKey) + len(m.Version) + sizeSlack
 }
 
 // RecordSlack is what CheckSizes leaves of a commit for the record and the
-// order keys' sequences that the transaction writes beside the messages.
+// sequences written beside the messages.
 const RecordSlack = 16 << 10
 
 // ErrTooLarge is matched by the error of a CompleteTx whose messages the
 // database could not hold.
 var ErrTooLarge = errors.New("outbox: too large for the database")
 
-// CheckSizes refuses ms, sized by size, when one is over entity bytes, or
-// all together, with RecordSlack, over commit bytes. what names an entity
-// ("entity", "document") and db the database, for the error.
+// CheckSizes refuses ms when one is over entity bytes, or all with
+// RecordSlack over commit bytes; what and db name them in the error.
 func CheckSizes(ms []Stored, size func(*Stored) int, entity, commit int, what, db string) error {
 	total := RecordSlack
 	for i := range ms {
@@ -357,15 +333,13 @@ func CheckSizes(ms []Stored, size func(*Stored) int, entity, commit int, what, d
 	return nil
 }
 
-// StatsScan is how many messages, oldest enqueued first, a Google store's
-// Stats reads at most to find the oldest live one past dead ones: beyond
-// it, the age of the last read stands for the oldest's (a lower bound).
+// StatsScan is how many messages, oldest first, Stats reads at most to
+// find the oldest live one past dead ones.
 const StatsScan = 100
 
-// Oldest returns how long the oldest live message of msgs, in enqueue
-// order, had waited at now; with none live, zero when msgs holds fewer
-// than StatsScan (no message is left to wait), else the age of the last
-// of them (a lower bound).
+// Oldest returns how long the oldest live message of msgs (in enqueue
+// order) had waited at now; with none live, zero for fewer than StatsScan,
+// else the last one's age, a lower bound.
 func Oldest(msgs []Stored, now time.Time) time.Duration {
 	var age time.Duration
 	for _, m := range msgs {
