@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,7 @@ import (
 type testCase struct {
 	name string
 	ttl  ttlKind
-	fn   func(e *env) error
+	fn   func(e *env)
 }
 
 const long = time.Hour
@@ -70,61 +69,34 @@ var cases = []testCase{
 	{"LeaseNotShorterThanTTL", shortTTL, leaseTooLong},
 }
 
-// violated reports a broken rule. Its text starts with the call that broke
-// it ("Claim(...) = ..."), capitalised like the method it names.
-func violated(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-func claimAbsentWins(e *env) error {
+func claimAbsentWins(e *env) {
 	before := e.now()
-	c, err := e.claim("k", long, store.Won, "Claim of an absent key must win")
-	if err != nil {
-		return err
-	}
-	if c.Fence <= 0 {
-		return violated("Claim of an absent key: fence = %d, want a positive fence", c.Fence)
-	}
-	if c.Token == "" {
-		return errors.New("a winning Claim must carry a token")
-	}
+	c := e.claim("k", long, store.Won, "Claim of an absent key must win")
+	e.expect(c.Fence > 0, "Claim of an absent key: fence = %d, want a positive fence", c.Fence)
+	e.expect(c.Token != "", "a winning Claim must carry a token")
 	if !e.real && !c.LeaseUntil.Equal(before.Add(long)) {
-		return violated("Won LeaseUntil = %v, want now+lease = %v", c.LeaseUntil, before.Add(long))
+		e.fail("Won LeaseUntil = %v, want now+lease = %v", c.LeaseUntil, before.Add(long))
 	}
 	if e.real && time.Until(c.LeaseUntil) < long-time.Minute {
-		return violated("Won LeaseUntil = %v, want about an hour from now", c.LeaseUntil)
+		e.fail("Won LeaseUntil = %v, want about an hour from now", c.LeaseUntil)
 	}
-	other, err := e.claim("k2", long, store.Won, "Claim of another absent key must win")
-	if err != nil {
-		return err
-	}
-	if other.Token == c.Token {
-		return errors.New("two Claim calls must get different tokens")
-	}
-	return nil
+	other := e.claim("k2", long, store.Won, "Claim of another absent key must win")
+	e.expect(other.Token != c.Token, "two Claim calls must get different tokens")
 }
 
-func claimWhileHeld(e *env) error {
-	c, err := e.claim("k", long, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
-	h, err := e.claim("k", long, store.HeldByOther, "Claim while the lease is live must report HeldByOther")
-	if err != nil {
-		return err
-	}
-	if err := fenceIs(h, c.Fence, "HeldByOther must not change the fence"); err != nil {
-		return err
-	}
+func claimWhileHeld(e *env) {
+	c := e.claim("k", long, store.Won, "first Claim must win")
+	h := e.claim("k", long, store.HeldByOther, "Claim while the lease is live must report HeldByOther")
+	e.fenceIs(h, c.Fence, "HeldByOther must not change the fence")
 	if d := h.LeaseUntil.Sub(c.LeaseUntil).Abs(); d > time.Millisecond {
-		return violated("HeldByOther LeaseUntil = %v, want the holder's %v", h.LeaseUntil, c.LeaseUntil)
+		e.fail("HeldByOther LeaseUntil = %v, want the holder's %v", h.LeaseUntil, c.LeaseUntil)
 	}
-	if h.Token != "" {
-		return violated("HeldByOther must not reveal the holder's token")
-	}
+	e.expect(h.Token == "", "HeldByOther must not reveal the holder's token")
 	// The holder is unaffected: it still completes.
-	return e.complete(c, true, "the holder must complete after a HeldByOther")
+	e.complete(c, true, "the holder must complete after a HeldByOther")
 }
 
-func concurrentClaims(e *env) error {
+func concurrentClaims(e *env) {
 	const n = 64
 	var (
 		wg    sync.WaitGroup
@@ -142,331 +114,175 @@ func concurrentClaims(e *env) error {
 	wg.Wait()
 	wins := 0
 	for i := range n {
-		if errs[i] != nil {
-			return fmt.Errorf("concurrent Claim error: %w", errs[i])
-		}
+		e.must(errs[i], "concurrent Claim")
 		switch res[i].Status {
 		case store.Won:
 			wins++
 		case store.HeldByOther:
 		default:
-			return fmt.Errorf("concurrent Claim = %v, want Won or HeldByOther", res[i].Status)
+			e.fail("concurrent Claim = %v, want Won or HeldByOther", res[i].Status)
 		}
 	}
-	if wins != 1 {
-		return fmt.Errorf("%d concurrent Claims on one key: %d won, want exactly 1 (claim must be atomic)", n, wins)
-	}
-	return nil
+	e.expect(wins == 1, "%d concurrent Claims on one key: %d won, want exactly 1 (claim must be atomic)", n, wins)
 }
 
-func crashedHolderReclaimed(e *env) error {
-	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+func crashedHolderReclaimed(e *env) {
+	a := e.claim("k", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick) // a never completes nor releases: it crashed
-	b, err := e.claim("k", long, store.Won, "Claim after the holder's lease lapsed must win")
-	if err != nil {
-		return err
-	}
-	if b.Fence <= a.Fence {
-		return violated("a reclaim must raise the fence: fence = %d, want above %d", b.Fence, a.Fence)
-	}
-	if b.Token == a.Token {
-		return errors.New("a reclaim must carry the new caller's token")
-	}
-	_, err = e.claim("k", long, store.HeldByOther, "the reclaimer must hold the key")
-	return err
+	b := e.claim("k", long, store.Won, "Claim after the holder's lease lapsed must win")
+	e.expect(b.Fence > a.Fence, "a reclaim must raise the fence: fence = %d, want above %d", b.Fence, a.Fence)
+	e.expect(b.Token != a.Token, "a reclaim must carry the new caller's token")
+	e.claim("k", long, store.HeldByOther, "the reclaimer must hold the key")
 }
 
-func zombieFencedOut(e *env) error {
-	zombie, err := e.claim("k", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+func zombieFencedOut(e *env) {
+	zombie := e.claim("k", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick)
-	b, err := e.claim("k", long, store.Won, "Claim after lapse must win")
-	if err != nil {
-		return err
-	}
-	if err := e.complete(zombie, false, "Complete by a zombie after a reclaim must return false"); err != nil {
-		return err
-	}
-	if err := e.release(zombie, "Release by a zombie after a reclaim must be a no-op"); err != nil {
-		return err
-	}
-	if _, err := e.claim("k", long, store.HeldByOther, "a zombie's Release must not free its successor's key"); err != nil {
-		return err
-	}
-	if err := e.complete(b, true, "the successor must still complete after the zombie's attempts"); err != nil {
-		return err
-	}
-	if err := e.complete(zombie, false, "Complete by a zombie must return false on its successor's DONE record"); err != nil {
-		return err
-	}
-	_, err = e.claim("k", long, store.AlreadyDone, "the successor's DONE must stand")
-	return err
+	b := e.claim("k", long, store.Won, "Claim after lapse must win")
+	e.complete(zombie, false, "Complete by a zombie after a reclaim must return false")
+	e.release(zombie, "Release by a zombie after a reclaim must be a no-op")
+	e.claim("k", long, store.HeldByOther, "a zombie's Release must not free its successor's key")
+	e.complete(b, true, "the successor must still complete after the zombie's attempts")
+	e.complete(zombie, false, "Complete by a zombie must return false on its successor's DONE record")
+	e.claim("k", long, store.AlreadyDone, "the successor's DONE must stand")
 }
 
-func lateCompleteCommits(e *env) error {
-	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+func lateCompleteCommits(e *env) {
+	a := e.claim("k", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick) // the work outran its lease, but nobody reclaimed
-	if err := e.complete(a, true, "Complete after the lease lapsed must commit when nobody reclaimed (no lease check)"); err != nil {
-		return err
-	}
-	_, err = e.claim("k", long, store.AlreadyDone, "a late Complete must leave the key DONE")
-	return err
+	e.complete(a, true, "Complete after the lease lapsed must commit when nobody reclaimed (no lease check)")
+	e.claim("k", long, store.AlreadyDone, "a late Complete must leave the key DONE")
 }
 
-func completeThenDuplicate(e *env) error {
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
-	if err := e.complete(a, true, "Complete by the holder must return true"); err != nil {
-		return err
-	}
-	if err := e.complete(a, true, "a retried Complete on DONE must return true"); err != nil {
-		return err
-	}
-	d, err := e.claim("k", long, store.AlreadyDone, "Claim of a DONE key must report AlreadyDone")
-	if err != nil {
-		return err
-	}
-	if err := fenceIs(d, a.Fence, "AlreadyDone must not change the fence"); err != nil {
-		return err
-	}
-	if err := e.release(a, "Release of a DONE record must be a no-op"); err != nil {
-		return err
-	}
-	_, err = e.claim("k", long, store.AlreadyDone, "Release must not undo DONE")
-	return err
+func completeThenDuplicate(e *env) {
+	a := e.claim("k", long, store.Won, "first Claim must win")
+	e.complete(a, true, "Complete by the holder must return true")
+	e.complete(a, true, "a retried Complete on DONE must return true")
+	d := e.claim("k", long, store.AlreadyDone, "Claim of a DONE key must report AlreadyDone")
+	e.fenceIs(d, a.Fence, "AlreadyDone must not change the fence")
+	e.release(a, "Release of a DONE record must be a no-op")
+	e.claim("k", long, store.AlreadyDone, "Release must not undo DONE")
 }
 
-func completeStaleOrAbsent(e *env) error {
-	if err := e.complete(store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, false, "Complete of an absent record must return false"); err != nil {
-		return err
-	}
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+func completeStaleOrAbsent(e *env) {
+	e.complete(store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, false, "Complete of an absent record must return false")
+	a := e.claim("k", long, store.Won, "first Claim must win")
 	stale := a
 	stale.Fence = a.Fence + 5
-	if err := e.complete(stale, false, "Complete with a fence that does not match must return false"); err != nil {
-		return err
-	}
-	if _, err := e.claim("k", long, store.HeldByOther, "a refused Complete must leave the claim in place"); err != nil {
-		return err
-	}
-	if err := e.complete(a, true, "the holder must complete"); err != nil {
-		return err
-	}
-	return e.complete(stale, false, "Complete with a wrong fence on a DONE record must return false")
+	e.complete(stale, false, "Complete with a fence that does not match must return false")
+	e.claim("k", long, store.HeldByOther, "a refused Complete must leave the claim in place")
+	e.complete(a, true, "the holder must complete")
+	e.complete(stale, false, "Complete with a wrong fence on a DONE record must return false")
 }
 
-func releaseThenReclaim(e *env) error {
-	a, err := e.claim("k", long, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
-	if err := e.release(a, "Release by the holder"); err != nil {
-		return err
-	}
-	if err := e.complete(a, false, "a released claim must never complete (Release bumps the fence)"); err != nil {
-		return err
-	}
-	b, err := e.claim("k", long, store.Won, "Claim right after Release must win without waiting for the lease")
-	if err != nil {
-		return err
-	}
-	if b.Fence < a.Fence+2 {
-		return violated("Release then reclaim must raise the fence twice: fence = %d, want at least %d", b.Fence, a.Fence+2)
-	}
-	if err := e.release(a, "a second Release of the old claim must be a no-op"); err != nil {
-		return err
-	}
-	if _, err := e.claim("k", long, store.HeldByOther, "an old claim's Release must not free the new holder"); err != nil {
-		return err
-	}
-	return e.complete(b, true, "the new holder must complete")
+func releaseThenReclaim(e *env) {
+	a := e.claim("k", long, store.Won, "first Claim must win")
+	e.release(a, "Release by the holder")
+	e.complete(a, false, "a released claim must never complete (Release bumps the fence)")
+	b := e.claim("k", long, store.Won, "Claim right after Release must win without waiting for the lease")
+	e.expect(b.Fence >= a.Fence+2, "Release then reclaim must raise the fence twice: fence = %d, want at least %d", b.Fence, a.Fence+2)
+	e.release(a, "a second Release of the old claim must be a no-op")
+	e.claim("k", long, store.HeldByOther, "an old claim's Release must not free the new holder")
+	e.complete(b, true, "the new holder must complete")
 }
 
-func releaseIgnored(e *env) error {
-	return e.release(store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, "Release of an absent record must be a no-op")
+func releaseIgnored(e *env) {
+	e.release(store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, "Release of an absent record must be a no-op")
 }
 
-func ttlExpiryReclaims(e *env) error {
-	a, err := e.claim("k", e.lease(), store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
-	if err := e.complete(a, true, "the holder must complete"); err != nil {
-		return err
-	}
+func ttlExpiryReclaims(e *env) {
+	a := e.claim("k", e.lease(), store.Won, "first Claim must win")
+	e.complete(a, true, "the holder must complete")
 	e.pass(e.tick) // the ttl
-	b, err := e.claim("k", e.lease(), store.Won, "Claim after a DONE record's ttl must win")
-	if err != nil {
-		return err
-	}
+	b := e.claim("k", e.lease(), store.Won, "Claim after a DONE record's ttl must win")
 	if b.Fence <= a.Fence {
 		// A store may have deleted the expired record (fence restarts at 1)
 		// only if it is gone for good; the record was DONE and outlived every
 		// holder, so rising is what we require here.
-		return violated("Claim after ttl expiry: fence = %d, want > %d (the fence must never go back while the record exists)", b.Fence, a.Fence)
+		e.fail("Claim after ttl expiry: fence = %d, want > %d (the fence must never go back while the record exists)", b.Fence, a.Fence)
 	}
-	return e.complete(a, false, "the expired holder must not complete over the new claim")
+	e.complete(a, false, "the expired holder must not complete over the new claim")
 }
 
-func retriedClaimReaffirms(e *env) error {
+func retriedClaimReaffirms(e *env) {
 	opts := store.ClaimOptions{Token: "retry-token-1"}
-	a, err := e.s.Claim(e.ctx, "k", long, opts)
-	if err != nil || a.Status != store.Won {
-		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
-	}
-	if a.Token != "retry-token-1" {
-		return violated("Claim Token = %q, want the one from ClaimOptions.Token", a.Token)
-	}
-	b, err := e.s.Claim(e.ctx, "k", long, opts)
-	if err != nil || b.Status != store.Won || b.Fence != a.Fence {
-		return fmt.Errorf("a retried Claim with the same token = %v fence %d, %v; want Won with the same fence %d (re-affirm)", b.Status, b.Fence, err, a.Fence)
-	}
-	if _, err := e.claim("k", long, store.HeldByOther, "another token must still see HeldByOther"); err != nil {
-		return err
-	}
+	a := e.claimWith(opts, "k", long, store.Won, "Claim with a fixed token")
+	e.expect(a.Token == "retry-token-1", "Claim Token = %q, want the one from ClaimOptions.Token", a.Token)
+	b := e.claimWith(opts, "k", long, store.Won, "a retried Claim with the same token must re-affirm")
+	e.fenceIs(b, a.Fence, "a retried Claim with the same token must re-affirm")
+	e.claim("k", long, store.HeldByOther, "another token must still see HeldByOther")
 	// The reclaim path: a lapsed claim, reclaimed with a fixed token, retried.
-	c, err := e.claim("j", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+	c := e.claim("j", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick)
 	opts2 := store.ClaimOptions{Token: "retry-token-2"}
-	d1, err := e.s.Claim(e.ctx, "j", long, opts2)
-	if err != nil || d1.Status != store.Won || d1.Fence <= c.Fence {
-		return fmt.Errorf("reclaim = %v fence %d, %v; want Won with a fence above %d", d1.Status, d1.Fence, err, c.Fence)
-	}
-	d2, err := e.s.Claim(e.ctx, "j", long, opts2)
-	if err != nil || d2.Status != store.Won || d2.Fence != d1.Fence {
-		return fmt.Errorf("a retried reclaim = %v fence %d, %v; want Won with the same fence %d (no double bump)", d2.Status, d2.Fence, err, d1.Fence)
-	}
-	return e.complete(d2, true, "the re-affirmed claim must complete")
+	d1 := e.claimWith(opts2, "j", long, store.Won, "a reclaim with a fixed token")
+	e.expect(d1.Fence > c.Fence, "reclaim: fence %d, want above %d", d1.Fence, c.Fence)
+	d2 := e.claimWith(opts2, "j", long, store.Won, "a retried reclaim must re-affirm")
+	e.fenceIs(d2, d1.Fence, "a retried reclaim must re-affirm (no double bump)")
+	e.complete(d2, true, "the re-affirmed claim must complete")
 }
 
 // releasedTokenNotReaffirmed: a Claim that reuses the token of a released
 // claim must win anew (the release abandoned that claim), never re-affirm it
 // with the lapsed lease the release left behind.
-func releasedTokenNotReaffirmed(e *env) error {
+func releasedTokenNotReaffirmed(e *env) {
 	opts := store.ClaimOptions{Token: "released-token"}
-	a, err := e.s.Claim(e.ctx, "k", long, opts)
-	if err != nil || a.Status != store.Won {
-		return violated("Claim with a fixed token = %v, %v; want Won", a.Status, err)
-	}
-	if err := e.release(a, "Release by the holder"); err != nil {
-		return err
-	}
-	b, err := e.s.Claim(e.ctx, "k", long, opts)
-	if err != nil || b.Status != store.Won {
-		return violated("Claim reusing a released token = %v, %v; want Won", b.Status, err)
-	}
-	if b.Fence < a.Fence+2 {
-		return violated("a Claim reusing a released claim's token must take the key anew (a fence raised twice, at least %d), not re-affirm the released claim: fence = %d", a.Fence+2, b.Fence)
-	}
+	a := e.claimWith(opts, "k", long, store.Won, "Claim with a fixed token")
+	e.release(a, "Release by the holder")
+	b := e.claimWith(opts, "k", long, store.Won, "Claim reusing a released token")
+	e.expect(b.Fence >= a.Fence+2, "a Claim reusing a released claim's token must take the key anew (a fence raised twice, at least %d), not re-affirm the released claim: fence = %d", a.Fence+2, b.Fence)
 	if time.Until(b.LeaseUntil) < long-time.Minute && e.real || !e.real && !b.LeaseUntil.Equal(e.now().Add(long)) {
-		return violated("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)
+		e.fail("Claim reusing a released token: LeaseUntil = %v, want a fresh lease", b.LeaseUntil)
 	}
-	_, err = e.claim("k", long, store.HeldByOther, "the new claim must hold the key")
-	return err
+	e.claim("k", long, store.HeldByOther, "the new claim must hold the key")
 }
 
-func extender(e *env) (store.Extender, error) {
+// extender is the store's Extender; the suite requires one.
+func (e *env) extender() store.Extender {
 	x, ok := e.s.(store.Extender)
-	if !ok {
-		return nil, errNoExtender
-	}
-	return x, nil
+	e.expect(ok, "store does not implement store.Extender")
+	return x
 }
 
-func extend(e *env) error {
-	x, err := extender(e)
-	if err != nil {
-		return err
-	}
-	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+// extendFenced fails unless Extend of c fails with store.ErrFenced.
+func (e *env) extendFenced(x store.Extender, c store.Claim, what string) {
+	_, err := x.Extend(e.ctx, c, long)
+	e.expect(errors.Is(err, store.ErrFenced), "Extend %s = %v, want store.ErrFenced", what, err)
+}
+
+func extend(e *env) {
+	x := e.extender()
+	a := e.claim("k", e.tick, store.Won, "first Claim must win")
 	b, err := x.Extend(e.ctx, a, long)
-	if err != nil {
-		return violated("Extend of a live claim: %w", err)
-	}
-	if b.Fence != a.Fence || b.Token != a.Token || b.Status != store.Won || b.Key != a.Key {
-		return violated("Extend returned %+v, want the same claim with a later lease", b)
-	}
-	if !b.LeaseUntil.After(a.LeaseUntil) {
-		return violated("Extend LeaseUntil = %v, want after %v", b.LeaseUntil, a.LeaseUntil)
-	}
+	e.must(err, "Extend of a live claim")
+	e.expect(b.Fence == a.Fence && b.Token == a.Token && b.Status == store.Won && b.Key == a.Key, "Extend returned %+v, want the same claim with a later lease", b)
+	e.expect(b.LeaseUntil.After(a.LeaseUntil), "Extend LeaseUntil = %v, want after %v", b.LeaseUntil, a.LeaseUntil)
 	e.pass(e.tick) // past the original lease
-	if _, err := e.claim("k", long, store.HeldByOther, "an extended lease must keep the key held past the original lease"); err != nil {
-		return err
-	}
-	if err := e.complete(a, true, "the extended claim must complete with its fence"); err != nil {
-		return err
-	}
+	e.claim("k", long, store.HeldByOther, "an extended lease must keep the key held past the original lease")
+	e.complete(a, true, "the extended claim must complete with its fence")
 	// A claim extended long after it was won must still outlive its holder:
 	// expiresAt moves with the lease.
-	c, err := e.claim("j", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+	c := e.claim("j", e.tick, store.Won, "first Claim must win")
 	for range 3 {
 		e.pass(e.tick / 2)
-		if c, err = x.Extend(e.ctx, c, e.tick); err != nil {
-			return fmt.Errorf("repeated Extend of a live claim: %w", err)
-		}
+		c, err = x.Extend(e.ctx, c, e.tick)
+		e.must(err, "repeated Extend of a live claim")
 	}
-	return e.complete(c, true, "a claim renewed several times must complete")
+	e.complete(c, true, "a claim renewed several times must complete")
 }
 
-func extendFenced(e *env) error {
-	x, err := extender(e)
-	if err != nil {
-		return err
-	}
-	if _, err := x.Extend(e.ctx, store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, long); !errors.Is(err, store.ErrFenced) {
-		return violated("Extend of an absent record = %v, want ErrFenced", err)
-	}
-	a, err := e.claim("k", e.tick, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
+func extendFenced(e *env) {
+	x := e.extender()
+	e.extendFenced(x, store.Claim{Key: "absent", Status: store.Won, Fence: 1, Token: "t"}, "of an absent record")
+	a := e.claim("k", e.tick, store.Won, "first Claim must win")
 	e.pass(e.tick)
-	b, err := e.claim("k", long, store.Won, "Claim after lapse must win")
-	if err != nil {
-		return err
-	}
-	if _, err := x.Extend(e.ctx, a, long); !errors.Is(err, store.ErrFenced) {
-		return violated("Extend after a reclaim = %v, want ErrFenced", err)
-	}
-	if err := e.complete(b, true, "the reclaimer must complete"); err != nil {
-		return err
-	}
-	if _, err := x.Extend(e.ctx, b, long); !errors.Is(err, store.ErrFenced) {
-		return violated("Extend of a DONE record = %v, want ErrFenced", err)
-	}
-	c, err := e.claim("j", long, store.Won, "first Claim must win")
-	if err != nil {
-		return err
-	}
-	if err := e.release(c, "Release by the holder"); err != nil {
-		return err
-	}
-	if _, err := x.Extend(e.ctx, c, long); !errors.Is(err, store.ErrFenced) {
-		return violated("Extend after Release = %v, want ErrFenced", err)
-	}
-	return nil
+	b := e.claim("k", long, store.Won, "Claim after lapse must win")
+	e.extendFenced(x, a, "after a reclaim")
+	e.complete(b, true, "the reclaimer must complete")
+	e.extendFenced(x, b, "of a DONE record")
+	c := e.claim("j", long, store.Won, "first Claim must win")
+	e.release(c, "Release by the holder")
+	e.extendFenced(x, c, "after Release")
 }
 
 // unusualKeys are distinct keys that must map to distinct records.
@@ -489,55 +305,35 @@ func unusualKeys() []string {
 	}
 }
 
-func unusualKeysDistinct(e *env) error {
+func unusualKeysDistinct(e *env) {
 	keys := unusualKeys()
 	claims := make([]store.Claim, len(keys))
 	for i, k := range keys {
-		c, err := e.claim(k, long, store.Won, "each distinct unusual key must be its own record")
-		if err != nil {
-			return err
-		}
-		claims[i] = c
+		claims[i] = e.claim(k, long, store.Won, "each distinct unusual key must be its own record")
 	}
 	for i, k := range keys {
-		if _, err := e.claim(k, long, store.HeldByOther, "an unusual key must stay held"); err != nil {
-			return err
-		}
-		if err := e.complete(claims[i], true, "an unusual key must complete"); err != nil {
-			return err
-		}
-		if _, err := e.claim(k, long, store.AlreadyDone, "an unusual key must read back DONE"); err != nil {
-			return err
-		}
+		e.claim(k, long, store.HeldByOther, "an unusual key must stay held")
+		e.complete(claims[i], true, "an unusual key must complete")
+		e.claim(k, long, store.AlreadyDone, "an unusual key must read back DONE")
 	}
-	return nil
 }
 
-func invalidKeys(e *env) error {
+func invalidKeys(e *env) {
 	for _, k := range []string{"", "nul\x00byte", "\xff\xfe not utf-8"} {
-		if _, err := e.s.Claim(e.ctx, k, long, store.ClaimOptions{}); !errors.Is(err, store.ErrInvalidKey) {
-			return violated("Claim(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
-		}
+		_, err := e.s.Claim(e.ctx, k, long, store.ClaimOptions{})
+		e.expect(errors.Is(err, store.ErrInvalidKey), "Claim(%q) = %v, want an error wrapping store.ErrInvalidKey", k, err)
 	}
-	return nil
 }
 
-func cancelledContext(e *env) error {
+func cancelledContext(e *env) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
 	c, err := e.s.Claim(ctx, "k", long, store.ClaimOptions{})
-	if !errors.Is(err, context.Canceled) {
-		return violated("Claim with a cancelled context = %v, %v; want an error wrapping context.Canceled", c.Status, err)
-	}
-	a, err := e.claim("k", long, store.Won, "a Claim cancelled before it ran must not hold the key")
-	if err != nil {
-		return err
-	}
-	if ok, err := e.s.Complete(ctx, a); !errors.Is(err, context.Canceled) {
-		return violated("Complete with a cancelled context = %v, %v; want an error wrapping context.Canceled", ok, err)
-	}
-	if err := e.s.Release(ctx, a); !errors.Is(err, context.Canceled) {
-		return violated("Release with a cancelled context = %v; want an error wrapping context.Canceled", err)
-	}
-	return e.complete(a, true, "a claim survives a cancelled Complete and Release")
+	e.expect(errors.Is(err, context.Canceled), "Claim with a cancelled context = %v, %v; want an error wrapping context.Canceled", c.Status, err)
+	a := e.claim("k", long, store.Won, "a Claim cancelled before it ran must not hold the key")
+	ok, err := e.s.Complete(ctx, a)
+	e.expect(errors.Is(err, context.Canceled), "Complete with a cancelled context = %v, %v; want an error wrapping context.Canceled", ok, err)
+	err = e.s.Release(ctx, a)
+	e.expect(errors.Is(err, context.Canceled), "Release with a cancelled context = %v; want an error wrapping context.Canceled", err)
+	e.complete(a, true, "a claim survives a cancelled Complete and Release")
 }

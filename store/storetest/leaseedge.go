@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,7 @@ type edgeKey struct {
 func (k *edgeKey) fail(err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.err == nil {
+	if k.err == nil && err != nil {
 		k.err = err
 	}
 }
@@ -112,18 +111,17 @@ type edgeWin struct {
 }
 
 // won records a Won claim with a fresh token: its fence must be new.
-func (k *edgeKey) won(c store.Claim, lease time.Duration) error {
+func (e *env) won(k *edgeKey, c store.Claim, lease time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if prev, ok := k.wins[c.Fence]; ok && prev.Token != c.Token {
-		return violated("Claim(%q) = Won fence %d with token %s, and so did another Claim with token %s: two owners of one fence (a takeover decided on more than one clock reading?)",
+		e.fail("Claim(%q) = Won fence %d with token %s, and so did another Claim with token %s: two owners of one fence (a takeover decided on more than one clock reading?)",
 			k.name, c.Fence, c.Token, prev.Token)
 	}
 	k.wins[c.Fence] = edgeWin{c, lease}
-	return nil
 }
 
-func leaseEdgeTakeovers(e *env) error {
+func leaseEdgeTakeovers(e *env) {
 	lease, unit, want := e.cfg.EdgeLease, time.Millisecond, edgeTakeoversReal
 	if lease <= 0 {
 		lease = e.tick
@@ -153,9 +151,7 @@ func leaseEdgeTakeovers(e *env) error {
 					// Leases of varied length move the instant each one
 					// lapses across the readings of the Claims racing it.
 					l := lease + time.Duration(i%edgeSpread)*unit
-					if err := edgeClaim(e, k, fmt.Sprintf("%s-w%d-%d", k.name, w, i), l); err != nil {
-						k.fail(err)
-					}
+					k.fail(catch(func() { e.edgeClaim(k, fmt.Sprintf("%s-w%d-%d", k.name, w, i), l) }))
 				}
 			})
 		}
@@ -174,51 +170,36 @@ func leaseEdgeTakeovers(e *env) error {
 		tolerance = time.Millisecond // stores round leases to milliseconds
 	}
 	for _, k := range keys {
-		if k.err != nil {
-			return k.err
-		}
-		if len(k.wins) < 2 {
-			return fmt.Errorf("key %q was never taken over in %v of racing Claims with %v leases (%d Claims failed): the case tested nothing", k.name, edgeBudget, lease, k.errs.Load())
-		}
-		if err := edgeAfter(e, k, tolerance); err != nil {
-			return err
-		}
+		e.check(k.err)
+		e.expect(len(k.wins) >= 2, "key %q was never taken over in %v of racing Claims with %v leases (%d Claims failed): the case tested nothing", k.name, edgeBudget, lease, k.errs.Load())
+		e.edgeAfter(k, tolerance)
 	}
-	return nil
 }
 
 // edgeClaim makes one Claim with a fresh token, checks its answer against
 // what earlier calls saw, and retries it once with the same token.
-func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
+func (e *env) edgeClaim(k *edgeKey, token string, lease time.Duration) {
 	opts := store.ClaimOptions{Token: token}
 	floor := k.seen.Load()
 	c, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
-		return nil
+		return
 	}
 	defer k.saw(c.Fence)
 	switch c.Status {
 	case store.Won:
-		if c.Token != token {
-			return violated("Claim(%q) = Won with token %q, want the caller's %q", k.name, c.Token, token)
-		}
-		if c.Fence <= floor {
-			return violated("Claim(%q) = Won fence %d, but a call that returned before it began had seen fence %d: a new claim's fence must rise above every fence before it", k.name, c.Fence, floor)
-		}
-		if err := k.won(c, lease); err != nil {
-			return err
-		}
+		e.expect(c.Token == token, "Claim(%q) = Won with token %q, want the caller's %q", k.name, c.Token, token)
+		e.expect(c.Fence > floor, "Claim(%q) = Won fence %d, but a call that returned before it began had seen fence %d: a new claim's fence must rise above every fence before it", k.name, c.Fence, floor)
+		e.won(k, c, lease)
 	case store.HeldByOther:
-		if c.Fence < floor {
-			return violated("Claim(%q) = HeldByOther fence %d, but a call that returned before it began had seen fence %d: the fence went back", k.name, c.Fence, floor)
-		}
+		e.expect(c.Fence >= floor, "Claim(%q) = HeldByOther fence %d, but a call that returned before it began had seen fence %d: the fence went back", k.name, c.Fence, floor)
 		k.mu.Lock()
 		k.held = append(k.held, c)
 		k.mu.Unlock()
-		return nil
+		return
 	default:
-		return violated("Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, c.Status)
+		e.fail("Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, c.Status)
 	}
 	// A retry with the winner's token: it re-affirms the claim as it was
 	// won, unless another Claim has taken the key over since.
@@ -226,45 +207,40 @@ func edgeClaim(e *env, k *edgeKey, token string, lease time.Duration) error {
 	r, err := e.s.Claim(e.ctx, k.name, lease, opts)
 	if err != nil {
 		k.errs.Add(1)
-		return nil
+		return
 	}
 	defer k.saw(r.Fence)
 	switch {
 	case r.Fence < c.Fence:
-		return violated("retried Claim(%q) = %v fence %d, below the fence %d it won: the fence went back", k.name, r.Status, r.Fence, c.Fence)
+		e.fail("retried Claim(%q) = %v fence %d, below the fence %d it won: the fence went back", k.name, r.Status, r.Fence, c.Fence)
 	case r.Status == store.Won && r.Fence == c.Fence:
-		if !r.LeaseUntil.Equal(c.LeaseUntil) || r.Token != token {
-			return violated("retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
-				k.name, r.Fence, r.LeaseUntil, r.Token, c.LeaseUntil, token)
-		}
+		e.expect(r.LeaseUntil.Equal(c.LeaseUntil) && r.Token == token, "retried Claim(%q) re-affirmed fence %d with LeaseUntil %v token %q, but it was won with LeaseUntil %v token %q: a re-affirm must not change the claim",
+			k.name, r.Fence, r.LeaseUntil, r.Token, c.LeaseUntil, token)
 	case r.Status == store.Won:
-		if r.Fence <= floor {
-			return violated("retried Claim(%q) = Won fence %d, not above fence %d seen before it began", k.name, r.Fence, floor)
-		}
-		return k.won(r, lease) // taken over and lapsed since, then won anew
+		e.expect(r.Fence > floor, "retried Claim(%q) = Won fence %d, not above fence %d seen before it began", k.name, r.Fence, floor)
+		e.won(k, r, lease) // taken over and lapsed since, then won anew
 	case r.Status == store.HeldByOther && r.Fence == c.Fence:
-		return violated("retried Claim(%q) = HeldByOther fence %d, the fence it won: another token holds the winner's fence", k.name, r.Fence)
+		e.fail("retried Claim(%q) = HeldByOther fence %d, the fence it won: another token holds the winner's fence", k.name, r.Fence)
 	case r.Status == store.HeldByOther:
 		k.mu.Lock()
 		k.held = append(k.held, r)
 		k.mu.Unlock()
 	default:
-		return violated("retried Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, r.Status)
+		e.fail("retried Claim(%q) = %v while nobody completed, want Won or HeldByOther", k.name, r.Status)
 	}
-	return nil
 }
 
 // edgeAfter checks, once the race is over, what only the whole history
 // shows: every HeldByOther reported the lease of the claim that won its
 // fence, every holder taken over is fenced out, and the last one completes.
-func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
+func (e *env) edgeAfter(k *edgeKey, tolerance time.Duration) {
 	for _, h := range k.held {
 		w, ok := k.wins[h.Fence]
 		if !ok && k.errs.Load() == 0 {
-			return violated("Claim(%q) = HeldByOther fence %d, a fence that no Claim won: the record mixes two claims", k.name, h.Fence)
+			e.fail("Claim(%q) = HeldByOther fence %d, a fence that no Claim won: the record mixes two claims", k.name, h.Fence)
 		}
 		if ok && !h.LeaseUntil.Equal(w.LeaseUntil) {
-			return violated("Claim(%q) = HeldByOther fence %d LeaseUntil %v, but the Claim that won fence %d got LeaseUntil %v: the record mixes two claims",
+			e.fail("Claim(%q) = HeldByOther fence %d LeaseUntil %v, but the Claim that won fence %d got LeaseUntil %v: the record mixes two claims",
 				k.name, h.Fence, h.LeaseUntil, w.Fence, w.LeaseUntil)
 		}
 	}
@@ -275,7 +251,7 @@ func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 		// lapsed, and the new lease counts from that instant.
 		prev, ok := k.wins[f-1]
 		if ok && w.LeaseUntil.Add(-w.lease).Before(prev.LeaseUntil.Add(-tolerance)) {
-			return violated("Claim(%q) = Won fence %d with LeaseUntil %v, a %v lease that began before fence %d's lease ended at %v: the takeover and its lease come from different clock readings",
+			e.fail("Claim(%q) = Won fence %d with LeaseUntil %v, a %v lease that began before fence %d's lease ended at %v: the takeover and its lease come from different clock readings",
 				k.name, f, w.LeaseUntil, w.lease, f-1, prev.LeaseUntil)
 		}
 	}
@@ -285,19 +261,14 @@ func edgeAfter(e *env, k *edgeKey, tolerance time.Duration) error {
 		if !ok {
 			continue
 		}
-		if err := e.complete(z.Claim, false, fmt.Sprintf("Complete by the holder of fence %d of %q, taken over by fence %d, must return false", f, k.name, top)); err != nil {
-			return err
-		}
-		if x == nil {
-			continue
-		}
-		if _, err := x.Extend(e.ctx, z.Claim, long); !errors.Is(err, store.ErrFenced) {
-			return violated("Extend by the holder of fence %d of %q, taken over by fence %d = %v, want ErrFenced", f, k.name, top, err)
+		e.complete(z.Claim, false, fmt.Sprintf("Complete by the holder of fence %d of %q, taken over by fence %d, must return false", f, k.name, top))
+		if x != nil {
+			e.extendFenced(x, z.Claim, fmt.Sprintf("by the holder of fence %d of %q, taken over by fence %d", f, k.name, top))
 		}
 	}
 	if k.errs.Load() > 0 {
-		return nil // a failed Claim may have taken the last winner over
+		return // a failed Claim may have taken the last winner over
 	}
 	// Nobody took the last winner's key over: its late Complete commits.
-	return e.complete(k.wins[top].Claim, true, fmt.Sprintf("Complete by the last winner of %q (fence %d), never taken over, must return true", k.name, top))
+	e.complete(k.wins[top].Claim, true, fmt.Sprintf("Complete by the last winner of %q (fence %d), never taken over, must return true", k.name, top))
 }

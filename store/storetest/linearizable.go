@@ -41,7 +41,7 @@ const (
 const defaultLinOps = 400
 
 // linearizable is the Linearizable case.
-func linearizable(e *env) error {
+func linearizable(e *env) {
 	ops := e.cfg.LinearizabilityOps
 	if ops <= 0 {
 		ops = defaultLinOps
@@ -58,7 +58,7 @@ func linearizable(e *env) error {
 	for id := range linClients {
 		wg.Go(func() {
 			<-start
-			errs[id] = (&linClient{d: d, id: id}).run()
+			errs[id] = catch((&linClient{d: d, id: id}).run)
 		})
 	}
 	close(start)
@@ -67,7 +67,7 @@ func linearizable(e *env) error {
 	if err := errors.Join(errs...); err != nil {
 		// Stores must not fail under contention; an error also leaves the
 		// call's effect unknown, which the check below cannot model.
-		return fmt.Errorf("a store call failed under contention: %w", err)
+		e.fail("a store call failed under contention: %w", err)
 	}
 	history := d.rec.history()
 	began := time.Now()
@@ -76,12 +76,12 @@ func linearizable(e *env) error {
 		len(history), overlapping(history), linClients, d.keys(), ran.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), res)
 	switch res {
 	case porcupine.Ok:
-		return nil
+		return
 	case porcupine.Unknown:
-		return fmt.Errorf("porcupine found no verdict for %d calls within %v; lower Config.LinearizabilityOps",
+		e.fail("porcupine found no verdict for %d calls within %v; lower Config.LinearizabilityOps",
 			len(history), linCheckTimeout)
 	}
-	return e.violation(history, info)
+	e.check(e.violation(history, info))
 }
 
 // linDriver is what the clients of one Linearizable run share.
@@ -122,21 +122,17 @@ type linClient struct {
 // hot key whatever its state, or claims a hot key and, when it wins, plays
 // the holder to the end. A FAILED key is retried, as an operator would, or
 // given up for a fresh one.
-func (c *linClient) run() error {
+func (c *linClient) run() {
 	for c.d.more() {
 		if len(c.old) > 0 && rand.IntN(4) == 0 {
-			if err := c.replay(c.old[rand.IntN(len(c.old))]); err != nil {
-				return err
-			}
+			c.replay(c.old[rand.IntN(len(c.old))])
 			continue
 		}
 		slot := rand.IntN(linSlots)
 		gen := c.d.gens[slot].Load()
 		key := fmt.Sprintf("lin-%d-%d", slot, gen)
 		if c.d.f != nil && rand.IntN(6) == 0 {
-			if _, err := c.retry(key); err != nil {
-				return err
-			}
+			c.retry(key)
 			continue
 		}
 		token := ""
@@ -146,16 +142,12 @@ func (c *linClient) run() error {
 			c.tokens++
 			token = fmt.Sprintf("c%d-t%d", c.id, c.tokens)
 		}
-		got, err := c.claim(key, token)
-		if err == nil && got.Status == store.AlreadyFailed && rand.IntN(4) != 0 {
+		got := c.claim(key, token)
+		if got.Status == store.AlreadyFailed && rand.IntN(4) != 0 {
 			// An operator retries the key, and the delivery that found
 			// it FAILED comes again at once.
-			if _, err = c.retry(key); err == nil {
-				got, err = c.claim(key, token)
-			}
-		}
-		if err != nil {
-			return err
+			c.retry(key)
+			got = c.claim(key, token)
 		}
 		switch got.Status {
 		case store.AlreadyDone, store.AlreadyFailed:
@@ -163,12 +155,9 @@ func (c *linClient) run() error {
 				c.d.count.Add(1)
 			}
 		case store.Won:
-			if err := c.hold(got, token); err != nil {
-				return err
-			}
+			c.hold(got, token)
 		}
 	}
-	return nil
 }
 
 // hold plays the winner of cl: it may retry the Claim and extend the lease,
@@ -176,32 +165,22 @@ func (c *linClient) run() error {
 // claim would keep its key for the hour-long lease; and it may call once
 // more with the settled claim, as a late duplicate would, always when the
 // claim failed for good (the calls a FAILED record must refuse).
-func (c *linClient) hold(cl store.Claim, token string) error {
+func (c *linClient) hold(cl store.Claim, token string) {
 	for range rand.IntN(3) {
-		var err error
 		if token != "" && (c.d.x == nil || rand.IntN(2) == 0) {
-			_, err = c.claim(cl.Key, token) // a retry must re-affirm
+			c.claim(cl.Key, token) // a retry must re-affirm
 		} else if c.d.x != nil {
-			_, err = c.extend(cl)
-		}
-		if err != nil {
-			return err
+			c.extend(cl)
 		}
 	}
-	var (
-		err    error
-		failed bool
-	)
+	failed := false
 	switch c.settle() {
 	case opComplete:
-		_, err = c.complete(cl)
+		c.complete(cl)
 	case opRelease:
-		err = c.release(cl)
+		c.release(cl)
 	default:
-		failed, err = c.fail(cl)
-	}
-	if err != nil {
-		return err
+		failed = c.fail(cl)
 	}
 	c.old = append(c.old, cl)
 	if len(c.old) > linKept {
@@ -211,14 +190,12 @@ func (c *linClient) hold(cl store.Claim, token string) error {
 	case failed && rand.IntN(2) == 0:
 		// The Complete a careless holder makes after its work failed
 		// for good: the FAILED record must refuse it.
-		_, err = c.complete(cl)
-		return err
+		c.complete(cl)
 	case failed || rand.IntN(2) == 0:
 		// A late call right after the settle, while the key is most
 		// likely still contended: released, or just reclaimed.
-		return c.replay(cl)
+		c.replay(cl)
 	}
-	return nil
 }
 
 // settle chooses how a holder settles its claim: Complete or Release,
@@ -234,7 +211,7 @@ func (c *linClient) settle() opKind {
 
 // replay calls Complete, Release, Extend or Fail with a claim that was
 // settled.
-func (c *linClient) replay(cl store.Claim) error {
+func (c *linClient) replay(cl store.Claim) {
 	ops := []opKind{opComplete, opRelease}
 	if c.d.x != nil {
 		ops = append(ops, opExtend)
@@ -242,100 +219,87 @@ func (c *linClient) replay(cl store.Claim) error {
 	if c.d.f != nil {
 		ops = append(ops, opFail)
 	}
-	var err error
 	switch ops[rand.IntN(len(ops))] {
 	case opComplete:
-		_, err = c.complete(cl)
+		c.complete(cl)
 	case opRelease:
-		err = c.release(cl)
+		c.release(cl)
 	case opExtend:
-		_, err = c.extend(cl)
+		c.extend(cl)
 	default:
-		_, err = c.fail(cl)
+		c.fail(cl)
 	}
-	return err
 }
 
 // The calls below each make one store call (Claim with a long lease) and
-// record it. A failed call is not recorded: the run stops with its error.
+// record it. A failed call is not recorded: the client stops with its
+// error.
 
-func (c *linClient) claim(key, token string) (store.Claim, error) {
+func (c *linClient) claim(key, token string) store.Claim {
 	in := linCall{op: opClaim, key: key, token: token}
 	start := c.d.rec.now()
 	got, err := c.d.e.s.Claim(c.d.e.ctx, key, long, store.ClaimOptions{Token: token})
-	if err != nil {
-		return got, c.failed(in, err)
-	}
+	c.check(in, err)
 	c.d.rec.add(c.id, in, linResult{status: got.Status, fence: got.Fence, attempts: got.Attempts}, start)
-	return got, nil
+	return got
 }
 
-func (c *linClient) complete(cl store.Claim) (bool, error) {
+func (c *linClient) complete(cl store.Claim) {
 	in := linCall{op: opComplete, key: cl.Key, fence: cl.Fence}
 	start := c.d.rec.now()
 	ok, err := c.d.e.s.Complete(c.d.e.ctx, cl)
-	if err != nil {
-		return ok, c.failed(in, err)
-	}
+	c.check(in, err)
 	c.d.rec.add(c.id, in, linResult{ok: ok}, start)
-	return ok, nil
 }
 
-func (c *linClient) release(cl store.Claim) error {
+func (c *linClient) release(cl store.Claim) {
 	in := linCall{op: opRelease, key: cl.Key, fence: cl.Fence}
 	start := c.d.rec.now()
-	if err := c.d.e.s.Release(c.d.e.ctx, cl); err != nil {
-		return c.failed(in, err)
-	}
+	c.check(in, c.d.e.s.Release(c.d.e.ctx, cl))
 	c.d.rec.add(c.id, in, linResult{}, start)
-	return nil
 }
 
-func (c *linClient) extend(cl store.Claim) (store.Claim, error) {
+func (c *linClient) extend(cl store.Claim) {
 	in := linCall{op: opExtend, key: cl.Key, fence: cl.Fence}
 	start := c.d.rec.now()
 	got, err := c.d.x.Extend(c.d.e.ctx, cl, long)
-	switch {
-	case errors.Is(err, store.ErrFenced):
-		c.d.rec.add(c.id, in, linResult{fenced: true}, start)
-		return got, nil
-	case err != nil:
-		return got, c.failed(in, err)
+	out := linResult{fence: got.Fence}
+	if errors.Is(err, store.ErrFenced) {
+		out = linResult{fenced: true}
+	} else {
+		c.check(in, err)
 	}
-	c.d.rec.add(c.id, in, linResult{fence: got.Fence}, start)
-	return got, nil
+	c.d.rec.add(c.id, in, out, start)
 }
 
 // fail fails cl, and reports whether the record is FAILED: for good one
 // time in three, and otherwise counted, under no budget or a budget of
 // two or three, so that the failures of successive holders add up to it.
-func (c *linClient) fail(cl store.Claim) (bool, error) {
+func (c *linClient) fail(cl store.Claim) bool {
 	in := linCall{op: opFail, key: cl.Key, fence: cl.Fence, final: rand.IntN(3) == 0}
 	if !in.final {
 		in.max = []int{0, 2, 3}[rand.IntN(3)]
 	}
 	start := c.d.rec.now()
 	n, failed, err := c.d.f.Fail(c.d.e.ctx, cl, store.Failure{Reason: "lin", Final: in.final, MaxAttempts: in.max})
-	if err != nil {
-		return false, c.failed(in, err)
-	}
+	c.check(in, err)
 	c.d.rec.add(c.id, in, linResult{ok: failed, attempts: n}, start)
-	return failed, nil
+	return failed
 }
 
-func (c *linClient) retry(key string) (bool, error) {
+func (c *linClient) retry(key string) {
 	in := linCall{op: opRetry, key: key}
 	start := c.d.rec.now()
 	ok, err := c.d.f.Retry(c.d.e.ctx, key)
-	if err != nil {
-		return ok, c.failed(in, err)
-	}
+	c.check(in, err)
 	c.d.rec.add(c.id, in, linResult{ok: ok}, start)
-	return ok, nil
 }
 
-func (c *linClient) failed(in linCall, err error) error {
-	return fmt.Errorf("client %d on key %s: %s: %w", c.id, in.key, describeCall(in), err)
+// check ends the client's run if its call failed.
+func (c *linClient) check(in linCall, err error) {
+	if err != nil {
+		c.d.e.fail("client %d on key %s: %s: %w", c.id, in.key, describeCall(in), err)
+	}
 }
 
 // overlapping counts the calls that ran at the same time as a call of

@@ -30,7 +30,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -136,13 +135,34 @@ func names() []string {
 	return out
 }
 
-// runCase runs c on a fresh store. keepFiles lets a failing case leave
-// files for the reader (the Linearizable visualization); the suite's own
-// tests, which fail on purpose, do not.
+// runCase runs c on a fresh store and returns the rule it broke, if any.
+// keepFiles lets a failing case leave files for the reader (the
+// Linearizable visualization); the suite's own tests, which fail on
+// purpose, do not.
 func runCase(t testing.TB, cfg Config, c testCase, keepFiles bool) error {
 	e := newEnv(t, cfg, c.ttl)
 	e.keepFiles = keepFiles
-	return c.fn(e)
+	return catch(func() { c.fn(e) })
+}
+
+// violation is a broken rule: env.fail panics with it, and catch recovers
+// it as the failure.
+type violation struct{ err error }
+
+// catch runs f and returns the rule it broke, if any. A case runs through
+// catch, and so does each goroutine of a case that checks rules.
+func catch(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, ok := r.(violation)
+			if !ok {
+				panic(r)
+			}
+			err = v.err
+		}
+	}()
+	f()
+	return nil
 }
 
 // env is what a case works with: one store and a clock that can be moved.
@@ -221,49 +241,58 @@ func (e *env) pass(d time.Duration) {
 	e.mu.Unlock()
 }
 
+// fail ends the case with a broken rule. Its text names the rule, or
+// starts with the call that broke it ("Claim(...) = ..."). A goroutine
+// that calls it runs through catch.
+func (e *env) fail(format string, args ...any) {
+	panic(violation{fmt.Errorf(format, args...)})
+}
+
+// check fails the case with err, if err is not nil.
+func (e *env) check(err error) {
+	if err != nil {
+		panic(violation{err})
+	}
+}
+
+// expect fails the case unless ok.
+func (e *env) expect(ok bool, format string, args ...any) {
+	if !ok {
+		e.fail(format, args...)
+	}
+}
+
+// must fails the case, naming rule, if err is not nil.
+func (e *env) must(err error, rule string) {
+	if err != nil {
+		e.fail("%s: %w", rule, err)
+	}
+}
+
 // claim calls Claim and fails on error or an unexpected status.
-func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+func (e *env) claim(key string, lease time.Duration, want store.Status, rule string) store.Claim {
 	return e.claimWith(store.ClaimOptions{}, key, lease, want, rule)
 }
 
 // claimWith is claim with opts.
-func (e *env) claimWith(opts store.ClaimOptions, key string, lease time.Duration, want store.Status, rule string) (store.Claim, error) {
+func (e *env) claimWith(opts store.ClaimOptions, key string, lease time.Duration, want store.Status, rule string) store.Claim {
 	c, err := e.s.Claim(e.ctx, key, lease, opts)
-	if err != nil {
-		return c, fmt.Errorf("%s: Claim(%.40q) error: %w", rule, key, err)
-	}
-	if c.Status != want {
-		return c, fmt.Errorf("%s: Claim(%.40q) = %v, want %v", rule, key, c.Status, want)
-	}
-	if c.Key != key {
-		return c, fmt.Errorf("%s: Claim returned Key %.40q, want %.40q", rule, c.Key, key)
-	}
-	return c, nil
+	e.must(err, fmt.Sprintf("%s: Claim(%.40q) error", rule, key))
+	e.expect(c.Status == want, "%s: Claim(%.40q) = %v, want %v", rule, key, c.Status, want)
+	e.expect(c.Key == key, "%s: Claim returned Key %.40q, want %.40q", rule, c.Key, key)
+	return c
 }
 
-func (e *env) complete(c store.Claim, want bool, rule string) error {
+func (e *env) complete(c store.Claim, want bool, rule string) {
 	ok, err := e.s.Complete(e.ctx, c)
-	if err != nil {
-		return fmt.Errorf("%s: Complete error: %w", rule, err)
-	}
-	if ok != want {
-		return fmt.Errorf("%s: Complete = %v, want %v", rule, ok, want)
-	}
-	return nil
+	e.must(err, rule+": Complete error")
+	e.expect(ok == want, "%s: Complete = %v, want %v", rule, ok, want)
 }
 
-func (e *env) release(c store.Claim, rule string) error {
-	if err := e.s.Release(e.ctx, c); err != nil {
-		return fmt.Errorf("%s: Release error: %w", rule, err)
-	}
-	return nil
+func (e *env) release(c store.Claim, rule string) {
+	e.must(e.s.Release(e.ctx, c), rule+": Release error")
 }
 
-func fenceIs(c store.Claim, want int64, rule string) error {
-	if c.Fence != want {
-		return fmt.Errorf("%s: fence = %d, want %d", rule, c.Fence, want)
-	}
-	return nil
+func (e *env) fenceIs(c store.Claim, want int64, rule string) {
+	e.expect(c.Fence == want, "%s: fence = %d, want %d", rule, c.Fence, want)
 }
-
-var errNoExtender = errors.New("store does not implement store.Extender")
