@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -58,18 +59,15 @@ func newTelemetry(o *Options, st store.Store) (*telemetry, error) {
 	if o.TracerProvider != nil {
 		t.tracer = o.TracerProvider.Tracer(instrumentation)
 	}
-	var err error
-	if t.outcomes, err = meter.Int64Counter("idemgate.outcomes",
-		metric.WithDescription("Guarded deliveries by outcome."), metric.WithUnit("{delivery}")); err != nil {
-		return nil, fmt.Errorf("gateway: metrics: %w", err)
-	}
-	if t.failures, err = meter.Int64Counter("idemgate.failures",
-		metric.WithDescription("Keys whose work failed for good (FAILED), by reason (permanent, terminal, max_attempts) and route."), metric.WithUnit("{key}")); err != nil {
-		return nil, fmt.Errorf("gateway: metrics: %w", err)
-	}
-	if t.storeDur, err = meter.Float64Histogram("idemgate.store.duration",
+	var errs [3]error
+	t.outcomes, errs[0] = meter.Int64Counter("idemgate.outcomes",
+		metric.WithDescription("Guarded deliveries by outcome."), metric.WithUnit("{delivery}"))
+	t.failures, errs[1] = meter.Int64Counter("idemgate.failures",
+		metric.WithDescription("Keys whose work failed for good (FAILED), by reason (permanent, terminal, max_attempts) and route."), metric.WithUnit("{key}"))
+	t.storeDur, errs[2] = meter.Float64Histogram("idemgate.store.duration",
 		metric.WithDescription("Latency of store operations."), metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)); err != nil {
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	for _, name := range outcomeNames {

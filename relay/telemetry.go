@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,34 +52,23 @@ func newTelemetry(mp metric.MeterProvider, name string) (*telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	t := &telemetry{meter: mp.Meter(instrumentation)}
-	var err error
-	if t.lagHist, err = t.meter.Float64Histogram("idemgate.relay.lag",
+	var errs [7]error
+	t.lagHist, errs[0] = t.meter.Float64Histogram("idemgate.relay.lag",
 		metric.WithDescription("Time from an outbox message's enqueue to Pub/Sub's acknowledgement of its publish."), metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.failures, err = t.meter.Int64Counter("idemgate.relay.failures",
-		metric.WithDescription("Failed publishes, publishes of unknown outcome, publishing that outlived its lease, and failed outbox operations."), metric.WithUnit("{failure}")); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.dead, err = t.meter.Int64Counter("idemgate.relay.dead",
-		metric.WithDescription("Outbox messages given up after their last allowed failed publish."), metric.WithUnit("{message}")); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.backlog, err = t.meter.Int64ObservableGauge("idemgate.relay.backlog",
-		metric.WithDescription("Outbox messages committed and not yet sent."), metric.WithUnit("{message}")); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.oldest, err = t.meter.Float64ObservableGauge("idemgate.relay.oldest_age",
-		metric.WithDescription("How long the oldest unsent outbox message has waited since its commit; 0 when none."), metric.WithUnit("s")); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.deadNow, err = t.meter.Int64ObservableGauge("idemgate.relay.dead_messages",
-		metric.WithDescription("Outbox messages given up and kept for an operator."), metric.WithUnit("{message}")); err != nil {
-		return nil, fmt.Errorf("relay: metrics: %w", err)
-	}
-	if t.sent, err = t.meter.Int64Counter("idemgate.relay.published",
-		metric.WithDescription("Outbox messages Pub/Sub acknowledged."), metric.WithUnit("{message}")); err != nil {
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+	t.failures, errs[1] = t.meter.Int64Counter("idemgate.relay.failures",
+		metric.WithDescription("Failed publishes, publishes of unknown outcome, publishing that outlived its lease, and failed outbox operations."), metric.WithUnit("{failure}"))
+	t.dead, errs[2] = t.meter.Int64Counter("idemgate.relay.dead",
+		metric.WithDescription("Outbox messages given up after their last allowed failed publish."), metric.WithUnit("{message}"))
+	t.backlog, errs[3] = t.meter.Int64ObservableGauge("idemgate.relay.backlog",
+		metric.WithDescription("Outbox messages committed and not yet sent."), metric.WithUnit("{message}"))
+	t.oldest, errs[4] = t.meter.Float64ObservableGauge("idemgate.relay.oldest_age",
+		metric.WithDescription("How long the oldest unsent outbox message has waited since its commit; 0 when none."), metric.WithUnit("s"))
+	t.deadNow, errs[5] = t.meter.Int64ObservableGauge("idemgate.relay.dead_messages",
+		metric.WithDescription("Outbox messages given up and kept for an operator."), metric.WithUnit("{message}"))
+	t.sent, errs[6] = t.meter.Int64Counter("idemgate.relay.published",
+		metric.WithDescription("Outbox messages Pub/Sub acknowledged."), metric.WithUnit("{message}"))
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}
 	if name != "" {
