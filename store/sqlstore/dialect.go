@@ -106,11 +106,8 @@ type statements struct {
 	create []string
 	// render writes another template as these are written.
 	render func(tmpl string) query
-	// addColumn, addOrigin and addFailures add the fingerprint, origin and
-	// failure columns to a table that lacks them.
-	addColumn   string
-	addOrigin   string
-	addFailures []string
+	// addColumns add each of addedColumns to a table that lacks it.
+	addColumns []string
 }
 
 // pgTransient recognises PostgreSQL's serialization_failure and

@@ -13,24 +13,16 @@ import (
 
 var _ store.Failer = (*Store)(nil)
 
-// failureColumns keep a record's failures (store.Failer): the count of
-// failed attempts, the last reason, the first failure's instant (ms). All
-// NULL until an attempt fails, so older tables need no rewrite.
-var failureColumns = [...]string{"attempts", "reason", "first_failure"}
+// addedColumns are the columns that versions after the first added to the
+// records table: the payload's fingerprint, the origin, then a record's
+// failures (store.Failer): the count of failed attempts, the last reason,
+// the first failure's instant (ms). All NULL until used, so older tables
+// need no rewrite.
+var addedColumns = [...]string{"fingerprint", "origin", "attempts", "reason", "first_failure"}
 
-// allFailures is the schema lookup's answer for a table that has all of
-// failureColumns.
-const allFailures = 1<<len(failureColumns) - 1
-
-// addColumns returns the DDL that adds each of failureColumns to tbl,
-// with the types given in their order.
-func addColumns(tbl string, types ...string) []string {
-	ddls := make([]string, len(failureColumns))
-	for i, col := range failureColumns {
-		ddls[i] = `ALTER TABLE ` + tbl + ` ADD COLUMN ` + col + ` ` + types[i]
-	}
-	return ddls
-}
+// allAdded is the schema lookup's answer for a table that has all of
+// addedColumns.
+const allAdded = 1<<len(addedColumns) - 1
 
 // failUpdate records a failed attempt of the live claim under fence $2 and
 // token $3 (or answers a retried Fail on the FAILED record under $2 as the
@@ -141,14 +133,14 @@ func (s *Store) free(ctx context.Context, op, tmpl, key string) (bool, error) {
 	return n > 0, nil
 }
 
-// failureColumnsLookup is the column of the schema lookup (see
-// schemaLookup) that tells which failure columns the table has: the sum of
-// their bits, 1 << their index in failureColumns, over the rows of from
-// that describe the table's columns, whose names are in name.
-func failureColumnsLookup(from, name string) string {
+// addedColumnsLookup is the column of the schema lookup (see
+// schemaLookup) that tells which of addedColumns the table has: the sum of
+// their bits, 1 << their index in addedColumns, over the rows of from that
+// describe the table's columns, whose names are in name.
+func addedColumnsLookup(from, name string) string {
 	var b strings.Builder
 	b.WriteString(`(SELECT COALESCE(SUM(CASE ` + name)
-	for i, col := range failureColumns {
+	for i, col := range addedColumns {
 		fmt.Fprintf(&b, ` WHEN '%s' THEN %d`, col, 1<<i)
 	}
 	b.WriteString(` END), 0) FROM ` + from + `)`)

@@ -139,25 +139,8 @@ func mysqlStatements(returning bool) func(t table, ttl int64) statements {
 		}
 		// Keyed on the key's hash: InnoDB's index entries are limited and its
 		// default collations case-insensitive. utf8mb4_bin compares byte for byte.
-		s.create = []string{`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
-	key_hash    BINARY(32) NOT NULL,
-	key_text    MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-	state       TINYINT    NOT NULL,
-	fence       BIGINT     NOT NULL,
-	token       BLOB       NOT NULL,
-	lease_until BIGINT     NOT NULL,
-	expires_at  BIGINT     NOT NULL,
-	fingerprint VARBINARY(32) NULL,
-	origin      VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-	attempts    INT        NULL,
-	reason      VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-	first_failure BIGINT   NULL,
-	PRIMARY KEY (key_hash),
-	KEY ` + backquote(t.index()) + ` (expires_at)
-) ENGINE = InnoDB`}
-		s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint VARBINARY(32) NULL`
-		s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL`
-		s.addFailures = addColumns(tbl, "INT NULL", "VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL", "BIGINT NULL")
+		s.recordSchema(MySQL, tbl, createTable(MySQL, tbl, recordColumns, " ENGINE = InnoDB",
+			"PRIMARY KEY (key_hash)", "KEY "+backquote(t.index())+" (expires_at)"))
 		return s
 	}
 }

@@ -58,13 +58,10 @@ func (o *Outbox) Take(ctx context.Context, n int, lease time.Duration) ([]outbox
 	var out []outbox.Pending
 	err = s.retry(ctx, func() error {
 		var err error
-		switch {
-		case s.dialect == PostgreSQL:
-			out, err = o.takePostgres(ctx, min(n, maxTake), ms, token)
-		case s.ob.skipLocked:
+		if s.spec.mysql {
 			out, err = o.takeLocked(ctx, min(n, maxTake), ms, token)
-		default:
-			out, err = o.takeSQLite(ctx, min(n, maxTake), ms, token)
+		} else {
+			out, err = o.takeOne(ctx, min(n, maxTake), ms, token)
 		}
 		return err
 	})
@@ -152,10 +149,18 @@ func (o *Outbox) takeLocked(ctx context.Context, n int, ms int64, token string) 
 	return out, nil
 }
 
-// takePostgres is Take on PostgreSQL: the clock, then one UPDATE … RETURNING
-// that locks, chooses and leases, in one transaction.
-func (o *Outbox) takePostgres(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
+// takeOne is Take on PostgreSQL and SQLite: the clock, then one UPDATE …
+// RETURNING that chooses and leases; on PostgreSQL in one transaction, in
+// which it also locks.
+func (o *Outbox) takeOne(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
 	s := o.s
+	if s.dialect == SQLite {
+		var now int64
+		if err := s.db.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
+			return nil, err
+		}
+		return o.takeReturning(ctx, s.db.QueryContext, s.ob.takeSQLite(), token, ms, n, now)
+	}
 	tx, now, err := o.beginTake(ctx)
 	if err != nil {
 		return nil, err
@@ -166,16 +171,6 @@ func (o *Outbox) takePostgres(ctx context.Context, n int, ms int64, token string
 		return nil, err
 	}
 	return out, tx.Commit()
-}
-
-// takeSQLite is Take on SQLite: one UPDATE … RETURNING.
-func (o *Outbox) takeSQLite(ctx context.Context, n int, ms int64, token string) ([]outbox.Pending, error) {
-	s := o.s
-	var now int64
-	if err := s.db.QueryRowContext(ctx, s.ob.clock()).Scan(&now); err != nil {
-		return nil, err
-	}
-	return o.takeReturning(ctx, s.db.QueryContext, s.ob.takeSQLite(), token, ms, n, now)
 }
 
 // takeReturning runs q, an UPDATE … RETURNING of Take's columns whose

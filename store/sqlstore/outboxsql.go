@@ -47,72 +47,17 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 	switch d {
 	case MySQL, MariaDB:
 		o.ref, o.now, o.skipLocked = o.table.ref(backquote), mysqlNow, true
-		o.create = []string{`CREATE TABLE IF NOT EXISTS ` + o.ref + ` (
-	id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-	topic        TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-	ordering_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-	order_hash   BINARY(32) NULL,
-	child_key    CHAR(64) CHARACTER SET ascii NOT NULL,
-	data         LONGBLOB NOT NULL,
-	attributes   MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-	enqueued_at  BIGINT NOT NULL,
-	lease_until  BIGINT NOT NULL DEFAULT 0,
-	taker        VARCHAR(64) CHARACTER SET ascii NULL,
-	attempts     INT NOT NULL DEFAULT 0,
-	reason       VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
-	died_at      BIGINT NULL,
-	PRIMARY KEY (id),
-	KEY ` + backquote(idx) + ` (order_hash, id)
-) ENGINE = InnoDB`}
-		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts INT NOT NULL DEFAULT 0, ` +
-			`ADD COLUMN reason VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '', ADD COLUMN died_at BIGINT NULL`}
+		o.create = []string{createTable(d, o.ref, outboxColumns, " ENGINE = InnoDB", "PRIMARY KEY (id)", "KEY "+backquote(idx)+" (order_hash, id)")}
 	case SQLite:
 		o.ref, o.now, o.numbered = o.table.ref(doubleQuote), sqliteNow, true
-		// AUTOINCREMENT: a rowid is never reused, even after the row with
-		// the highest one is deleted, so an id names one message for good.
-		o.create = []string{`CREATE TABLE IF NOT EXISTS ` + o.ref + ` (
-	id           INTEGER PRIMARY KEY AUTOINCREMENT,
-	topic        TEXT    NOT NULL,
-	ordering_key TEXT    NOT NULL,
-	order_hash   BLOB,
-	child_key    TEXT    NOT NULL,
-	data         BLOB    NOT NULL,
-	attributes   TEXT    NOT NULL,
-	enqueued_at  INTEGER NOT NULL,
-	lease_until  INTEGER NOT NULL DEFAULT 0,
-	taker        TEXT,
-	attempts     INTEGER NOT NULL DEFAULT 0,
-	reason       TEXT    NOT NULL DEFAULT '',
-	died_at      INTEGER
-) STRICT`,
+		o.create = []string{createTable(d, o.ref, outboxColumns, " STRICT"),
 			`CREATE INDEX IF NOT EXISTS ` + o.table.qualify(doubleQuote, idx) + ` ON ` + doubleQuote(o.table.name) + ` (order_hash, id)`,
-		}
-		o.addColumns = []string{
-			`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`,
-			`ALTER TABLE ` + o.ref + ` ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
-			`ALTER TABLE ` + o.ref + ` ADD COLUMN died_at INTEGER`,
 		}
 	default: // PostgreSQL
 		o.ref, o.now, o.numbered, o.skipLocked = o.table.ref(doubleQuote), pgNow, true, true
-		o.create = []string{`CREATE TABLE IF NOT EXISTS ` + o.ref + ` (
-	id           bigserial PRIMARY KEY,
-	topic        text   NOT NULL,
-	ordering_key text   NOT NULL,
-	order_hash   bytea,
-	child_key    text   NOT NULL,
-	data         bytea  NOT NULL,
-	attributes   text   NOT NULL,
-	enqueued_at  bigint NOT NULL,
-	lease_until  bigint NOT NULL DEFAULT 0,
-	taker        text,
-	attempts     integer NOT NULL DEFAULT 0,
-	reason       text   NOT NULL DEFAULT '',
-	died_at      bigint
-)`,
+		o.create = []string{createTable(d, o.ref, outboxColumns, ""),
 			`CREATE INDEX IF NOT EXISTS ` + doubleQuote(idx) + ` ON ` + o.ref + ` (order_hash, id)`,
 		}
-		o.addColumns = []string{`ALTER TABLE ` + o.ref + ` ADD COLUMN attempts integer NOT NULL DEFAULT 0, ` +
-			`ADD COLUMN reason text NOT NULL DEFAULT '', ADD COLUMN died_at bigint`}
 		// A channel name is at most 63 bytes.
 		o.channel = o.table.String()
 		if len(o.channel) > 63 {
@@ -120,7 +65,27 @@ func newOutboxSQL(d Dialect, t table) *outboxSQL {
 			o.channel = "idemgate_outbox_" + hex.EncodeToString(h[:16])
 		}
 	}
+	o.addColumns = addColumns(d, o.ref, outboxColumns, deadColumns...)
 	return o
+}
+
+// outboxColumns are the columns of the outbox table. On SQLite,
+// AUTOINCREMENT: a rowid is never reused, even after the row with the
+// highest one is deleted, so an id names one message for good.
+var outboxColumns = []column{
+	{"id", "bigserial PRIMARY KEY", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+	{"topic", "text NOT NULL", "TEXT " + mysqlText + " NOT NULL", "TEXT NOT NULL"},
+	{"ordering_key", "text NOT NULL", "TEXT " + mysqlText + " NOT NULL", "TEXT NOT NULL"},
+	{"order_hash", "bytea", "BINARY(32) NULL", "BLOB"},
+	{"child_key", "text NOT NULL", "CHAR(64) CHARACTER SET ascii NOT NULL", "TEXT NOT NULL"},
+	{"data", "bytea NOT NULL", "LONGBLOB NOT NULL", "BLOB NOT NULL"},
+	{"attributes", "text NOT NULL", "MEDIUMTEXT " + mysqlText + " NOT NULL", "TEXT NOT NULL"},
+	{"enqueued_at", "bigint NOT NULL", "BIGINT NOT NULL", "INTEGER NOT NULL"},
+	{"lease_until", "bigint NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"},
+	{"taker", "text", "VARCHAR(64) CHARACTER SET ascii NULL", "TEXT"},
+	{"attempts", "integer NOT NULL DEFAULT 0", "INT NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"},
+	{"reason", "text NOT NULL DEFAULT ''", "VARCHAR(512) " + mysqlText + " NOT NULL DEFAULT ''", "TEXT NOT NULL DEFAULT ''"},
+	{"died_at", "bigint", "BIGINT NULL", "INTEGER"},
 }
 
 // ph returns the placeholder of argument n (1-based).

@@ -176,27 +176,8 @@ func postgresStatements(t table, ttl int64) statements {
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW}
 	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at < {NOW}`)
-	s.create = []string{
-		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
-	key_hash    bytea    PRIMARY KEY,
-	key_text    text     NOT NULL,
-	state       smallint NOT NULL,
-	fence       bigint   NOT NULL,
-	token       text     NOT NULL,
-	lease_until bigint   NOT NULL,
-	expires_at  bigint   NOT NULL,
-	fingerprint bytea,
-	origin      text,
-	attempts    integer,
-	reason      text,
-	first_failure bigint
-)`,
-		// The index is created in the table's schema; its name is not
-		// qualified.
-		`CREATE INDEX IF NOT EXISTS ` + doubleQuote(t.index()) + ` ON ` + tbl + ` (expires_at)`,
-	}
-	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint bytea`
-	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin text`
-	s.addFailures = addColumns(tbl, "integer", "text", "bigint")
+	// The index is created in the table's schema; its name is not qualified.
+	s.recordSchema(PostgreSQL, tbl, createTable(PostgreSQL, tbl, recordColumns, ""),
+		`CREATE INDEX IF NOT EXISTS `+doubleQuote(t.index())+` ON `+tbl+` (expires_at)`)
 	return s
 }

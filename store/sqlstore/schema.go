@@ -260,10 +260,9 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		// The lookup failed, or the column was added since the statement
 		// failed (CreateTable in another instance): name the one the
 		// database named.
-		names, all := s.addedColumns()
-		for i, col := range names {
+		for i, col := range addedColumns {
 			if strings.Contains(err.Error(), col) {
-				cols, ddls = []string{col}, []string{all[i]}
+				cols, ddls = []string{col}, []string{s.q.addColumns[i]}
 				break
 			}
 		}
@@ -279,27 +278,11 @@ func (s *Store) schemaHint(ctx context.Context, err error) error {
 		s.table, noun, joinAnd(cols), strings.Join(ddls, "; "), err)
 }
 
-// addedColumns lists the columns that versions after the first added to
-// the records table, with the DDL that adds each: fingerprint, origin, then
-// failureColumns.
-func (s *Store) addedColumns() (names, ddls []string) {
-	return append([]string{"fingerprint", "origin"}, failureColumns[:]...),
-		append([]string{s.q.addColumn, s.q.addOrigin}, s.q.addFailures...)
-}
-
 // missingColumns returns the added columns that st lacks, and their DDL.
 func (s *Store) missingColumns(st schemaState) (cols, ddls []string) {
-	present := st.failures << 2
-	if st.fingerprint {
-		present |= 1
-	}
-	if st.origin {
-		present |= 2
-	}
-	names, all := s.addedColumns()
-	for i, col := range names {
-		if present&(1<<i) == 0 {
-			cols, ddls = append(cols, col), append(ddls, all[i])
+	for i, col := range addedColumns {
+		if st.added&(1<<i) == 0 {
+			cols, ddls = append(cols, col), append(ddls, s.q.addColumns[i])
 		}
 	}
 	return cols, ddls

@@ -14,12 +14,10 @@ import (
 
 // schemaState is what a lookup found.
 type schemaState struct {
-	table       bool // the table exists
-	fingerprint bool // it has the fingerprint column
-	origin      bool // it has the origin column
-	failures    int  // which of failureColumns it has: bit i for failureColumns[i]
-	index       indexState
-	uniqueKey   bool // key_hash is unique as Claim needs
+	table     bool // the table exists
+	added     int  // which of addedColumns it has: bit i for addedColumns[i]
+	index     indexState
+	uniqueKey bool // key_hash is unique as Claim needs
 }
 
 // indexState is the state of the index on expires_at.
@@ -40,18 +38,18 @@ const (
 
 // complete reports whether the schema needs nothing.
 func (st schemaState) complete() bool {
-	return st.table && st.fingerprint && st.origin && st.failures == allFailures && st.index == indexValid && st.uniqueKey
+	return st.table && st.added == allAdded && st.index == indexValid && st.uniqueKey
 }
 
 // lookSchema runs the schema lookup. A table whose key_hash is not unique
 // is an error: it is not the store's table, and no DDL of the store mends
 // it.
 func (s *Store) lookSchema(ctx context.Context) (schemaState, error) {
-	var table, fp, origin, failures, index, key int
-	if err := s.db.QueryRowContext(ctx, s.schemaLookup()).Scan(&table, &fp, &origin, &failures, &index, &key); err != nil {
+	var table, added, index, key int
+	if err := s.db.QueryRowContext(ctx, s.schemaLookup()).Scan(&table, &added, &index, &key); err != nil {
 		return schemaState{}, fmt.Errorf("sqlstore: look up table %s: %w", s.table, err)
 	}
-	st := schemaState{table: table > 0, fingerprint: fp > 0, origin: origin > 0, failures: failures, index: indexState(index), uniqueKey: key > 0}
+	st := schemaState{table: table > 0, added: added, index: indexState(index), uniqueKey: key > 0}
 	if st.table && !st.uniqueKey {
 		return st, fmt.Errorf("sqlstore: table %s: key_hash is neither its primary key nor the only column of a unique index or constraint "+
 			"(a full, non-deferrable one): every Claim of a key would %s; make key_hash the primary key, or add a unique index on key_hash alone",
@@ -78,9 +76,7 @@ func (s *Store) schemaLookup() string {
 		where := t.mysqlWhere()
 		return `SELECT
 	(SELECT COUNT(*) FROM information_schema.tables WHERE ` + where + `),
-	(SELECT COUNT(*) FROM information_schema.columns WHERE ` + where + ` AND column_name = 'fingerprint'),
-	(SELECT COUNT(*) FROM information_schema.columns WHERE ` + where + ` AND column_name = 'origin'),
-	` + failureColumnsLookup(`information_schema.columns WHERE `+where, "column_name") + `,
+	` + addedColumnsLookup(`information_schema.columns WHERE `+where, "column_name") + `,
 	(SELECT COUNT(*) FROM information_schema.statistics WHERE ` + where + ` AND index_name = '` + t.index() + `' AND seq_in_index = 1),
 	(SELECT COUNT(*) FROM (
 		SELECT index_name FROM information_schema.statistics WHERE ` + where + ` AND non_unique = 0
@@ -94,9 +90,7 @@ func (s *Store) schemaLookup() string {
 		}
 		return `SELECT
 	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'table' AND name = '` + t.name + `' COLLATE NOCASE),
-	(SELECT count(*) FROM pragma_table_info('` + t.name + `', '` + schema + `') WHERE name = 'fingerprint' COLLATE NOCASE),
-	(SELECT count(*) FROM pragma_table_info('` + t.name + `', '` + schema + `') WHERE name = 'origin' COLLATE NOCASE),
-	` + failureColumnsLookup(`pragma_table_info('`+t.name+`', '`+schema+`')`, "lower(name)") + `,
+	` + addedColumnsLookup(`pragma_table_info('`+t.name+`', '`+schema+`')`, "lower(name)") + `,
 	(SELECT count(*) FROM ` + t.qualify(doubleQuote, "sqlite_master") + ` WHERE type = 'index' AND name = '` + t.index() + `' COLLATE NOCASE),
 	(SELECT count(*) FROM pragma_index_list('` + t.name + `', '` + schema + `') AS l
 		WHERE l."unique" = 1 AND l.partial = 0
@@ -110,9 +104,7 @@ func (s *Store) schemaLookup() string {
 )
 SELECT
 	(SELECT count(*) FROM t),
-	(SELECT count(*) FROM t JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attname = 'fingerprint' AND NOT a.attisdropped),
-	(SELECT count(*) FROM t JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attname = 'origin' AND NOT a.attisdropped),
-	` + failureColumnsLookup(`t JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND NOT a.attisdropped`, "a.attname") + `,
+	` + addedColumnsLookup(`t JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND NOT a.attisdropped`, "a.attname") + `,
 	COALESCE((SELECT CASE WHEN i.indisvalid THEN 1 WHEN EXISTS (
 			SELECT FROM pg_catalog.pg_locks l
 			WHERE l.locktype = 'relation' AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())

@@ -23,27 +23,9 @@ func sqliteStatements(t table, ttl int64) statements {
 	s.purge = x(`DELETE FROM {T} WHERE key_hash IN (
 	SELECT key_hash FROM {T} WHERE expires_at < {NOW} ORDER BY expires_at LIMIT $1
 )`)
-	s.create = []string{
-		`CREATE TABLE IF NOT EXISTS ` + tbl + ` (
-	key_hash    BLOB    NOT NULL PRIMARY KEY,
-	key_text    TEXT    NOT NULL,
-	state       INTEGER NOT NULL,
-	fence       INTEGER NOT NULL,
-	token       TEXT    NOT NULL,
-	lease_until INTEGER NOT NULL,
-	expires_at  INTEGER NOT NULL,
-	fingerprint BLOB,
-	origin      TEXT,
-	attempts    INTEGER,
-	reason      TEXT,
-	first_failure INTEGER
-) STRICT, WITHOUT ROWID`,
-		// In SQLite the schema qualifies the index, never the table.
-		`CREATE INDEX IF NOT EXISTS ` + t.qualify(doubleQuote, t.index()) + ` ON ` + doubleQuote(t.name) + ` (expires_at)`,
-	}
-	s.addColumn = `ALTER TABLE ` + tbl + ` ADD COLUMN fingerprint BLOB`
-	s.addOrigin = `ALTER TABLE ` + tbl + ` ADD COLUMN origin TEXT`
-	s.addFailures = addColumns(tbl, "INTEGER", "TEXT", "INTEGER")
+	// In SQLite the schema qualifies the index, never the table.
+	s.recordSchema(SQLite, tbl, createTable(SQLite, tbl, recordColumns, " STRICT, WITHOUT ROWID"),
+		`CREATE INDEX IF NOT EXISTS `+t.qualify(doubleQuote, t.index())+` ON `+doubleQuote(t.name)+` (expires_at)`)
 	return s
 }
 

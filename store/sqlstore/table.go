@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -74,4 +75,67 @@ func (t table) qualify(q quoter, name string) string {
 		return q(name)
 	}
 	return q(t.schema) + "." + q(name)
+}
+
+// column is a column of a table the store creates, with its type on
+// PostgreSQL, on the MySQL family and on SQLite.
+type column struct{ name, pg, mysql, sqlite string }
+
+// of returns c's type in dialect d.
+func (c column) of(d Dialect) string {
+	switch d {
+	case MySQL, MariaDB:
+		return c.mysql
+	case SQLite:
+		return c.sqlite
+	}
+	return c.pg
+}
+
+// createTable renders the CREATE TABLE IF NOT EXISTS of tbl: cols as d
+// declares them, then keys, inside the parentheses; options after them.
+func createTable(d Dialect, tbl string, cols []column, options string, keys ...string) string {
+	lines := make([]string, 0, len(cols)+len(keys))
+	for _, c := range cols {
+		lines = append(lines, fmt.Sprintf("%-13s %s", c.name, c.of(d)))
+	}
+	return "CREATE TABLE IF NOT EXISTS " + tbl + " (\n\t" + strings.Join(append(lines, keys...), ",\n\t") + "\n)" + options
+}
+
+// addColumns returns, for each of names, the DDL that adds that column of
+// cols to tbl as d declares it.
+func addColumns(d Dialect, tbl string, cols []column, names ...string) []string {
+	ddls := make([]string, len(names))
+	for i, name := range names {
+		c := cols[slices.IndexFunc(cols, func(c column) bool { return c.name == name })]
+		ddls[i] = `ALTER TABLE ` + tbl + ` ADD COLUMN ` + name + ` ` + c.of(d)
+	}
+	return ddls
+}
+
+// mysqlText is the character set and collation of the MySQL family's
+// text columns: every code point, compared byte by byte.
+const mysqlText = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+
+// recordColumns are the columns of the records table.
+var recordColumns = []column{
+	{"key_hash", "bytea PRIMARY KEY", "BINARY(32) NOT NULL", "BLOB NOT NULL PRIMARY KEY"},
+	{"key_text", "text NOT NULL", "MEDIUMTEXT " + mysqlText + " NOT NULL", "TEXT NOT NULL"},
+	{"state", "smallint NOT NULL", "TINYINT NOT NULL", "INTEGER NOT NULL"},
+	{"fence", "bigint NOT NULL", "BIGINT NOT NULL", "INTEGER NOT NULL"},
+	{"token", "text NOT NULL", "BLOB NOT NULL", "TEXT NOT NULL"},
+	{"lease_until", "bigint NOT NULL", "BIGINT NOT NULL", "INTEGER NOT NULL"},
+	{"expires_at", "bigint NOT NULL", "BIGINT NOT NULL", "INTEGER NOT NULL"},
+	{"fingerprint", "bytea", "VARBINARY(32) NULL", "BLOB"},
+	{"origin", "text", "VARCHAR(128) " + mysqlText + " NULL", "TEXT"},
+	{"attempts", "integer", "INT NULL", "INTEGER"},
+	{"reason", "text", "VARCHAR(256) " + mysqlText + " NULL", "TEXT"},
+	{"first_failure", "bigint", "BIGINT NULL", "INTEGER"},
+}
+
+// recordSchema sets the DDL of s: create makes the records table tbl in
+// dialect d, and the rest adds the columns an older table lacks.
+func (s *statements) recordSchema(d Dialect, tbl string, create ...string) {
+	s.create = create
+	s.addColumns = addColumns(d, tbl, recordColumns, addedColumns[:]...)
 }

@@ -46,31 +46,17 @@ func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, c store.Claim, msgs 
 	if tx == nil {
 		return errors.New("sqlstore: complete in tx: nil *sql.Tx")
 	}
-	pending, err := s.enterTx(ctx, c, msgs)
-	if err != nil {
-		return fmt.Errorf("sqlstore: complete in tx: %w", err)
-	}
-	hash := keyHash(c.Key)
-	q := s.q.completeTx
 	// As text: tx may belong to another *sql.DB, which cannot run a
 	// statement prepared on the store's.
-	res, err := tx.ExecContext(ctx, q.text, q.args(hash, c.Fence, c.Token)...)
-	if err != nil {
-		return fmt.Errorf("sqlstore: complete in tx: %w", err)
-	}
-	done, err := s.completed(res)
-	if err != nil {
-		return fmt.Errorf("sqlstore: complete in tx: %w", err)
-	}
-	if done {
-		return s.enqueue(ctx, "complete in tx", func(q string, args ...any) error {
-			_, err := tx.ExecContext(ctx, q, args...)
-			return err
-		}, pending)
-	}
-	return s.notCompleted(ctx, c, hash, func(dest ...any) error {
+	return s.completeIn(ctx, "complete in tx", c, msgs, func(q string, args ...any) (bool, error) {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return false, err
+		}
+		return s.completed(res)
+	}, func(dest ...any) error {
 		r := s.q.recordState
-		return tx.QueryRowContext(ctx, r.text, r.args(hash)...).Scan(dest...)
+		return tx.QueryRowContext(ctx, r.text, r.args(keyHash(c.Key))...).Scan(dest...)
 	})
 }
 
@@ -85,22 +71,34 @@ func (s *Store) CompletePgxTx(ctx context.Context, tx pgx.Tx, c store.Claim, msg
 	if tx == nil {
 		return errors.New("sqlstore: complete in pgx tx: nil pgx.Tx")
 	}
+	return s.completeIn(ctx, "complete in pgx tx", c, msgs, func(q string, args ...any) (bool, error) {
+		tag, err := tx.Exec(ctx, q, args...)
+		return tag.RowsAffected() > 0, err
+	}, nil)
+}
+
+// completeIn is CompleteTx in a transaction that runs a statement with
+// exec, which reports whether it matched a row, and reads c's record with
+// inTx (see notCompleted).
+func (s *Store) completeIn(ctx context.Context, op string, c store.Claim, msgs []outbox.Message,
+	exec func(q string, args ...any) (bool, error), inTx func(dest ...any) error) error {
 	pending, err := s.enterTx(ctx, c, msgs)
 	if err != nil {
-		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
+		return fmt.Errorf("sqlstore: %s: %w", op, err)
 	}
 	hash := keyHash(c.Key)
-	tag, err := tx.Exec(ctx, s.q.completeTx.text, hash, c.Fence, c.Token)
+	q := s.q.completeTx
+	done, err := exec(q.text, q.args(hash, c.Fence, c.Token)...)
 	if err != nil {
-		return fmt.Errorf("sqlstore: complete in pgx tx: %w", err)
+		return fmt.Errorf("sqlstore: %s: %w", op, err)
 	}
-	if tag.RowsAffected() > 0 {
-		return s.enqueue(ctx, "complete in pgx tx", func(q string, args ...any) error {
-			_, err := tx.Exec(ctx, q, args...)
-			return err
-		}, pending)
+	if !done {
+		return s.notCompleted(ctx, c, hash, inTx)
 	}
-	return s.notCompleted(ctx, c, hash, nil)
+	return s.enqueue(ctx, op, func(q string, args ...any) error {
+		_, err := exec(q, args...)
+		return err
+	}, pending)
 }
 
 // enterTx checks c and msgs, then hands c's renewal to the transaction
