@@ -15,7 +15,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// The rules a run is checked by; see the package documentation.
+// The rules a run is checked by; see docs/testing.md, "Model and rules".
 const (
 	ruleAckDone     = "ack-done"
 	ruleAckFenced   = "ack-fenced" // ack-done, by a body fenced out with nobody else holding the key

@@ -70,7 +70,7 @@ type PipeBackend struct {
 	Burst bool
 }
 
-// The rules of the pipeline family; see the package documentation.
+// The rules of the pipeline family; see docs/testing.md, "Model and rules".
 const (
 	rulePipeLost    = "pipe-lost"    // a committed message neither reached stage B nor is dead (nor waits behind a dead one)
 	rulePipeRepeat  = "pipe-repeat"  // a child key effected twice by stage B
