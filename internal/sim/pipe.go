@@ -292,7 +292,9 @@ func RunPipeline(sc *PipeScenario, b *PipeBackend) *Result {
 	}
 
 	w.ropts = pipeRelayOptions(sc, w.L)
-	w.ropts.Logger = slog.New(&pipeLog{w: w})
+	w.ropts.Logger = (&lineLog{warnOnly: true, seen: func(_ context.Context, _ slog.Record, text string) {
+		w.tracef("", "relay log: %s", text) // the relays' warnings and errors
+	}}).logger()
 	for slot := range sc.Relays {
 		w.all.Add(1)
 		go w.relaySlot(slot)
@@ -453,35 +455,6 @@ func (w *pipeWorld) stageB(ctx context.Context, m *pubsub.Message) error {
 	w.mu.Unlock()
 	return nil
 }
-
-// pipeLog puts the relays' warnings and errors in the trace.
-type pipeLog struct {
-	w     *pipeWorld
-	attrs string
-}
-
-func (h *pipeLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-
-func (h *pipeLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.attrs)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.w.tracef("", "relay log: %s %s%s", r.Level, r.Message, b.String())
-	return nil
-}
-
-func (h *pipeLog) WithAttrs(as []slog.Attr) slog.Handler {
-	s := h.attrs
-	for _, a := range as {
-		s += fmt.Sprintf(" %s=%v", a.Key, a.Value)
-	}
-	return &pipeLog{w: h.w, attrs: s}
-}
-
-func (h *pipeLog) WithGroup(string) slog.Handler { return h }
 
 // parent runs stage A for p: attempts until one commits, then, if p says
 // so, an operator's Forget and a redelivery that commits again.
