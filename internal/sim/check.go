@@ -125,11 +125,14 @@ func (w *world) violateKey(key, rule, text string) {
 	v := Violation{Rule: rule, Key: key, At: w.now(), Text: text}
 	w.mu.Lock()
 	w.violations = append(w.violations, v)
-	w.events = append(w.events, traceLine{at: v.at(), key: key, text: "VIOLATION [" + rule + "] " + text})
+	w.events = append(w.events, v.line())
 	w.mu.Unlock()
 }
 
-func (v Violation) at() time.Duration { return v.At }
+// line is v's line in the trace.
+func (v Violation) line() traceLine {
+	return traceLine{at: v.At, key: v.Key, text: "VIOLATION [" + v.Rule + "] " + v.Text}
+}
 
 // bodyStarts checks a body as it starts under claim c: no other live body
 // runs for its key, and c's lease has not passed on the store's clock.

@@ -193,7 +193,7 @@ func (w *pipeWorld) violate(key, rule, text string) {
 	v := Violation{Rule: rule, Key: key, At: w.now(), Text: text}
 	w.mu.Lock()
 	w.violations = append(w.violations, v)
-	w.events = append(w.events, traceLine{at: v.At, key: key, text: "VIOLATION [" + rule + "] " + text})
+	w.events = append(w.events, v.line())
 	w.mu.Unlock()
 }
 
@@ -1120,6 +1120,6 @@ func (w *pipeWorld) finalChecks() {
 	}
 	for _, v := range out {
 		w.violations = append(w.violations, v)
-		w.events = append(w.events, traceLine{at: v.At, key: v.Key, text: "VIOLATION [" + v.Rule + "] " + v.Text})
+		w.events = append(w.events, v.line())
 	}
 }
