@@ -39,17 +39,12 @@ func (c *cli) settle(outer context.Context, args []string) int {
 	return c.withKeys(outer, cm, keys, func(ctx context.Context, o *storeurl.Opened, x store.Inspector, keys []string) error {
 		fmt.Fprintf(c.stdout, "store: %s\n", o.Where())
 		if !*yes {
-			fmt.Fprintf(c.stdout, "Record %d key(s) as done? Their redeliveries will be acknowledged without running the work. [y/N] ", len(keys))
-			line, err := c.readLine(outer)
-			if err != nil {
+			if err := c.confirm(outer, fmt.Sprintf("Record %d key(s) as done? Their redeliveries will be acknowledged without running the work.", len(keys))); err != nil {
 				return err
 			}
-			if !c.terminal || !strings.HasSuffix(line, "\n") {
-				fmt.Fprintln(c.stdout)
-			}
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-				return errNotConfirmed
-			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(outer, cm.timeout)
+			defer cancel()
 		}
 		host, _ := os.Hostname()
 		opts := store.ClaimOptions{Origin: store.MakeOrigin("settle", host)}
