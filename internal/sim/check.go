@@ -551,24 +551,18 @@ func (r *Result) Report() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		fmt.Fprintf(&b, "trace of key %q:\n", k)
-		n := 0
+		var lines []traceLine
 		for _, e := range r.events {
-			if e.key == k || e.key == "" && k == "" {
-				n++
+			if e.key == k {
+				lines = append(lines, e)
 			}
 		}
-		skip := max(0, n-80)
-		if skip > 0 {
+		if skip := len(lines) - 80; skip > 0 {
 			fmt.Fprintf(&b, "  (%d earlier lines left out)\n", skip)
+			lines = lines[skip:]
 		}
-		for _, e := range r.events {
-			if e.key == k || e.key == "" && k == "" {
-				if skip > 0 {
-					skip--
-					continue
-				}
-				fmt.Fprintf(&b, "  %s %s\n", fmtDur(e.at), e.text)
-			}
+		for _, e := range lines {
+			fmt.Fprintf(&b, "  %s %s\n", fmtDur(e.at), e.text)
 		}
 	}
 	return b.String()
