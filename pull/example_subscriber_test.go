@@ -21,7 +21,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g, err := gateway.New(st, nil)
+	g, err := gateway.New(st, &gateway.Options{MaxAttempts: 5}) // a message that keeps failing is given up, FAILED, after 5 runs
 	if err != nil {
 		log.Fatal(err)
 	}

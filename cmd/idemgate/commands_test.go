@@ -269,3 +269,20 @@ func TestCommands(t *testing.T) {
 		})
 	}
 }
+
+// A lapsed claim's answer says that its work may have run, for the
+// operator about to replay its message; a held one's does not.
+func TestLapsedNamesTheCrashWindow(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		leaseUntil time.Time
+		want       bool
+	}{{now.Add(-time.Minute), true}, {now.Add(time.Minute), false}} {
+		r := store.Record{Key: "k", State: store.Claimed, Token: "t", Fence: 1, LeaseUntil: tc.leaseUntil, ReadAt: now, ExpiresAt: now.Add(time.Hour)}
+		var out bytes.Buffer
+		writeRecord(&out, memOpened(t), "k", r, true, nearby{})
+		if got := strings.Contains(out.String(), "check the sink before you replay"); got != tc.want {
+			t.Errorf("lease until %v (read at %v): crash window said = %v, want %v:\n%s", tc.leaseUntil, now, got, tc.want, out.String())
+		}
+	}
+}

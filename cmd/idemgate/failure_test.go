@@ -171,7 +171,7 @@ func TestForgetInterrupted(t *testing.T) {
 	if r.code != exitProblem || !strings.Contains(r.stdout, "[y/N]") {
 		t.Errorf("forget interrupted = %d, stdout %q; want 1 after the question", r.code, r.stdout)
 	}
-	r.oneErrorLine(t, "interrupted; nothing forgotten")
+	r.oneErrorLine(t, "interrupted; nothing changed")
 	if ok, err := s.st.Complete(t.Context(), s.held); !ok || err != nil {
 		t.Errorf("the holder's Complete after an interrupted forget = %v, %v; want true", ok, err)
 	}

@@ -70,18 +70,8 @@ func (c *cli) forget(outer context.Context, args []string) int {
 		// 2. Confirm. The question waits for as long as the operator
 		// needs: -timeout bounds the store's work, before and after.
 		if !*yes {
-			fmt.Fprintf(c.stdout, "Forget %d record(s)? The next delivery of each runs its work again. [y/N] ", len(live))
-			line, err := c.readLine(outer)
-			if err != nil {
+			if err := c.confirm(outer, fmt.Sprintf("Forget %d record(s)? The next delivery of each runs its work again.", len(live))); err != nil {
 				return err
-			}
-			// A terminal echoes the answer and its newline; a pipe or an
-			// end of input does not: end the question's line.
-			if !c.terminal || !strings.HasSuffix(line, "\n") {
-				fmt.Fprintln(c.stdout)
-			}
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-				return errNotConfirmed
 			}
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(outer, cm.timeout)
@@ -113,6 +103,27 @@ func (c *cli) forget(outer context.Context, args []string) int {
 	})
 }
 
+// confirm asks question, with [y/N], and returns errNotConfirmed unless
+// the answer read from stdin is yes. The question waits on outer for as
+// long as the operator needs: -timeout bounds the store's work, before and
+// after.
+func (c *cli) confirm(outer context.Context, question string) error {
+	fmt.Fprint(c.stdout, question+" [y/N] ")
+	line, err := c.readLine(outer)
+	if err != nil {
+		return err
+	}
+	// A terminal echoes the answer and its newline; a pipe or an end of
+	// input does not: end the question's line.
+	if !c.terminal || !strings.HasSuffix(line, "\n") {
+		fmt.Fprintln(c.stdout)
+	}
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return errNotConfirmed
+	}
+	return nil
+}
+
 // readLine reads a line of the operator's answer, or returns when ctx
 // ends (an interrupt): then the read is left behind, and the process exits.
 // EOF or a failed read is an empty answer.
@@ -127,9 +138,9 @@ func (c *cli) readLine(ctx context.Context) (string, error) {
 		return s, nil
 	case <-ctx.Done():
 		fmt.Fprintln(c.stdout)
-		return "", fmt.Errorf("interrupted; nothing forgotten: %w", ctx.Err())
+		return "", fmt.Errorf("interrupted; nothing changed: %w", ctx.Err())
 	}
 }
 
-// errNotConfirmed ends a forget that was not confirmed.
-var errNotConfirmed = errors.New("not confirmed; nothing forgotten (-yes skips the question)")
+// errNotConfirmed ends a forget or a settle that was not confirmed.
+var errNotConfirmed = errors.New("not confirmed; nothing changed (-yes skips the question)")

@@ -21,7 +21,8 @@ key's message meets:
   absent    no live record (never claimed, or expired): the work runs
   held      a holder is working: deliveries get 503 (nack) until its lease ends
   lapsed    the lease ended without a release: the holder crashed or is still
-            working past its lease; the next delivery takes the key over
+            working past its lease; the next delivery takes the key over.
+            The work may have run: check the sink before you replay it
   released  the claim was given up (Release or forget): the work runs
   done      the work succeeded: deliveries are acked as duplicates until expiry
   failed    the work failed for good: deliveries do not run it again until
@@ -167,11 +168,15 @@ func status(r store.Record, ok bool) string {
 	return "held"
 }
 
+// crashWindow is what a lapsed claim means for an operator about to replay
+// its message: the holder may have done the work before it died.
+const crashWindow = "The work may have run before the holder stopped: check the sink before you replay the message."
+
 // meaning explains each status on one line.
 var meaning = map[string]string{
 	"absent":   "no live record (never claimed, or expired): the next delivery runs the work",
 	"held":     "a holder is working: deliveries get 503 (nack) until its lease ends",
-	"lapsed":   "the lease ended without a release: the holder crashed or is still working past it; the next delivery takes the key over",
+	"lapsed":   "the lease ended without a release: the holder crashed or is still working past it; the next delivery takes the key over. " + crashWindow,
 	"released": "the claim was given up (Release or forget): the next delivery runs the work",
 	"done":     "the work succeeded: deliveries are acked as duplicates until the record expires",
 	"failed":   "the work failed for good: deliveries do not run it again until the record expires, or idemgate retry frees it",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,7 +31,8 @@ A record whose attempts at the work failed shows their count (ATTEMPTS);
 idemgate failed lists the FAILED records by reason.
 
 A held record FOR longer than the service's longest work, or any lapsed
-one, is worth an inspect. Keys come in key order (in SCAN's order on Redis,
+one, is worth an inspect: its work may have run, so check the sink before
+a replay. Keys come in key order (in SCAN's order on Redis,
 sorted within a page; the Google stores list keys they keep hashed last).
 The line after the page is the command for the next one. A page may be
 short, or empty, before the end: some stores read a bounded number of
@@ -114,6 +116,9 @@ func (c *cli) list(ctx context.Context, args []string) int {
 			fmt.Fprintf(tw, "%q\t%s\t%v\t%d\t%s\t%s\t%s\n", r.Key, r.ListState(), short(r.Age()), r.Fence, lease, ago(r.ExpiresAt, r.ReadAt), attempts)
 		}
 		tw.Flush()
+	}
+	if slices.ContainsFunc(page.Records, func(r store.Record) bool { return r.ListState() == store.StateLapsed }) {
+		fmt.Fprintln(c.stdout, crashWindow)
 	}
 	fmt.Fprintf(c.stdout, "%d records on this page, read on %s.\n", len(page.Records), clockOf(o))
 	if page.Next == "" {

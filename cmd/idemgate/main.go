@@ -10,6 +10,7 @@
 //	idemgate failed [-reason R] [-prefix P] [-older D]  list the FAILED records by reason, and the outbox's dead messages
 //	idemgate retry KEY… | -reason R [-prefix P] [-older D]  make FAILED records claimable again
 //	idemgate forget [-yes] [-force] KEY…  free KEYs: their next delivery runs the work again
+//	idemgate settle [-yes] KEY…     record KEYs done once the sink shows the work: their redeliveries are acked
 //	idemgate purge [-batch N]       delete expired records, where the store needs it
 //	idemgate check [-max-skew D]    verify that the store is ready for a deploy
 //	idemgate digest KEY…            print the digests that stand for KEYs in logs under HideKeys
@@ -30,8 +31,8 @@
 //
 // Exit status: 0 when the command did what was asked (inspect found the
 // records or their absence; check found no problem); 1 when check found a
-// problem, an operation failed, a KEY given to retry or forget had nothing
-// to retry or forget, the store could not be opened or reached, or a
+// problem, an operation failed, a KEY given to retry, forget or settle had
+// nothing to retry or forget or could not be settled, the store could not be opened or reached, or a
 // forget was not confirmed; 2 for a usage error.
 package main
 
@@ -104,6 +105,10 @@ Commands:
                          free KEYs at once, whatever their state, with a higher
                          fence: their next delivery runs the work again; only
                          the records shown are forgotten, unless -force
+  settle [-yes] KEY…     record KEYs as done, for an operator who found the work in
+                         the sink (a lapsed claim's holder crashed after it):
+                         their redeliveries are acknowledged; exits 1 for a KEY
+                         not settled
   purge [-batch N]       delete expired records (SQL stores; the others expire
                          records by themselves)
   check [-max-skew D]    verify the store before a deploy: reachable, table in
@@ -138,8 +143,9 @@ Run "idemgate COMMAND -h" for a command's flags.
 
 Exit status:
   0  done as asked (for check: no problem found)
-  1  a problem found, an operation failed, a KEY given to retry or forget
-     had nothing to retry or forget, the store could not be reached, or a
+  1  a problem found, an operation failed, a KEY given to retry, forget or
+     settle had nothing to retry or forget or could not be settled, the
+     store could not be reached, or a
      forget was not confirmed
   2  usage error
 `
@@ -151,6 +157,7 @@ var commands = map[string]func(*cli, context.Context, []string) int{
 	"failed":   (*cli).failed,
 	"retry":    (*cli).retry,
 	"forget":   (*cli).forget,
+	"settle":   (*cli).settle,
 	"purge":    (*cli).purge,
 	"check":    (*cli).check,
 	"digest":   (*cli).digest,
@@ -174,7 +181,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, failed, retry, forget, purge, check, digest, childkey, relay or version; idemgate -h for help)\n", args[0])
+		fmt.Fprintf(stderr, "idemgate: unknown command %q (want inspect, list, failed, retry, forget, settle, purge, check, digest, childkey, relay or version; idemgate -h for help)\n", args[0])
 		return exitUsage
 	}
 	return cmd(c, ctx, args[1:])

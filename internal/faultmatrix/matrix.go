@@ -1,28 +1,10 @@
 // Package faultmatrix is the fault matrix the delivery surfaces (HTTP push,
-// CloudEvents, pull) are tested against: rows of handler behaviours,
-// columns of store faults, and one checker of the delivery invariants that
-// runs in every cell.
-//
-// A surface's test supplies a [Surface]: which behaviours make sense on it,
-// and how to build a fresh world for one cell (a gateway over a
-// [faultstore.Store]) with a driver that delivers one message and says
-// whether the sender saw an ack. [Run] then runs every cell as the subtest
-// "<behaviour>/<fault>" and checks, naming the cell and the rule:
-//
-//  1. An ack means DONE: after an ack, a Claim by a fresh caller finds the
-//     record completed. The one exception is the documented one of SPEC
-//     section 3 (see [Check]).
-//  2. A body never runs twice at once for a key: while the first delivery's
-//     body is held (and, in the outlives row, after its caller has gone),
-//     time moves well past the lease and a second copy is delivered; its
-//     body must not start.
-//  3. A nack leaves the key claimable: the next delivery runs the body (or
-//     is acked as a duplicate of a DONE record) at once when nothing may
-//     still hold the key, and once the lease has ended otherwise.
-//  4. Nothing panics out of the surface but what it documents.
-//
-// "ok" without a fault must ack and run the body once, so that the matrix
-// cannot pass by never running anything.
+// CloudEvents, pull) are tested against: rows of handler behaviours, columns
+// of store faults, one checker of the delivery invariants in every cell.
+// A surface's test supplies a [Surface] (its behaviours, and a fresh world per
+// cell: a gateway over a [faultstore.Store] and a driver); [Run] runs every
+// cell as the subtest "<behaviour>/<fault>". The invariants: docs/testing.md,
+// "The fault matrix".
 package faultmatrix
 
 import (

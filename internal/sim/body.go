@@ -115,32 +115,27 @@ func (w *world) work(ctx context.Context) error {
 	if err := w.poison(d); err != nil {
 		return err
 	}
-	switch a.Behave {
-	case behaveFail:
-		w.failed(d)
-		w.tracef(d, "body fails")
-		return errHandler
-	case behaveNon2xx:
-		w.failed(d)
-		w.tracef(d, "body answers non-2xx")
-		return errNon2xx
-	case behavePanic:
-		w.failed(d)
-		w.tracef(d, "body panics")
-		panic(panicValue)
-	case behaveForget:
+	if a.Behave == behaveForget {
 		return w.forgetThenCommit(ctx, d, c)
-	case behave2xxFail:
+	}
+	if a.Behave != behaveOK {
 		w.failed(d)
-		switch a.After2xx {
-		case after2xxPanic:
-			w.tracef(d, "body panics after its 2xx")
+		after := ""
+		if a.Behave == behave2xxFail {
+			after = " after its 2xx"
+		}
+		switch {
+		case a.Behave == behaveNon2xx:
+			w.tracef(d, "body answers non-2xx")
+			return errNon2xx
+		case a.Behave == behavePanic || a.Behave == behave2xxFail && a.After2xx == after2xxPanic:
+			w.tracef(d, "body panics%s", after)
 			panic(panicValue)
-		case after2xxAbort:
+		case a.Behave == behave2xxFail && a.After2xx == after2xxAbort:
 			w.tracef(d, "body cuts the connection after its 2xx (http.ErrAbortHandler)")
 			panic(http.ErrAbortHandler)
 		}
-		w.tracef(d, "body fails after its 2xx")
+		w.tracef(d, "body fails%s", after)
 		return errHandler
 	}
 	if a.Crash == crashBeforeEffect {

@@ -15,7 +15,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// The rules a run is checked by; see the package documentation.
+// The rules a run is checked by; see docs/testing.md, "Model and rules".
 const (
 	ruleAckDone     = "ack-done"
 	ruleAckFenced   = "ack-fenced" // ack-done, by a body fenced out with nobody else holding the key
@@ -125,11 +125,14 @@ func (w *world) violateKey(key, rule, text string) {
 	v := Violation{Rule: rule, Key: key, At: w.now(), Text: text}
 	w.mu.Lock()
 	w.violations = append(w.violations, v)
-	w.events = append(w.events, traceLine{at: v.at(), key: key, text: "VIOLATION [" + rule + "] " + text})
+	w.events = append(w.events, v.line())
 	w.mu.Unlock()
 }
 
-func (v Violation) at() time.Duration { return v.At }
+// line is v's line in the trace.
+func (v Violation) line() traceLine {
+	return traceLine{at: v.At, key: v.Key, text: "VIOLATION [" + v.Rule + "] " + v.Text}
+}
 
 // bodyStarts checks a body as it starts under claim c: no other live body
 // runs for its key, and c's lease has not passed on the store's clock.
@@ -548,24 +551,18 @@ func (r *Result) Report() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		fmt.Fprintf(&b, "trace of key %q:\n", k)
-		n := 0
+		var lines []traceLine
 		for _, e := range r.events {
-			if e.key == k || e.key == "" && k == "" {
-				n++
+			if e.key == k {
+				lines = append(lines, e)
 			}
 		}
-		skip := max(0, n-80)
-		if skip > 0 {
+		if skip := len(lines) - 80; skip > 0 {
 			fmt.Fprintf(&b, "  (%d earlier lines left out)\n", skip)
+			lines = lines[skip:]
 		}
-		for _, e := range r.events {
-			if e.key == k || e.key == "" && k == "" {
-				if skip > 0 {
-					skip--
-					continue
-				}
-				fmt.Fprintf(&b, "  %s %s\n", fmtDur(e.at), e.text)
-			}
+		for _, e := range lines {
+			fmt.Fprintf(&b, "  %s %s\n", fmtDur(e.at), e.text)
 		}
 	}
 	return b.String()

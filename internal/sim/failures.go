@@ -14,7 +14,7 @@ import (
 	"github.com/idemgate/idemgate/store"
 )
 
-// The rules of issue 32's failures; see the package documentation.
+// The rules of issue 32's failures; see docs/testing.md, "Model and rules".
 const (
 	ruleFailedRun = "failed-run" // a body started on a FAILED key that was not retried since
 	ruleFailedAck = "failed-ack" // a delivery of a key whose work failed acked as done, or acked with AckFailed on a key not FAILED

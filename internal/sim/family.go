@@ -21,7 +21,7 @@ import (
 )
 
 // The rules of the families added for a record's whole life, pull
-// ordering, Mutex and push authentication; see the package documentation.
+// ordering, Mutex and push authentication; see docs/testing.md.
 const (
 	ruleFence  = "fence"  // a key's claim won at a fence not above an earlier one
 	ruleZombie = "zombie" // a lost claim's Extend, Release, Complete or CompleteTx took effect, or its ledger write was accepted

@@ -37,8 +37,9 @@ var (
 // do runs call, operation o on key, under the fault the attempt in ctx
 // planned for o.
 func (f *faulty) do(ctx context.Context, o op, key string, call func() error) error {
+	d := deliveryFrom(ctx)
 	if until := f.proc.paused(); !until.IsZero() {
-		if d := deliveryFrom(ctx); d != nil {
+		if d != nil {
 			// A call held up by the pause may come back past its lease,
 			// as any call of a paused process: a repeat is excused.
 			f.w.mu.Lock()
@@ -60,28 +61,23 @@ func (f *faulty) do(ctx context.Context, o op, key string, call func() error) er
 		}
 	}
 	if f.proc.crashed() {
-		if d := deliveryFrom(ctx); d != nil {
+		if d != nil {
 			f.w.mu.Lock()
 			d.struck = true
 			f.w.mu.Unlock()
 		}
 		return fmt.Errorf("%w: %s of %s", errGone, o, key)
 	}
-	d := deliveryFrom(ctx)
 	if d == nil || key != d.ms.key || o >= opCount {
 		return call() // a nested Lock's key: its faults are not the attempt's
 	}
 	flt := d.a.Faults[o]
-	fires := false
-	switch flt.mode {
-	case faultFail, faultLost:
-		if flt.For > 0 {
-			fires = time.Since(d.start) < flt.For
-		} else {
-			fires = d.fire(o)
-		}
-	case faultSlow, faultHang:
-		fires = d.fire(o)
+	var fires bool
+	switch {
+	case flt.For > 0 && (flt.mode == faultFail || flt.mode == faultLost):
+		fires = time.Since(d.start) < flt.For // every call within For
+	case flt.mode == faultFail, flt.mode == faultLost, flt.mode == faultSlow, flt.mode == faultHang:
+		fires = d.fire(o) // the first call only
 	}
 	if !fires {
 		return call()
@@ -191,14 +187,10 @@ func (f *faulty) Forget(ctx context.Context, key string) (bool, error) {
 	return f.w.insp.Forget(ctx, key)
 }
 
-// edgeClaim waits, before d's Claim of key, for the very instant at which
-// the live holder it finds loses its lease (again, if the holder renewed
-// meanwhile, up to three times), or, for a copy, at which the DONE record
-// it finds expires: the Claim then lands on the instant where the contract
-// turns. It returns the context to claim with (one the caller's end does
-// not cancel, after a wait past the ack deadline: the request was in
-// flight), the DONE record waited for (zero if none), and false if the
-// run ended or the process died meanwhile.
+// edgeClaim makes d's Claim of key land where the contract turns: it waits
+// for the end of a live holder's lease (up to three renewals) or, for a copy,
+// a DONE record's expiry. It returns the context to claim with, the DONE
+// record waited for (zero if none), and false if the run or the process ended.
 func (f *faulty) edgeClaim(ctx context.Context, d *delivery, key string) (context.Context, store.Record, bool) {
 	lease := leaseOf(f.w.sc, f.w.t)
 	for range 3 {
@@ -231,11 +223,9 @@ func (f *faulty) edgeClaim(ctx context.Context, d *delivery, key string) (contex
 	return ctx, store.Record{}, true
 }
 
-// edgeComplete waits, before d's Complete of c, for the very end of c's
-// lease (edgeCompleteLease), or, when c's record is DONE already (the
-// retry after a lost reply, edgeCompleteExpiry), for its expiry. It
-// returns the context to complete with, the DONE record waited for (zero
-// if none), and false if the run ended or the process died meanwhile.
+// edgeComplete waits, before d's Complete of c, for the end of c's lease
+// (edgeCompleteLease) or, when c's record is DONE already, its expiry
+// (edgeCompleteExpiry); it returns as edgeClaim does.
 func (f *faulty) edgeComplete(ctx context.Context, d *delivery, c store.Claim) (context.Context, store.Record, bool) {
 	rec, live, err := f.w.insp.Inspect(context.WithoutCancel(ctx), c.Key)
 	if err != nil || !live || rec.Fence != c.Fence {

@@ -70,7 +70,7 @@ type PipeBackend struct {
 	Burst bool
 }
 
-// The rules of the pipeline family; see the package documentation.
+// The rules of the pipeline family; see docs/testing.md, "Model and rules".
 const (
 	rulePipeLost    = "pipe-lost"    // a committed message neither reached stage B nor is dead (nor waits behind a dead one)
 	rulePipeRepeat  = "pipe-repeat"  // a child key effected twice by stage B
@@ -193,7 +193,7 @@ func (w *pipeWorld) violate(key, rule, text string) {
 	v := Violation{Rule: rule, Key: key, At: w.now(), Text: text}
 	w.mu.Lock()
 	w.violations = append(w.violations, v)
-	w.events = append(w.events, traceLine{at: v.At, key: key, text: "VIOLATION [" + rule + "] " + text})
+	w.events = append(w.events, v.line())
 	w.mu.Unlock()
 }
 
@@ -292,7 +292,9 @@ func RunPipeline(sc *PipeScenario, b *PipeBackend) *Result {
 	}
 
 	w.ropts = pipeRelayOptions(sc, w.L)
-	w.ropts.Logger = slog.New(&pipeLog{w: w})
+	w.ropts.Logger = (&lineLog{warnOnly: true, seen: func(_ context.Context, _ slog.Record, text string) {
+		w.tracef("", "relay log: %s", text) // the relays' warnings and errors
+	}}).logger()
 	for slot := range sc.Relays {
 		w.all.Add(1)
 		go w.relaySlot(slot)
@@ -453,35 +455,6 @@ func (w *pipeWorld) stageB(ctx context.Context, m *pubsub.Message) error {
 	w.mu.Unlock()
 	return nil
 }
-
-// pipeLog puts the relays' warnings and errors in the trace.
-type pipeLog struct {
-	w     *pipeWorld
-	attrs string
-}
-
-func (h *pipeLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-
-func (h *pipeLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.attrs)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.w.tracef("", "relay log: %s %s%s", r.Level, r.Message, b.String())
-	return nil
-}
-
-func (h *pipeLog) WithAttrs(as []slog.Attr) slog.Handler {
-	s := h.attrs
-	for _, a := range as {
-		s += fmt.Sprintf(" %s=%v", a.Key, a.Value)
-	}
-	return &pipeLog{w: h.w, attrs: s}
-}
-
-func (h *pipeLog) WithGroup(string) slog.Handler { return h }
 
 // parent runs stage A for p: attempts until one commits, then, if p says
 // so, an operator's Forget and a redelivery that commits again.
@@ -1147,6 +1120,6 @@ func (w *pipeWorld) finalChecks() {
 	}
 	for _, v := range out {
 		w.violations = append(w.violations, v)
-		w.events = append(w.events, traceLine{at: v.At, key: v.Key, text: "VIOLATION [" + v.Rule + "] " + v.Text})
+		w.events = append(w.events, v.line())
 	}
 }

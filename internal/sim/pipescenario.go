@@ -204,28 +204,15 @@ func (s *PipeScenario) refuse(behind int) {
 	}
 }
 
-// BurstBesideRefusals draws the slow Pub/Sub's burst in scenarios where
-// messages are refused, too (-sim.burst-refusals; make sim sets it). Those
-// runs reach the relay's suspects (a request refused whole behind a
-// Pub/Sub slower than an eighth of the lease: pipeline seed 14), and they
-// are the family's most sensitive to a loaded machine (a publish answered
-// past its lease while the race detector and other packages share two
-// cores), so make test leaves them out.
+// BurstBesideRefusals draws the slow Pub/Sub's burst beside refused
+// messages too (-sim.burst-refusals; make sim sets it): those runs reach the
+// relay's suspects but are the most sensitive to a loaded machine.
 var BurstBesideRefusals bool
 
 // drawPipeReaches draws, after every earlier draw so that those stay as
-// they were, what reaches the relay's and the outboxes' limits:
-//
-//   - a crowd: a dead message that holds its key, with more followers
-//     waiting behind it than a Take of the Google stores scans
-//     (outboxq.ScanPages times the batch), before other keys' messages;
-//   - a request refused whole: a clean message and, after it in its key
-//     and in the same request, one that Pub/Sub refuses past the
-//     relays' MaxAttempts;
-//   - a slow Pub/Sub: a burst of messages of many ordering keys, large
-//     batches, every request held by the server a while, and now and
-//     then a stall besides, so that the client's requests outnumber its
-//     workers (NumGoroutines) and queue.
+// they were, what reaches the relay's and the outboxes' limits: a crowd
+// behind a dead message, a request refused whole, a slow Pub/Sub's burst
+// (docs/testing.md, "The pipeline family's model and rules").
 func drawPipeReaches(s *PipeScenario, r *rand.Rand) {
 	if r.IntN(3) == 0 {
 		s.ReleaseDead = false

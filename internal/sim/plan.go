@@ -202,65 +202,33 @@ type Attempt struct {
 // String describes the attempt for the trace.
 func (a *Attempt) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "attempt %d", a.N)
-	if a.Copy {
-		b.WriteString(" (copy)")
-	}
-	fmt.Fprintf(&b, " via %s on process %d: %s", a.Surface, a.Instance, a.Behave)
-	if a.Wait > 0 {
-		fmt.Fprintf(&b, " after %v", a.Wait)
-		if a.BailNil {
-			b.WriteString(" (bails with nil)")
-		} else {
-			b.WriteString(" (bails with an error)")
+	put := func(on bool, format string, args ...any) {
+		if on {
+			fmt.Fprintf(&b, format, args...)
 		}
 	}
-	if a.Stall > 0 {
-		fmt.Fprintf(&b, ", stall %v", a.Stall)
-	}
-	if a.Zombie {
-		b.WriteString(", then tries its lost claim")
-	}
-	switch a.Forged {
-	case forgedNoToken:
-		b.WriteString(", after a forged request without a token")
-	case forgedBadToken:
-		b.WriteString(", after a forged request with a refused token")
-	}
-	if a.LostCommit {
-		b.WriteString(", COMMIT reply lost")
-	}
-	if a.Behave == behave2xxFail {
-		fmt.Fprintf(&b, " (by %s)", after2xxNames[a.After2xx])
-	}
-	if a.Edge != edgeNone {
-		fmt.Fprintf(&b, ", edge: %s", edgeNames[a.Edge])
-	}
-	if a.Inner {
-		b.WriteString(", fails inside its Mutex or nested Lock")
-	}
-	switch {
-	case a.StopAtClaim:
-		b.WriteString(", Receive stops as the Claim is sent")
-	case a.Stop > 0:
-		fmt.Fprintf(&b, ", Receive stops after %v", a.Stop)
-	}
-	if a.StopHonour && (a.StopAtClaim || a.Stop > 0) {
-		b.WriteString(" (the body stops with it)")
-	}
-	if a.RepeatableRead {
-		b.WriteString(", REPEATABLE READ")
-	}
-	switch a.Crash {
-	case crashBeforeEffect:
-		b.WriteString(", crash before the effect")
-	case crashAfterEffect:
-		b.WriteString(", crash after the effect")
-	}
+	put(true, "attempt %d", a.N)
+	put(a.Copy, " (copy)")
+	put(true, " via %s on process %d: %s", a.Surface, a.Instance, a.Behave)
+	put(a.Wait > 0, " after %v", a.Wait)
+	put(a.Wait > 0 && a.BailNil, " (bails with nil)")
+	put(a.Wait > 0 && !a.BailNil, " (bails with an error)")
+	put(a.Stall > 0, ", stall %v", a.Stall)
+	put(a.Zombie, ", then tries its lost claim")
+	put(a.Forged == forgedNoToken, ", after a forged request without a token")
+	put(a.Forged == forgedBadToken, ", after a forged request with a refused token")
+	put(a.LostCommit, ", COMMIT reply lost")
+	put(a.Behave == behave2xxFail, " (by %s)", after2xxNames[a.After2xx])
+	put(a.Edge != edgeNone, ", edge: %s", edgeNames[a.Edge])
+	put(a.Inner, ", fails inside its Mutex or nested Lock")
+	put(a.StopAtClaim, ", Receive stops as the Claim is sent")
+	put(!a.StopAtClaim && a.Stop > 0, ", Receive stops after %v", a.Stop)
+	put(a.StopHonour && (a.StopAtClaim || a.Stop > 0), " (the body stops with it)")
+	put(a.RepeatableRead, ", REPEATABLE READ")
+	put(a.Crash == crashBeforeEffect, ", crash before the effect")
+	put(a.Crash == crashAfterEffect, ", crash after the effect")
 	for o, f := range a.Faults {
-		if f.mode != faultNone {
-			fmt.Fprintf(&b, ", %s %s", op(o), f)
-		}
+		put(f.mode != faultNone, ", %s %s", op(o), f)
 	}
 	return b.String()
 }

@@ -23,7 +23,7 @@ func Run(sc *Scenario, b *Backend) *Result {
 	w.ext = b.Store.(store.Extender)
 	w.insp = b.Store.(store.Inspector)
 	w.fail, _ = b.Store.(store.Failer)
-	w.logs = &lineLog{w: w}
+	w.logs = worldLog(w)
 	w.start = time.Now()
 	w.root, w.stop = context.WithCancel(context.Background())
 	if sc.HideKeys {
@@ -96,12 +96,13 @@ func Run(sc *Scenario, b *Backend) *Result {
 	return &Result{Scenario: sc, Backend: b.Name, Violations: w.violations, Elapsed: w.now(), events: w.events, test: b.Test}
 }
 
-// lineLog keeps every line the gateways log, rendered, for the HideKeys
-// rule; WARN and above also go to the trace.
+// lineLog keeps the lines a logger writes, rendered as "LEVEL msg k=v …"
+// with groups dotted, and hands each to seen; warnOnly drops those below WARN.
 type lineLog struct {
-	w     *world
-	mu    sync.Mutex
-	lines []logLine
+	seen     func(ctx context.Context, r slog.Record, text string)
+	warnOnly bool
+	mu       sync.Mutex
+	lines    []logLine
 }
 
 type logLine struct {
@@ -117,49 +118,48 @@ func (l *lineLog) all() []logLine {
 	return append([]logLine(nil), l.lines...)
 }
 
-// lineHandler renders records as "LEVEL msg k=v …", groups dotted.
+// worldLog keeps every line the gateways log, for the HideKeys rule, notes
+// each delivery's outcome, and traces WARN and above.
+func worldLog(w *world) *lineLog {
+	return &lineLog{seen: func(ctx context.Context, r slog.Record, _ string) {
+		gist := r.Level.String() + " " + r.Message
+		d := deliveryFrom(ctx)
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "outcome" && d != nil {
+				w.noteOutcome(d, a.Value.String()) // the guard's own line says what it made of d
+			}
+			if a.Key == "outcome" || a.Key == "error" {
+				gist += " " + a.Key + "=" + a.Value.String()
+			}
+			return true
+		})
+		if r.Level >= slog.LevelWarn {
+			w.tracef(d, "log: %s", gist)
+		}
+	}}
+}
+
 type lineHandler struct {
 	l      *lineLog
 	prefix string // rendered WithAttrs attributes
 	group  string // WithGroup's, with a trailing dot
 }
 
-func (h *lineHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return !h.l.warnOnly || l >= slog.LevelWarn
+}
 
 func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 	var b strings.Builder
-	b.WriteString(r.Level.String())
-	b.WriteString(" ")
-	b.WriteString(r.Message)
-	b.WriteString(h.prefix)
+	b.WriteString(r.Level.String() + " " + r.Message + h.prefix)
 	r.Attrs(func(a slog.Attr) bool {
 		render(&b, h.group, a)
 		return true
 	})
-	line := logLine{level: r.Level, text: b.String()}
-	if d := deliveryFrom(ctx); d != nil {
-		// The delivery's own line says what the guard made of it.
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "outcome" {
-				h.l.w.noteOutcome(d, a.Value.String())
-			}
-			return true
-		})
-	}
 	h.l.mu.Lock()
-	h.l.lines = append(h.l.lines, line)
+	h.l.lines = append(h.l.lines, logLine{level: r.Level, text: b.String()})
 	h.l.mu.Unlock()
-	if r.Level >= slog.LevelWarn {
-		// The trace gets the gist: level, message, outcome, error.
-		gist := r.Level.String() + " " + r.Message
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "outcome" || a.Key == "error" {
-				gist += " " + a.Key + "=" + a.Value.String()
-			}
-			return true
-		})
-		h.l.w.tracef(deliveryFrom(ctx), "log: %s", gist)
-	}
+	h.l.seen(ctx, r, b.String())
 	return nil
 }
 

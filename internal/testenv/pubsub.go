@@ -10,32 +10,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// The Pub/Sub emulator is a Java program like the Datastore and Firestore
-// emulators, but the SDK ships it as a versioned jar
-// (platform/pubsub-emulator/lib/cloud-pubsub-emulator-<version>-all.jar)
-// behind a Gradle launcher script. It is started here with java -jar, so the
-// process Server.Stop signals is the JVM itself.
-
 // PubSubEmulatorHost returns the host:port of a Google Cloud Pub/Sub
-// emulator: $PUBSUB_EMULATOR_HOST if set, else one started from the
-// installed Cloud SDK on a free port and shared by the test binary ([Main]
-// stops it). The first start takes a few seconds (a JVM); later calls in the
-// same binary return at once.
-//
-// Connect a client with [PubSubClientOptions]:
-//
-//	host := testenv.PubSubEmulatorHost(t)
-//	c, err := pubsub.NewClient(ctx, testenv.PubSubProject(t), testenv.PubSubClientOptions(host)...)
-//
-// The emulator accepts every project ID and keeps everything in memory for
-// the life of the process, so tests isolate themselves with a project of
-// their own ([PubSubProject]). It differs from the real service in ways
-// that matter to tests: push subscriptions acknowledge on 200, 201, 203 and
-// 204 and treat every other status, 202 included, as a nack; pushed
-// requests carry no deliveryAttempt, no orderingKey and no Authorization
-// header; a nacked message comes back about a second later; there is no
-// dead lettering and no exactly-once delivery. For those, pull tests use
-// cloud.google.com/go/pubsub/v2/pstest instead, which models them.
+// emulator: $PUBSUB_EMULATOR_HOST if set, else one started from the Cloud
+// SDK's jar (java -jar) on a free port and shared by the test binary ([Main]
+// stops it). Each test isolates itself with its own [PubSubProject]; connect
+// with [PubSubClientOptions]. How the emulator differs from the service:
+// docs/testing.md, "What the emulator does differently" (pull tests use pstest).
 func PubSubEmulatorHost(t testing.TB) string {
 	t.Helper()
 	return emulatorAddr(t, "PUBSUB_EMULATOR_HOST", "pubsub-emulator", "google-cloud-cli-pubsub-emulator", StartPubSubEmulator)
