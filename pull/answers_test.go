@@ -238,3 +238,27 @@ func TestAnswerTable(t *testing.T) {
 		t.Errorf("column Pull of docs/design.md's table (-doc +Wrap):\n%s", diff)
 	}
 }
+
+// AckFailed acknowledges the deliveries of a FAILED key, and nothing else
+// that failed: a handler's error, a missing key and a store that cannot
+// be reached are still nacked.
+func TestAckFailedAcksOnlyFailedKeys(t *testing.T) {
+	o := gateway.Options{AckFailed: true}
+	for name, cb := range map[string]func(*testing.T) func(context.Context, *pubsub.Message){
+		"handler error": func(t *testing.T) func(context.Context, *pubsub.Message) {
+			return pull.Wrap(answerGateway(t, nil, o), func(context.Context, *pubsub.Message) error { return errors.New("warehouse down") }, quietOptions(pull.Options{}))
+		},
+		"no key": func(t *testing.T) func(context.Context, *pubsub.Message) {
+			return pull.Wrap(answerGateway(t, nil, o), succeed, quietOptions(pull.Options{Route: gateway.RouteOptions{Key: gateway.KeyFromAttribute("order_id")}}))
+		},
+		"store error": func(t *testing.T) func(context.Context, *pubsub.Message) {
+			return pull.Wrap(answerGateway(t, unreachable{}, o), succeed, quietOptions(pull.Options{}))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if v := verdict(t.Context(), t, cb(t), "m-1", "x", nil); v != "nack" {
+				t.Errorf("with AckFailed, %s: %q, want nack: only a FAILED key's deliveries are acked", name, v)
+			}
+		})
+	}
+}
